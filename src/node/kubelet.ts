@@ -1,0 +1,153 @@
+// kubelet's configuration: the KubeletConfiguration file, the kubeconfig (or
+// the bootstrap kubeconfig it trades for one), the cluster CA, and the unit
+// drop-in with the flags that have no config-file field (node name, labels).
+// Pure: settings in, files (as node paths) out.
+
+import { z } from 'zod';
+import { err, ok, type Result } from '../util/result.ts';
+import { execLine, renderUnit } from './systemd.ts';
+import { toYaml } from './yaml.ts';
+
+const absolute = z.string().regex(/^\//, 'an absolute path');
+const labelKey = z.string().regex(/^([a-z0-9.-]+\/)?[A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9])?$/, 'a label key');
+const labelValue = z.string().regex(/^([A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9])?)?$/, 'a label value');
+
+export const taintSchema = z.strictObject({
+  key: labelKey,
+  value: labelValue.optional(),
+  effect: z.enum(['NoSchedule', 'PreferNoSchedule', 'NoExecute']),
+});
+export type Taint = z.infer<typeof taintSchema>;
+
+export const kubeletAuthSchema = z.union([
+  /** TLS bootstrap: kubelet trades the token for a client certificate and writes its own kubeconfig. */
+  z.strictObject({ bootstrapToken: z.string().regex(/^[a-z0-9]{6}\.[a-z0-9]{16}$/, 'a bootstrap token: abcdef.0123456789abcdef') }),
+  /** A client certificate and key (PEM text), written under the kubelet's pki directory. */
+  z.strictObject({ clientCertificate: z.string().min(1), clientKey: z.string().min(1) }),
+]);
+export type KubeletAuth = z.infer<typeof kubeletAuthSchema>;
+
+export const kubeletSettingsSchema = z.strictObject({
+  nodeName: z.string().regex(/^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$/, 'a DNS-1123 node name'),
+  server: z.url({ protocol: /^https$/ }),
+  /** The cluster CA, PEM text. */
+  caData: z.string().includes('-----BEGIN CERTIFICATE-----', { message: 'a PEM certificate' }),
+  auth: kubeletAuthSchema,
+  clusterDNS: z.array(z.union([z.ipv4(), z.ipv6()])).min(1),
+  clusterDomain: z.string().default('cluster.local'),
+  labels: z.record(labelKey, labelValue).default({}),
+  taints: z.array(taintSchema).default([]),
+  cgroupDriver: z.enum(['systemd', 'cgroupfs']).default('systemd'),
+  containerRuntimeEndpoint: z.string().default('unix:///run/containerd/containerd.sock'),
+  /** The kubelet binary inside the container. */
+  binary: absolute.default('/usr/local/bin/kubelet'),
+  dir: absolute.default('/var/lib/kubelet'),
+  /** Merged over the generated KubeletConfiguration (fields this schema does not name). */
+  extra: z.record(z.string(), z.unknown()).default({}),
+});
+export type KubeletSettings = z.output<typeof kubeletSettingsSchema>;
+export type KubeletSettingsInput = z.input<typeof kubeletSettingsSchema>;
+
+export function validateKubeletSettings(input: unknown): Result<KubeletSettings, string[]> {
+  const parsed = kubeletSettingsSchema.safeParse(input);
+  if (parsed.success) return ok(parsed.data);
+  return err(parsed.error.issues.map((i) => `kubelet.${i.path.join('.')}: ${i.message}`));
+}
+
+/** A file for the node, by its path inside the node (shared paths are the same on the host). */
+export interface NodeFile {
+  readonly path: string;
+  readonly content: string;
+  readonly mode: number;
+}
+
+export function kubeletPaths(s: Pick<KubeletSettings, 'dir'>) {
+  return {
+    config: `${s.dir}/config.yaml`,
+    kubeconfig: `${s.dir}/kubeconfig`,
+    bootstrapKubeconfig: `${s.dir}/bootstrap-kubeconfig`,
+    ca: `${s.dir}/pki/ca.crt`,
+    clientCertificate: `${s.dir}/pki/nodegraph-client.crt`,
+    clientKey: `${s.dir}/pki/nodegraph-client.key`,
+  };
+}
+
+export function kubeletConfiguration(s: KubeletSettings): Record<string, unknown> {
+  const paths = kubeletPaths(s);
+  return {
+    apiVersion: 'kubelet.config.k8s.io/v1beta1',
+    kind: 'KubeletConfiguration',
+    authentication: {
+      anonymous: { enabled: false },
+      webhook: { enabled: true },
+      x509: { clientCAFile: paths.ca },
+    },
+    authorization: { mode: 'Webhook' },
+    cgroupDriver: s.cgroupDriver,
+    clusterDNS: s.clusterDNS,
+    clusterDomain: s.clusterDomain,
+    containerRuntimeEndpoint: s.containerRuntimeEndpoint,
+    rotateCertificates: 'bootstrapToken' in s.auth,
+    ...(s.taints.length === 0 ? {} : { registerWithTaints: s.taints.map((t) => ({ ...t })) }),
+    ...s.extra,
+  };
+}
+
+export function kubeconfig(s: KubeletSettings, user: Record<string, string>): Record<string, unknown> {
+  return {
+    apiVersion: 'v1',
+    kind: 'Config',
+    clusters: [{ name: 'cluster', cluster: { server: s.server, 'certificate-authority': kubeletPaths(s).ca } }],
+    users: [{ name: 'kubelet', user }],
+    contexts: [{ name: 'kubelet', context: { cluster: 'cluster', user: 'kubelet' } }],
+    'current-context': 'kubelet',
+  };
+}
+
+/** The kubelet command line; flags only for what KubeletConfiguration cannot say. */
+export function kubeletArgv(s: KubeletSettings): string[] {
+  const paths = kubeletPaths(s);
+  const argv = [s.binary, `--config=${paths.config}`, `--kubeconfig=${paths.kubeconfig}`];
+  if ('bootstrapToken' in s.auth) argv.push(`--bootstrap-kubeconfig=${paths.bootstrapKubeconfig}`);
+  argv.push(`--hostname-override=${s.nodeName}`);
+  const labels = Object.entries(s.labels).sort(([a], [b]) => a.localeCompare(b));
+  if (labels.length > 0) argv.push(`--node-labels=${labels.map(([k, v]) => `${k}=${v}`).join(',')}`);
+  return argv;
+}
+
+export function kubeletDropIn(s: KubeletSettings): string {
+  return renderUnit(
+    {
+      Unit: { After: 'containerd.service', Wants: 'containerd.service' },
+      Service: { ExecStart: ['', execLine(kubeletArgv(s))], Restart: 'always', RestartSec: 5 },
+    },
+    'Written by nodegraph; edits are replaced on the next apply.',
+  );
+}
+
+const header = '# Written by nodegraph; edits are replaced on the next apply.\n';
+
+/** The files kubelet reads, in the shared kubelet directory (same path on host and in the container). */
+export function kubeletSharedFiles(s: KubeletSettings): NodeFile[] {
+  const paths = kubeletPaths(s);
+  const files: NodeFile[] = [
+    { path: paths.config, content: header + toYaml(kubeletConfiguration(s)), mode: 0o644 },
+    { path: paths.ca, content: ensureNewline(s.caData), mode: 0o644 },
+  ];
+  if ('bootstrapToken' in s.auth) {
+    files.push({ path: paths.bootstrapKubeconfig, content: header + toYaml(kubeconfig(s, { token: s.auth.bootstrapToken })), mode: 0o600 });
+  } else {
+    files.push(
+      { path: paths.clientCertificate, content: ensureNewline(s.auth.clientCertificate), mode: 0o644 },
+      { path: paths.clientKey, content: ensureNewline(s.auth.clientKey), mode: 0o600 },
+      {
+        path: paths.kubeconfig,
+        content: header + toYaml(kubeconfig(s, { 'client-certificate': paths.clientCertificate, 'client-key': paths.clientKey })),
+        mode: 0o600,
+      },
+    );
+  }
+  return files;
+}
+
+const ensureNewline = (text: string): string => (text.endsWith('\n') ? text : `${text}\n`);

@@ -1,0 +1,120 @@
+// The container lifecycle through runc: state, run detached, kill, delete,
+// exec. Every call goes through the task's exec (the engine's process
+// runner). Stopping a container that is stopped or gone succeeds.
+
+import type { Argv } from '../nodefile/types.ts';
+import { STOP_SIGNAL_NUMBER } from './bundle.ts';
+import { lastLine, tryExec, type Exec } from './exec.ts';
+import { waitFor, type Clock } from './wait.ts';
+
+export interface RuncOptions {
+  /** The runc binary (absolute on real hosts, so a unit can name it too). */
+  readonly binary: string;
+  /** runc's state directory (`--root`); runc's default (/run/runc) when undefined. */
+  readonly stateRoot?: string;
+}
+
+export type ContainerStatus = 'creating' | 'created' | 'running' | 'paused' | 'stopped';
+
+export type ContainerState =
+  | { readonly status: 'absent'; readonly detail: string }
+  | { readonly status: ContainerStatus; readonly pid: number; readonly created: string; readonly bundle: string };
+
+/** The argv prefix for a runc call: the binary and its global flags. */
+export const runcArgv = (o: RuncOptions, ...args: string[]): string[] => [
+  o.binary,
+  ...(o.stateRoot === undefined ? [] : ['--root', o.stateRoot]),
+  ...args,
+];
+
+export function parseState(stdout: string): ContainerState | undefined {
+  try {
+    const state = JSON.parse(stdout) as { status?: unknown; pid?: unknown; created?: unknown; bundle?: unknown };
+    const status = state.status;
+    if (status !== 'creating' && status !== 'created' && status !== 'running' && status !== 'paused' && status !== 'stopped') return undefined;
+    return {
+      status,
+      pid: typeof state.pid === 'number' ? state.pid : 0,
+      created: typeof state.created === 'string' ? state.created : '',
+      bundle: typeof state.bundle === 'string' ? state.bundle : '',
+    };
+  } catch {
+    return undefined;
+  }
+}
+
+export async function containerState(exec: Exec, o: RuncOptions, id: string): Promise<ContainerState> {
+  const result = await tryExec(exec, runcArgv(o, 'state', id));
+  if (result.exitCode !== 0) return { status: 'absent', detail: lastLine(result) };
+  return parseState(result.stdout) ?? { status: 'absent', detail: `unreadable runc state: ${lastLine(result)}` };
+}
+
+/** The check of a running container: true, or what runc said instead. */
+export async function isRunning(exec: Exec, o: RuncOptions, id: string): Promise<true | string> {
+  const state = await containerState(exec, o, id);
+  if (state.status === 'running') return true;
+  return state.status === 'absent' ? `container ${id} does not exist (${state.detail})` : `container ${id} is ${state.status}`;
+}
+
+/**
+ * `runc run --detach`. runc hands its stdin/stdout/stderr to the container's
+ * init, so they are pointed at a log file: a pipe the init keeps open would
+ * never close and the runner would wait for it forever.
+ */
+export function runDetachedArgv(o: RuncOptions, bundle: string, id: string, consoleLog: string): Argv {
+  return [
+    'sh',
+    '-c',
+    'log=$1; shift; exec "$@" </dev/null >>"$log" 2>&1',
+    'sh',
+    consoleLog,
+    ...runcArgv(o, 'run', '--detach', '--bundle', bundle, id),
+  ];
+}
+
+export async function runDetached(exec: Exec, o: RuncOptions, bundle: string, id: string, consoleLog: string): Promise<void> {
+  await exec(runDetachedArgv(o, bundle, id, consoleLog));
+}
+
+export interface StopOptions {
+  readonly timeoutMs: number;
+  readonly intervalMs?: number;
+  readonly clock?: Clock;
+  readonly signal?: AbortSignal;
+}
+
+/**
+ * Stops and deletes a container: the stop signal systemd expects, a wait,
+ * SIGKILL if it does not go, then `delete --force`. A container that is
+ * already stopped or gone is fine. Returns what it found.
+ */
+export async function stopContainer(exec: Exec, o: RuncOptions, id: string, options: StopOptions): Promise<ContainerState['status']> {
+  const before = await containerState(exec, o, id);
+  if (before.status === 'absent') return 'absent';
+  if (before.status === 'running' || before.status === 'paused' || before.status === 'created') {
+    await tryExec(exec, runcArgv(o, 'kill', id, String(STOP_SIGNAL_NUMBER)));
+    const gone = await waitFor(
+      async () => {
+        const s = await containerState(exec, o, id);
+        return { ok: s.status === 'stopped' || s.status === 'absent', detail: s.status };
+      },
+      {
+        what: `container ${id} to stop`,
+        timeoutMs: options.timeoutMs,
+        intervalMs: options.intervalMs ?? 500,
+        ...(options.clock === undefined ? {} : { clock: options.clock }),
+        ...(options.signal === undefined ? {} : { signal: options.signal }),
+      },
+    );
+    if (!gone.ok) await tryExec(exec, runcArgv(o, 'kill', '--all', id, 'KILL'));
+  }
+  const removed = await tryExec(exec, runcArgv(o, 'delete', '--force', id));
+  if (removed.exitCode !== 0) {
+    const after = await containerState(exec, o, id);
+    if (after.status !== 'absent') throw new Error(`runc could not delete container ${id}: ${lastLine(removed)}`);
+  }
+  return before.status;
+}
+
+/** `runc exec <id> <argv…>`: a command inside the running container. */
+export const execInArgv = (o: RuncOptions, id: string, argv: readonly string[]): string[] => runcArgv(o, 'exec', id, ...argv);

@@ -1,0 +1,93 @@
+// systemd services, inside the node container (systemctl through `runc
+// exec`) or on the host (plain systemctl): start, restart, reload, stop,
+// is-active, MainPID, and a wait for systemd itself to be up.
+
+import type { Argv } from '../nodefile/types.ts';
+import { lastLine, tryExec, type Exec } from './exec.ts';
+import { execInArgv, type RuncOptions } from './runc.ts';
+import { waitFor, type Clock, type WaitTimeout } from './wait.ts';
+import type { Result } from '../util/result.ts';
+
+/** Where systemctl runs: the host, or a runc container. */
+export type SystemdTarget = { readonly kind: 'host' } | { readonly kind: 'container'; readonly runc: RuncOptions; readonly id: string };
+
+export const onHost: SystemdTarget = { kind: 'host' };
+
+export function systemctlArgv(target: SystemdTarget, ...args: string[]): Argv {
+  const argv = ['systemctl', ...args];
+  return target.kind === 'host' ? argv : execInArgv(target.runc, target.id, argv);
+}
+
+export interface Services {
+  start(unit: string): Promise<void>;
+  restart(unit: string): Promise<void>;
+  reload(unit: string): Promise<void>;
+  stop(unit: string): Promise<void>;
+  enable(unit: string): Promise<void>;
+  disable(unit: string): Promise<void>;
+  daemonReload(): Promise<void>;
+  /** `systemctl is-active`: the word it prints (active, inactive, failed, activating, …). */
+  activeState(unit: string): Promise<string>;
+  /** The service's main process id; 0 when it has none. */
+  mainPid(unit: string): Promise<number>;
+  /** `systemctl is-system-running`: running, degraded, starting, … or what went wrong. */
+  systemState(): Promise<string>;
+}
+
+export function services(exec: Exec, target: SystemdTarget): Services {
+  const run = async (...args: string[]): Promise<void> => {
+    await exec(systemctlArgv(target, ...args));
+  };
+  return {
+    start: (unit) => run('start', unit),
+    restart: (unit) => run('restart', unit),
+    reload: (unit) => run('reload', unit),
+    stop: (unit) => run('stop', unit),
+    enable: (unit) => run('enable', unit),
+    disable: (unit) => run('disable', unit),
+    daemonReload: () => run('daemon-reload'),
+    activeState: async (unit) => {
+      const r = await tryExec(exec, systemctlArgv(target, 'is-active', unit));
+      return r.stdout.trim() || lastLine(r) || `exit ${r.exitCode}`;
+    },
+    mainPid: async (unit) => {
+      const r = await exec(systemctlArgv(target, 'show', '--property=MainPID', '--value', unit));
+      const pid = Number.parseInt(r.stdout.trim(), 10);
+      return Number.isFinite(pid) ? pid : 0;
+    },
+    systemState: async () => {
+      const r = await tryExec(exec, systemctlArgv(target, 'is-system-running'));
+      return r.stdout.trim() || lastLine(r) || `exit ${r.exitCode}`;
+    },
+  };
+}
+
+export interface ReadyOptions {
+  readonly timeoutMs: number;
+  readonly intervalMs: number;
+  readonly clock?: Clock;
+  readonly signal?: AbortSignal;
+}
+
+const waitOptions = (what: string, o: ReadyOptions) => ({
+  what,
+  timeoutMs: o.timeoutMs,
+  intervalMs: o.intervalMs,
+  ...(o.clock === undefined ? {} : { clock: o.clock }),
+  ...(o.signal === undefined ? {} : { signal: o.signal }),
+});
+
+/** systemd has finished booting: `running`, or `degraded` (a unit failed, but the manager is up). */
+export function systemReady(s: Services, what: string, o: ReadyOptions): Promise<Result<unknown, WaitTimeout>> {
+  return waitFor(async () => {
+    const state = await s.systemState();
+    return { ok: state === 'running' || state === 'degraded', detail: `is-system-running: ${state}` };
+  }, waitOptions(what, o));
+}
+
+export function unitActive(s: Services, unit: string, what: string, o: ReadyOptions): Promise<Result<unknown, WaitTimeout>> {
+  return waitFor(async () => {
+    const state = await s.activeState(unit);
+    return { ok: state === 'active', detail: `${unit} is ${state}` };
+  }, waitOptions(what, o));
+}

@@ -1,0 +1,64 @@
+// Who keeps the node container alive. On a host that runs systemd: an
+// agent-owned unit (`nodegraph-<slot>.service`) running `runc run` in the
+// foreground — systemd restarts it and stops it in order at shutdown. On a
+// host without systemd: `runc run --detach`, with the console to a log file.
+
+import type { Exec } from './exec.ts';
+import { runcArgv, runDetached, stopContainer, type RuncOptions, type StopOptions } from './runc.ts';
+import { onHost, services } from './services.ts';
+import { execLine, renderUnit } from './systemd.ts';
+
+export type Supervisor = 'systemd' | 'runc';
+
+export interface ContainerSpec {
+  readonly id: string;
+  readonly runc: RuncOptions;
+  /** Host path of the bundle directory (config.json and rootfs). */
+  readonly bundle: string;
+  /** Host path of the console log for a detached container. */
+  readonly consoleLog: string;
+  readonly stopTimeoutSeconds: number;
+}
+
+export const unitName = (id: string): string => `nodegraph-${id}.service`;
+export const unitPath = (id: string): string => `/etc/systemd/system/${unitName(id)}`;
+
+export function containerUnit(c: ContainerSpec): string {
+  return renderUnit(
+    {
+      Unit: {
+        Description: `nodegraph node container ${c.id}`,
+        Wants: 'network-online.target',
+        After: 'network-online.target',
+      },
+      Service: {
+        Type: 'simple',
+        ExecStartPre: `-${execLine(runcArgv(c.runc, 'delete', '--force', c.id))}`,
+        ExecStart: execLine(runcArgv(c.runc, 'run', '--bundle', c.bundle, c.id)),
+        ExecStopPost: `-${execLine(runcArgv(c.runc, 'delete', '--force', c.id))}`,
+        // runc passes signals on to the container's init; systemd halts on SIGRTMIN+3.
+        KillSignal: `SIGRTMIN+3`,
+        KillMode: 'mixed',
+        TimeoutStopSec: c.stopTimeoutSeconds,
+        Delegate: true,
+        Restart: 'on-failure',
+        RestartSec: 5,
+      },
+      Install: { WantedBy: 'multi-user.target' },
+    },
+    'Written by nodegraph; edits are replaced on the next apply.',
+  );
+}
+
+/** Starts the container, stopping it first if it runs. */
+export async function restartContainer(exec: Exec, supervisor: Supervisor, c: ContainerSpec, stop: StopOptions): Promise<void> {
+  if (supervisor === 'systemd') {
+    const host = services(exec, onHost);
+    await host.daemonReload();
+    await host.enable(unitName(c.id));
+    await host.restart(unitName(c.id));
+    return;
+  }
+  await stopContainer(exec, c.runc, c.id, stop);
+  await runDetached(exec, c.runc, c.bundle, c.id, c.consoleLog);
+}
