@@ -91,3 +91,16 @@ export function unitActive(s: Services, unit: string, what: string, o: ReadyOpti
     return { ok: state === 'active', detail: `${unit} is ${state}` };
   }, waitOptions(what, o));
 }
+
+export type ServiceAction = 'start' | 'restart';
+
+/**
+ * What a service task does when it runs. If this apply (re)started the
+ * container, systemd inside has just booted with the new configuration:
+ * start the service (a no-op if it already runs), never restart it. On a
+ * first run, start it. Otherwise its configuration (or its binary) changed,
+ * or it drifted: restart it.
+ */
+export function serviceAction(o: { readonly containerStarted: boolean; readonly firstRun: boolean }): ServiceAction {
+  return o.containerStarted || o.firstRun ? 'start' : 'restart';
+}

@@ -1,0 +1,548 @@
+// The container node as a graph: a Kubernetes node whose kubelet and
+// containerd run in a runc container with systemd as PID 1, in slot kube1 or
+// kube2. Its configuration is the JSON file named by NODEGRAPH_NODE_CONFIG
+// (see graphs/README.md and graphs/node.example.json).
+//
+//   host/runtime ─┬─ host/layout ─── <slot>/rootfs ─┬─ <slot>/provision.* ─┐
+//                 ├─ host/kubelet-dir ─┐            ├─ <slot>/containerd.config ─┐
+//                 ├─ host/cni ─────────┤            ├─ <slot>/kubelet.config ────┤
+//                 ├─ host/certs.d ─────┤            └─ <slot>/cni.config         │
+//                 ├─ host/run-containerd            <slot>/bundle ── <slot>/unit │
+//                 └─ host/bpffs ───────┘                                         ▼
+//     <slot>/container ──▶ <slot>/containerd ──(after)──▶ <slot>/kubelet ──▶ <slot>/verified
+//
+// Trigger edges carry the restart rules: the container restarts when its
+// bundle, unit or rootfs changed; containerd when its config (or the
+// container) changed; kubelet likewise; kubelet runs after containerd, so
+// when both changed containerd goes first. A service whose container was
+// (re)started in the same apply is only started, never restarted.
+
+import { existsSync, lstatSync, mkdirSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import path from 'node:path';
+import type { Json, NodefileApi, TaskContext, TaskRef } from '../src/nodefile/types.ts';
+import { isOciLayout, unpackImage } from '../src/node/archive.ts';
+import { bundleConfig, SHARED_PATHS, validateOciSpec, type OciSpec } from '../src/node/bundle.ts';
+import { conflistPath, renderConflist } from '../src/node/cni.ts';
+import { renderContainerdConfig, renderHostsFiles } from '../src/node/containerd.ts';
+import { execOf, lastLine, tryExec } from '../src/node/exec.ts';
+import { discoverNvidia } from '../src/node/gpu.ts';
+import { HELPER_PATH, HELPER_SCRIPT, helperAt, type Helper } from '../src/node/helper.ts';
+import { makeHost, type Host } from '../src/node/host.ts';
+import { kubeletDropIn, kubeletSharedFiles, type KubeletSettings } from '../src/node/kubelet.ts';
+import { install, isPresent, type InstallSpec } from '../src/node/provision.ts';
+import { renderFile } from '../src/node/render.ts';
+import { containerState, execInArgv, isRunning, type RuncOptions } from '../src/node/runc.ts';
+import { serviceAction, services, systemReady, unitActive, type ReadyOptions } from '../src/node/services.ts';
+import { containerUnit, restartContainer, unitName, unitPath, type ContainerSpec, type Supervisor } from '../src/node/supervise.ts';
+import { dropInPath } from '../src/node/systemd.ts';
+import { describeWaitFailure, waitFor } from '../src/node/wait.ts';
+import { CONFIG_ENV, readNodeConfig, type NodeConfig, type Slot } from './node-config.ts';
+
+/** What every task builder below needs to know about the node. */
+interface Node {
+  readonly config: NodeConfig;
+  readonly configFile: string;
+  readonly host: Host;
+  readonly runc: RuncOptions;
+  readonly helper: Helper;
+  readonly supervisor: Supervisor;
+}
+
+interface Shared {
+  readonly runtime: TaskRef;
+  readonly layout: TaskRef;
+  readonly kubeletDir: TaskRef;
+  readonly cni: TaskRef;
+  readonly certsDir: TaskRef;
+  readonly runContainerd: TaskRef;
+  readonly bpffs: TaskRef;
+  readonly cniPlugins: TaskRef | undefined;
+}
+
+export default function containerNode(ng: NodefileApi): void {
+  const configFile = process.env[CONFIG_ENV];
+  if (configFile === undefined || configFile === '') {
+    throw new Error(`${CONFIG_ENV} is not set: point it at the node's configuration file (see graphs/README.md)`);
+  }
+  const node = makeNode(path.resolve(configFile));
+  const shared = declareHost(ng, node);
+  declareSlot(ng, node, shared, node.config.slot, 'run');
+  for (const slot of node.config.prepare) declareSlot(ng, node, shared, slot, 'prepare');
+}
+
+function makeNode(configFile: string): Node {
+  const config = readNodeConfig(configFile);
+  const host = makeHost(config.root);
+  const supervisor: Supervisor = config.supervisor === 'auto' ? (host.hasSystemd() ? 'systemd' : 'runc') : config.supervisor;
+  const stateRoot = config.runtime.stateRoot ?? (host.root === '/' ? undefined : '/run/runc');
+  const runc: RuncOptions = {
+    binary: host.path(config.runtime.runc),
+    ...(stateRoot === undefined ? {} : { stateRoot: host.path(stateRoot) }),
+  };
+  return { config, configFile, host, runc, helper: helperAt(host.path(HELPER_PATH)), supervisor };
+}
+
+const seconds = (s: number): number => Math.round(s * 1000);
+
+function readyOptions(node: Node, ctx: TaskContext, timeout: number): ReadyOptions {
+  return { timeoutMs: seconds(timeout), intervalMs: seconds(node.config.timeouts.interval), signal: ctx.signal };
+}
+
+// ---- the host: runtime and the directories every slot shares ---------------
+
+function declareHost(ng: NodefileApi, node: Node): Shared {
+  const { config, host, helper } = node;
+
+  ng.task('host/config', {
+    description: 'the node configuration file (read each time the graph loads)',
+    inputs: { path: ng.env(CONFIG_ENV), file: ng.file(node.configFile) },
+    run: () => ({ nodeName: config.nodeName, slot: config.slot }),
+  });
+
+  const runtimeSpec = { runc: node.runc, install: config.runtime.install ?? null, helper: helper.path, script: HELPER_SCRIPT };
+  const runtime = ng.task('host/runtime', {
+    description: 'runc present, and the node lifecycle helper that stop and destroy steps call',
+    inputs: { spec: ng.value(asJson(runtimeSpec)) },
+    outputs: [helper.path],
+    run: async (ctx) => {
+      const exec = execOf(ctx);
+      if (config.runtime.install !== undefined) {
+        const outcome = await install(exec, {
+          name: 'runc',
+          source: config.runtime.install,
+          dest: node.runc.binary,
+          stamp: host.path('/var/lib/nodegraph/runc.version.json'),
+          expect: [node.runc.binary],
+          scratch: host.path('/var/lib/nodegraph/downloads'),
+        });
+        ctx.log(`runc ${outcome.version}: ${outcome.action}`);
+      }
+      const version = await tryExec(exec, [node.runc.binary, '--version']);
+      if (version.exitCode !== 0) {
+        throw new Error(`runc does not run at ${node.runc.binary} (${lastLine(version)}): install it (apt-get install runc) or set runtime.install`);
+      }
+      renderFile(helper.path, HELPER_SCRIPT, { mode: 0o755 });
+      return { runc: version.stdout.split('\n')[0] ?? '' };
+    },
+    check: async (ctx) => {
+      const version = await tryExec(execOf(ctx), [node.runc.binary, '--version']);
+      return version.exitCode === 0 || `runc --version failed: ${lastLine(version)}`;
+    },
+  });
+
+  const dir = (id: string, nodePath: string, description: string, destroy: string[][]): TaskRef => {
+    const hostPath = host.path(nodePath);
+    return ng.task(id, {
+      description,
+      inputs: { dir: ng.value(hostPath) },
+      after: [runtime],
+      run: () => {
+        mkdirSync(hostPath, { recursive: true });
+        return { dir: hostPath };
+      },
+      check: () => existsSync(hostPath) || `${hostPath} is missing`,
+      ...(destroy.length === 0 ? {} : { destroy }),
+    });
+  };
+
+  const kubeletDir = host.path('/var/lib/kubelet');
+  const runContainerd = host.path('/run/containerd');
+  const shared: Shared = {
+    runtime,
+    layout: dir('host/layout', config.layoutDir, 'the folder that holds the slots', [helper.removeUnlessMounted(host.path(config.layoutDir))]),
+    // Pod volumes are mounted below the kubelet directory: unmount them once
+    // no slot runs, and keep the directory if one will not go.
+    kubeletDir: dir('host/kubelet-dir', '/var/lib/kubelet', 'kubelet state shared by the slots (identity, pods, config)', [
+      helper.unmountBelow(kubeletDir),
+      helper.removeUnlessMounted(kubeletDir),
+    ]),
+    cni: dir('host/cni', '/opt/cni/bin', 'CNI binaries shared by the slots', [helper.remove(host.path('/opt/cni'))]),
+    certsDir: dir('host/certs.d', config.containerd.certsDir, 'containerd registry hosts shared by the slots', [
+      helper.remove(host.path(config.containerd.certsDir)),
+    ]),
+    runContainerd: dir('host/run-containerd', '/run/containerd', "containerd's sockets, shared with the host", [
+      helper.unmountBelow(runContainerd),
+      helper.removeUnlessMounted(runContainerd),
+    ]),
+    bpffs: dir('host/bpffs', '/sys/fs/bpf', 'the BPF filesystem the container shares', []),
+    cniPlugins: undefined,
+  };
+
+  if (config.binaries.cniPlugins !== undefined) {
+    const spec: InstallSpec = {
+      name: 'cni-plugins',
+      source: config.binaries.cniPlugins,
+      dest: host.path('/opt/cni/bin'),
+      stamp: host.path('/opt/cni/nodegraph-cni-plugins.json'),
+      expect: [host.path('/opt/cni/bin/bridge'), host.path('/opt/cni/bin/host-local')],
+      scratch: host.path('/var/lib/nodegraph/downloads'),
+    };
+    return { ...shared, cniPlugins: provisionTask(ng, 'host/cni.plugins', spec, [shared.cni]) };
+  }
+  return shared;
+}
+
+function provisionTask(ng: NodefileApi, id: string, spec: InstallSpec, after: TaskRef[], upstream?: TaskRef): TaskRef {
+  return ng.task(id, {
+    description: `${spec.name} ${spec.source.version} from ${spec.source.source}`,
+    inputs: { spec: ng.value(asJson(spec)), ...(upstream === undefined ? {} : { rootfs: upstream }) },
+    after,
+    run: async (ctx) => {
+      const outcome = await install(execOf(ctx), spec);
+      ctx.log(`${spec.name} ${outcome.version}: ${outcome.action}`);
+      return { name: spec.name, version: spec.source.version };
+    },
+    check: () => isPresent(spec) || `${spec.name} ${spec.source.version} is not installed at ${spec.dest}`,
+    verbs: { create: 'install', update: 'install' },
+  });
+}
+
+// ---- a slot ----------------------------------------------------------------
+
+function declareSlot(ng: NodefileApi, node: Node, shared: Shared, slot: Slot, role: 'run' | 'prepare'): void {
+  const { config, host, helper } = node;
+  const slotDir = host.path(`${config.layoutDir}/${slot}`);
+  const rootfsDir = path.join(slotDir, 'rootfs');
+  const inRootfs = (nodePath: string): string => path.join(rootfsDir, nodePath);
+  const digestFile = path.join(slotDir, 'rootfs.digest');
+  const id = (name: string): string => `${slot}/${name}`;
+
+  // Image → rootfs. The image's hash is the input: the same image is never
+  // unpacked twice, and a new one replaces the rootfs whole.
+  const image = isOciLayout(config.image) ? ng.tree(config.image) : ng.file(config.image);
+  const rootfs = ng.task(id('rootfs'), {
+    description: `the OS image unpacked into ${rootfsDir}`,
+    inputs: { image, spec: ng.value({ image: config.image, rootfs: rootfsDir }) },
+    outputs: [digestFile],
+    after: [shared.layout],
+    run: async (ctx) => {
+      const result = await unpackImage(execOf(ctx), config.image, rootfsDir);
+      renderFile(digestFile, `${result.digest}\n`);
+      ctx.log(`unpacked ${result.kind} ${result.digest}`);
+      return { digest: result.digest };
+    },
+    check: () => hasInit(rootfsDir) || `${rootfsDir} has no /sbin/init`,
+    // The slot's folder goes with it: rootfs, bundle, console log.
+    destroy: [helper.remove(slotDir)],
+    verbs: { create: 'unpack', update: 'unpack' },
+  });
+
+  const provisioned: TaskRef[] = [];
+  let kubeletBinary: TaskRef | undefined;
+  const binaries = config.binaries;
+  if (binaries.kubelet !== undefined) {
+    const source = { ...binaries.kubelet, version: binaries.kubelet.version ?? config.kubernetesVersion };
+    kubeletBinary = provisionTask(
+      ng,
+      id('provision.kubelet'),
+      {
+        name: 'kubelet',
+        source,
+        dest: inRootfs(config.kubelet.binary),
+        stamp: inRootfs('/var/lib/nodegraph/provisioned/kubelet.json'),
+        expect: [inRootfs(config.kubelet.binary)],
+        scratch: path.join(slotDir, 'downloads'),
+      },
+      [],
+      rootfs,
+    );
+    provisioned.push(kubeletBinary);
+  }
+  if (binaries.crictl !== undefined) {
+    provisioned.push(
+      provisionTask(
+        ng,
+        id('provision.crictl'),
+        {
+          name: 'crictl',
+          source: binaries.crictl,
+          dest: inRootfs('/usr/local/bin'),
+          stamp: inRootfs('/var/lib/nodegraph/provisioned/crictl.json'),
+          expect: [inRootfs('/usr/local/bin/crictl')],
+          scratch: path.join(slotDir, 'downloads'),
+        },
+        [],
+        rootfs,
+      ),
+    );
+  }
+
+  // The OCI bundle. GPUs are discovered each time the graph loads, so a
+  // driver change or a reboot is followed by the next apply.
+  const gpu = config.gpu === 'auto' ? discoverNvidia(host) : { devices: [], mounts: [] };
+  const configJson = path.join(slotDir, 'config.json');
+  const bundleParams = {
+    hostname: config.nodeName,
+    rootfs: 'rootfs',
+    shared: SHARED_PATHS.map((destination) => ({ destination, source: host.path(destination) })),
+    hostNetwork: config.hostNetwork,
+    devices: gpu.devices,
+    extraMounts: [...gpu.mounts, ...config.bundle.extraMounts],
+    annotations: { 'org.nodegraph.slot': slot, ...config.bundle.annotations },
+    ...(config.bundle.hooks === undefined ? {} : { hooks: config.bundle.hooks }),
+    ...(config.bundle.cgroupsPath === undefined ? {} : { cgroupsPath: config.bundle.cgroupsPath }),
+  };
+  const baseFile = config.bundle.base;
+  const bundle = ng.task(id('bundle'), {
+    description: `the OCI bundle's config.json for ${slot}`,
+    inputs: { spec: ng.value(asJson(bundleParams)), ...(baseFile === undefined ? {} : { base: ng.file(baseFile) }) },
+    outputs: [configJson],
+    after: [rootfs, shared.kubeletDir, shared.cni, shared.certsDir, shared.runContainerd, shared.bpffs],
+    run: () => {
+      const base = baseFile === undefined ? undefined : readBase(baseFile);
+      renderFile(configJson, `${JSON.stringify(bundleConfig({ ...bundleParams, ...(base === undefined ? {} : { base }) }), null, 2)}\n`);
+    },
+  });
+
+  const container: ContainerSpec = {
+    id: slot,
+    runc: node.runc,
+    bundle: slotDir,
+    consoleLog: path.join(slotDir, 'console.log'),
+    stopTimeoutSeconds: config.timeouts.stop,
+  };
+
+  let unit: TaskRef | undefined;
+  if (node.supervisor === 'systemd') {
+    const text = containerUnit(container);
+    const file = host.path(unitPath(slot));
+    unit = ng.task(id('unit'), {
+      description: `the systemd unit that keeps ${slot} running`,
+      inputs: { unit: ng.value(text) },
+      outputs: [file],
+      after: [bundle],
+      run: async (ctx) => {
+        renderFile(file, text);
+        await services(execOf(ctx), { kind: 'host' }).daemonReload();
+      },
+      destroy: [helper.unitRemove(file, unitName(slot))],
+    });
+  }
+
+  if (role === 'prepare') return;
+
+  // ---- configuration: into the rootfs, and the same-path shared folders ----
+
+  const certsDir = host.path(config.containerd.certsDir);
+  const hostsFiles = renderHostsFiles(config.registryMirrors);
+  const containerdToml = inRootfs('/etc/containerd/config.toml');
+  const containerdConfig = ng.task(id('containerd.config'), {
+    description: `containerd's config.toml and registry mirrors for ${slot}`,
+    inputs: {
+      rootfs,
+      settings: ng.value(asJson(config.containerd)),
+      registryMirrors: ng.value(asJson(config.registryMirrors)),
+    },
+    outputs: [containerdToml, ...[...hostsFiles.keys()].map((rel) => path.join(certsDir, rel))],
+    // Shared files stay when a slot goes; host/certs.d removes them once no slot remains.
+    removeOutputs: false,
+    after: [shared.certsDir],
+    run: () => {
+      renderFile(containerdToml, renderContainerdConfig(config.containerd));
+      for (const [rel, content] of hostsFiles) renderFile(path.join(certsDir, rel), content);
+      removeStaleHosts(certsDir, new Set([...hostsFiles.keys()].map((rel) => rel.split('/')[0]!)));
+    },
+  });
+
+  const kubeletSettings = kubeletSettingsOf(config);
+  const kubeletFiles = kubeletSharedFiles(kubeletSettings).map((f) => ({ ...f, path: host.path(f.path) }));
+  const dropIn = inRootfs(dropInPath('kubelet.service', '10-nodegraph'));
+  const kubeletConfig = ng.task(id('kubelet.config'), {
+    description: `kubelet's configuration, kubeconfig and unit drop-in for ${slot}`,
+    inputs: { rootfs, settings: ng.value(asJson(kubeletSettings)) },
+    outputs: [...kubeletFiles.map((f) => f.path), dropIn],
+    removeOutputs: false,
+    after: [shared.kubeletDir],
+    run: () => {
+      for (const f of kubeletFiles) renderFile(f.path, f.content, { mode: f.mode });
+      renderFile(dropIn, kubeletDropIn(kubeletSettings));
+    },
+  });
+
+  let cniConfig: TaskRef | undefined;
+  if (config.cni !== false) {
+    const cni = config.cni;
+    const file = inRootfs(conflistPath(cni, config.containerd.cniConfDir));
+    cniConfig = ng.task(id('cni.config'), {
+      description: `the pod network configuration for ${slot}`,
+      inputs: { rootfs, settings: ng.value(asJson(cni)) },
+      outputs: [file],
+      run: () => {
+        renderFile(file, renderConflist(cni));
+      },
+    });
+  }
+
+  // ---- running: the container, then containerd, then kubelet -------------
+
+  const systemd = { kind: 'container' as const, runc: node.runc, id: slot };
+  const containerTask = ng.task(id('container'), {
+    description: `the node container ${slot}, with systemd as PID 1`,
+    inputs: {
+      bundle,
+      rootfs,
+      ...(unit === undefined ? {} : { unit }),
+      spec: ng.value(asJson({ container, supervisor: node.supervisor })),
+    },
+    // Configuration goes in before the container boots, so its services start with it.
+    after: [containerdConfig, kubeletConfig, ...(cniConfig === undefined ? [] : [cniConfig]), ...provisioned, shared.runtime],
+    run: async (ctx) => {
+      const exec = execOf(ctx);
+      await restartContainer(exec, node.supervisor, container, {
+        timeoutMs: seconds(config.timeouts.stop),
+        intervalMs: seconds(config.timeouts.interval),
+        signal: ctx.signal,
+      });
+      const up = await systemReady(services(exec, systemd), `systemd in ${slot}`, readyOptions(node, ctx, config.timeouts.systemd));
+      if (!up.ok) throw new Error(describeWaitFailure(up.error));
+      const state = await containerState(exec, node.runc, slot);
+      // A new value each start: the services below learn that the container was (re)started.
+      return { started: state.status === 'absent' ? '' : state.created, pid: state.status === 'absent' ? 0 : state.pid };
+    },
+    check: (ctx) => isRunning(execOf(ctx), node.runc, slot),
+    stop:
+      node.supervisor === 'systemd'
+        ? [['systemctl', 'stop', unitName(slot)], helper.stopContainer(node.runc, slot, config.timeouts.stop)]
+        : [helper.stopContainer(node.runc, slot, config.timeouts.stop)],
+    ...(node.supervisor === 'systemd' ? { destroy: [['systemctl', 'disable', unitName(slot)]] } : {}),
+    verbs: { create: 'start', update: 'restart' },
+  });
+
+  const service = (name: 'containerd' | 'kubelet', inputs: Record<string, TaskRef>, after: TaskRef[], reload: boolean): TaskRef =>
+    ng.task(id(name), {
+      description: `${name} running in ${slot}`,
+      inputs: { container: containerTask, ...inputs, spec: ng.value({ slot, unit: name, reload }) },
+      after,
+      run: async (ctx) => {
+        const svc = services(execOf(ctx), systemd);
+        const action = serviceAction({ containerStarted: ctx.ran(id('container')), firstRun: ctx.firstRun });
+        // A changed drop-in is read only after a reload; a fresh boot has read it already.
+        if (reload && !ctx.ran(id('container'))) await svc.daemonReload();
+        ctx.log(`${action} ${name}`);
+        await (action === 'start' ? svc.start(name) : svc.restart(name));
+        const active = await unitActive(svc, name, `${name} in ${slot}`, readyOptions(node, ctx, config.timeouts.service));
+        if (!active.ok) throw new Error(describeWaitFailure(active.error));
+        // The main pid changes with every (re)start, so what verifies the node follows.
+        return { unit: name, mainPid: await svc.mainPid(name) };
+      },
+      check: async (ctx) => {
+        const state = await services(execOf(ctx), systemd).activeState(name);
+        return state === 'active' || `${name} is ${state}`;
+      },
+      stop: [helper.service(node.runc, slot, 'stop', name)],
+      verbs: { create: 'start', update: 'restart' },
+    });
+
+  const containerd = service('containerd', { config: containerdConfig }, [], false);
+  const kubelet = service(
+    'kubelet',
+    { config: kubeletConfig, ...(kubeletBinary === undefined ? {} : { binary: kubeletBinary }) },
+    [containerd],
+    true,
+  );
+
+  ng.task(id('verified'), {
+    description: `${slot} answers: systemd running, containerd serving, kubelet active`,
+    inputs: { containerd, kubelet },
+    after: cniConfig === undefined ? [] : [cniConfig],
+    run: async (ctx) => {
+      const exec = execOf(ctx);
+      const svc = services(exec, systemd);
+      const o = readyOptions(node, ctx, config.timeouts.service);
+      const waits = [
+        () => systemReady(svc, `systemd in ${slot}`, o),
+        () =>
+          waitFor(async () => {
+            const r = await tryExec(exec, execInArgv(node.runc, slot, ['ctr', 'version']));
+            return { ok: r.exitCode === 0, detail: `ctr version: ${lastLine(r) || `exit ${r.exitCode}`}` };
+          }, { what: `containerd answering in ${slot}`, ...o }),
+        () => unitActive(svc, 'kubelet', `kubelet in ${slot}`, o),
+      ];
+      for (const wait of waits) {
+        const result = await wait();
+        if (!result.ok) throw new Error(describeWaitFailure(result.error));
+      }
+      return { verified: slot };
+    },
+    check: async (ctx) => {
+      const exec = execOf(ctx);
+      const svc = services(exec, systemd);
+      const system = await svc.systemState();
+      if (system !== 'running' && system !== 'degraded') return `systemd in ${slot} is ${system}`;
+      const ctr = await tryExec(exec, execInArgv(node.runc, slot, ['ctr', 'version']));
+      if (ctr.exitCode !== 0) return `ctr version failed in ${slot}: ${lastLine(ctr)}`;
+      const kubeletState = await svc.activeState('kubelet');
+      return kubeletState === 'active' || `kubelet in ${slot} is ${kubeletState}`;
+    },
+    verbs: { create: 'verify', update: 'verify' },
+  });
+}
+
+// ---- helpers ---------------------------------------------------------------
+
+/** A value input is plain JSON: undefined fields dropped, as the hash will see it. */
+const asJson = (value: unknown): Json => JSON.parse(JSON.stringify(value)) as Json;
+
+function hasInit(rootfs: string): boolean {
+  try {
+    lstatSync(path.join(rootfs, 'sbin/init'));
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function readBase(file: string): OciSpec {
+  const checked = validateOciSpec(JSON.parse(readFileSync(file, 'utf8')));
+  if (!checked.ok) throw new Error(`bundle.base ${file} is not an OCI runtime config: ${checked.error.join('; ')}`);
+  return checked.value;
+}
+
+function kubeletSettingsOf(c: NodeConfig): KubeletSettings {
+  const caData = c.cluster.caData ?? readFileSync(c.cluster.caFile!, 'utf8');
+  const auth =
+    c.cluster.bootstrapToken !== undefined
+      ? { bootstrapToken: c.cluster.bootstrapToken }
+      : { clientCertificate: readFileSync(c.cluster.clientCertificateFile!, 'utf8'), clientKey: readFileSync(c.cluster.clientKeyFile!, 'utf8') };
+  return {
+    nodeName: c.nodeName,
+    server: c.cluster.server,
+    caData,
+    auth,
+    clusterDNS: c.clusterDNS,
+    clusterDomain: c.clusterDomain,
+    labels: c.labels,
+    taints: c.taints,
+    cgroupDriver: c.kubelet.cgroupDriver,
+    containerRuntimeEndpoint: 'unix:///run/containerd/containerd.sock',
+    binary: c.kubelet.binary,
+    dir: '/var/lib/kubelet',
+    extra: c.kubelet.extra,
+  };
+}
+
+/** Removes registry folders nodegraph wrote earlier that the configuration no longer names. */
+function removeStaleHosts(certsDir: string, wanted: ReadonlySet<string>): void {
+  let entries: string[];
+  try {
+    entries = readdirSync(certsDir);
+  } catch {
+    return;
+  }
+  for (const registry of entries) {
+    if (wanted.has(registry)) continue;
+    const file = path.join(certsDir, registry, 'hosts.toml');
+    try {
+      if (!readFileSync(file, 'utf8').startsWith('# Written by nodegraph')) continue;
+    } catch {
+      continue;
+    }
+    rmSync(file, { force: true });
+    try {
+      if (readdirSync(path.join(certsDir, registry)).length === 0) rmSync(path.join(certsDir, registry), { recursive: true });
+    } catch {
+      // someone else's files stay
+    }
+  }
+}
+

@@ -1,0 +1,179 @@
+// The container node's configuration file: a JSON document validated with
+// zod. Validation is pure (`validateNodeConfig`); `readNodeConfig` reads the
+// file and resolves its relative paths against the file's folder.
+
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { z } from 'zod';
+import { containerdSettingsSchema, registryMirrorsSchema } from '../src/node/containerd.ts';
+import { cniSettingsSchema } from '../src/node/cni.ts';
+import { taintSchema } from '../src/node/kubelet.ts';
+import { binarySourceSchema } from '../src/node/provision.ts';
+import { hooksSchema, mountSchema } from '../src/node/bundle.ts';
+import { err, ok, type Result } from '../src/util/result.ts';
+
+export const SLOTS = ['kube1', 'kube2'] as const;
+export type Slot = (typeof SLOTS)[number];
+
+const absolute = z.string().regex(/^\//, 'an absolute path');
+const labelKey = z.string().regex(/^([a-z0-9.-]+\/)?[A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9])?$/, 'a label key');
+const labelValue = z.string().regex(/^([A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9])?)?$/, 'a label value');
+const seconds = z.number().positive();
+
+/** A binary whose version defaults to the Kubernetes version. */
+const k8sBinarySchema = binarySourceSchema.extend({ version: z.string().min(1).optional() });
+
+export const nodeConfigSchema = z.strictObject({
+  nodeName: z.string().regex(/^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$/, 'a DNS-1123 node name'),
+  cluster: z
+    .strictObject({
+      server: z.url({ protocol: /^https$/ }),
+      /** The cluster CA: a PEM file, or the PEM text itself. */
+      caFile: z.string().min(1).optional(),
+      caData: z.string().min(1).optional(),
+      /** TLS bootstrap token (`abcdef.0123456789abcdef`), or a client certificate and key. */
+      bootstrapToken: z.string().optional(),
+      clientCertificateFile: z.string().optional(),
+      clientKeyFile: z.string().optional(),
+    })
+    .refine((c) => (c.caFile === undefined) !== (c.caData === undefined), 'give exactly one of caFile and caData')
+    .refine(
+      (c) => (c.bootstrapToken !== undefined) !== (c.clientCertificateFile !== undefined && c.clientKeyFile !== undefined),
+      'give either bootstrapToken, or clientCertificateFile and clientKeyFile',
+    ),
+  labels: z.record(labelKey, labelValue).default({}),
+  taints: z.array(taintSchema).default([]),
+  clusterDNS: z.array(z.union([z.ipv4(), z.ipv6()])).min(1),
+  clusterDomain: z.string().default('cluster.local'),
+  registryMirrors: registryMirrorsSchema.default({}),
+  kubernetesVersion: z.string().regex(/^v[0-9]+\.[0-9]+\.[0-9]+([-+].*)?$/, 'a version like v1.30.2'),
+  /** The OS image: a tar archive (gzip, xz or zstd) or an OCI image layout directory. */
+  image: z.string().min(1),
+  /** The slot that runs. */
+  slot: z.enum(SLOTS),
+  /** Other slots to prepare beside it (unpacked, bundled, not started): the first half of an upgrade. */
+  prepare: z.array(z.enum(SLOTS)).default([]),
+  layoutDir: absolute.default('/var/lib/nodegraph/containers'),
+  /** Every host path goes below this folder: '/' on a real node, a temporary folder in tests. */
+  root: absolute.default('/'),
+  runtime: z
+    .strictObject({
+      /** The runc binary: absolute, since the supervising unit names it too. */
+      runc: absolute.default('/usr/sbin/runc'),
+      /** runc's state directory; its default (/run/runc, below the root prefix) when absent. */
+      stateRoot: absolute.optional(),
+      /** Install runc from here when it is not the wanted version. */
+      install: binarySourceSchema.optional(),
+    })
+    .default({ runc: '/usr/sbin/runc' }),
+  /** Who keeps the container running: a systemd unit, `runc run --detach`, or whichever the host allows. */
+  supervisor: z.enum(['auto', 'systemd', 'runc']).default('auto'),
+  /** Share the host's network namespace (a real node). False gives the container its own. */
+  hostNetwork: z.boolean().default(true),
+  containerd: containerdSettingsSchema.default({
+    version: 2,
+    sandboxImage: 'registry.k8s.io/pause:3.9',
+    systemdCgroup: true,
+    certsDir: '/etc/containerd/certs.d',
+    cniBinDir: '/opt/cni/bin',
+    cniConfDir: '/etc/cni/net.d',
+    extra: {},
+  }),
+  kubelet: z
+    .strictObject({
+      cgroupDriver: z.enum(['systemd', 'cgroupfs']).default('systemd'),
+      binary: absolute.default('/usr/local/bin/kubelet'),
+      extra: z.record(z.string(), z.unknown()).default({}),
+    })
+    .default({ cgroupDriver: 'systemd', binary: '/usr/local/bin/kubelet', extra: {} }),
+  /** The pod network's CNI configuration; false when a network add-on writes its own. */
+  cni: z.union([z.literal(false), cniSettingsSchema]).default({
+    name: 'nodegraph',
+    bridge: 'cni0',
+    podCIDRs: ['10.88.0.0/16'],
+    cniVersion: '1.0.0',
+    extraPlugins: [],
+  }),
+  binaries: z
+    .strictObject({
+      kubelet: k8sBinarySchema.optional(),
+      crictl: binarySourceSchema.optional(),
+      cniPlugins: binarySourceSchema.optional(),
+    })
+    .default({}),
+  bundle: z
+    .strictObject({
+      /** A config.json to start from; what it holds that the node does not set is kept (hooks too). */
+      base: z.string().optional(),
+      hooks: hooksSchema.optional(),
+      extraMounts: z.array(mountSchema).default([]),
+      annotations: z.record(z.string(), z.string()).default({}),
+      cgroupsPath: z.string().optional(),
+    })
+    .default({ extraMounts: [], annotations: {} }),
+  /** NVIDIA devices and driver libraries: granted when the host has them ('auto'), or never. */
+  gpu: z.enum(['auto', 'off']).default('auto'),
+  timeouts: z
+    .strictObject({
+      systemd: seconds.default(120),
+      service: seconds.default(60),
+      stop: seconds.default(60),
+      interval: seconds.default(1),
+    })
+    .default({ systemd: 120, service: 60, stop: 60, interval: 1 }),
+});
+
+export type NodeConfig = z.output<typeof nodeConfigSchema>;
+export type NodeConfigInput = z.input<typeof nodeConfigSchema>;
+
+export function validateNodeConfig(input: unknown): Result<NodeConfig, string[]> {
+  const parsed = nodeConfigSchema.safeParse(input);
+  if (!parsed.success) return err(parsed.error.issues.map((i) => `${i.path.join('.') || '(config)'}: ${i.message}`));
+  const config = parsed.data;
+  if (config.prepare.includes(config.slot)) return err([`prepare: ${config.slot} is the running slot`]);
+  return ok(config);
+}
+
+export const CONFIG_ENV = 'NODEGRAPH_NODE_CONFIG';
+
+/** Reads, validates and resolves a node configuration; throws with every problem in the message. */
+export function readNodeConfig(file: string): NodeConfig {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (error) {
+    throw new Error(`cannot read the node configuration ${file}: ${(error as Error).message}`);
+  }
+  let raw: unknown;
+  try {
+    raw = JSON.parse(text);
+  } catch (error) {
+    throw new Error(`the node configuration ${file} is not JSON: ${(error as Error).message}`);
+  }
+  const checked = validateNodeConfig(raw);
+  if (!checked.ok) throw new Error(`the node configuration ${file} is not valid:\n  ${checked.error.join('\n  ')}`);
+  return resolvePaths(checked.value, path.dirname(path.resolve(file)));
+}
+
+/** Relative file names in the configuration are relative to its folder. */
+export function resolvePaths(c: NodeConfig, dir: string): NodeConfig {
+  const at = (p: string): string => (/^https?:\/\//.test(p) ? p : path.resolve(dir, p));
+  const source = <T extends { source: string }>(s: T | undefined): T | undefined => (s === undefined ? undefined : { ...s, source: at(s.source) });
+  return {
+    ...c,
+    image: at(c.image),
+    cluster: {
+      ...c.cluster,
+      ...(c.cluster.caFile === undefined ? {} : { caFile: at(c.cluster.caFile) }),
+      ...(c.cluster.clientCertificateFile === undefined ? {} : { clientCertificateFile: at(c.cluster.clientCertificateFile) }),
+      ...(c.cluster.clientKeyFile === undefined ? {} : { clientKeyFile: at(c.cluster.clientKeyFile) }),
+    },
+    runtime: { ...c.runtime, ...(c.runtime.install === undefined ? {} : { install: source(c.runtime.install)! }) },
+    binaries: {
+      ...(c.binaries.kubelet === undefined ? {} : { kubelet: source(c.binaries.kubelet)! }),
+      ...(c.binaries.crictl === undefined ? {} : { crictl: source(c.binaries.crictl)! }),
+      ...(c.binaries.cniPlugins === undefined ? {} : { cniPlugins: source(c.binaries.cniPlugins)! }),
+    },
+    bundle: { ...c.bundle, ...(c.bundle.base === undefined ? {} : { base: at(c.bundle.base) }) },
+  };
+}

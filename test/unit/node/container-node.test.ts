@@ -1,0 +1,183 @@
+import { existsSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { makeRig, type Rig } from './graph-rig.ts';
+import type { FakeEvent } from '../../support/fake-runner.ts';
+
+let rig: Rig;
+afterEach(() => rig?.cleanup());
+
+const ok = <T>(result: { ok: true; value: T } | { ok: false; error: unknown }): T => {
+  if (!result.ok) throw new Error(`engine failed: ${JSON.stringify(result.error, null, 2)}`);
+  return result.value;
+};
+
+/** Service and container events, without the reloads, as short words. */
+const story = (events: readonly FakeEvent[]): string[] =>
+  events.flatMap((e) => {
+    switch (e.kind) {
+      case 'container-start':
+      case 'container-stop':
+        return [`${e.kind} ${e.id}`];
+      case 'service-start':
+        return [`start ${e.unit}${e.already ? ' (already)' : ''}`];
+      case 'service-restart':
+        return [`restart ${e.unit}`];
+      case 'service-stop':
+        return [`stop ${e.unit}`];
+      default:
+        return [];
+    }
+  });
+
+describe('graphs/container-node.ts with a fake runner', () => {
+  it('brings the node up on the first apply, in order', async () => {
+    rig = makeRig();
+    const summary = ok(await rig.apply());
+    expect(summary.failed).toEqual([]);
+    expect(story(rig.runner.events)).toEqual(['container-start kube1', 'start containerd', 'start kubelet']);
+    const c = rig.runner.containers.get('kube1')!;
+    expect(c.status).toBe('running');
+    expect(c.services.get('containerd')?.active).toBe(true);
+    expect(c.services.get('kubelet')?.active).toBe(true);
+    const slot = path.join(rig.root, 'var/lib/nodegraph/containers/kube1');
+    expect(existsSync(path.join(slot, 'rootfs/sbin/init'))).toBe(true);
+    expect(existsSync(path.join(slot, 'config.json'))).toBe(true);
+    expect(existsSync(path.join(slot, 'rootfs/etc/containerd/config.toml'))).toBe(true);
+    expect(existsSync(path.join(rig.root, 'etc/containerd/certs.d/docker.io/hosts.toml'))).toBe(true);
+    expect(existsSync(path.join(rig.root, 'var/lib/kubelet/config.yaml'))).toBe(true);
+    expect(summary.ran.indexOf('kube1/containerd' as never)).toBeLessThan(summary.ran.indexOf('kube1/kubelet' as never));
+    expect(summary.ran).toContain('kube1/verified');
+  });
+
+  it('does nothing on a second apply', async () => {
+    rig = makeRig();
+    ok(await rig.apply());
+    rig.runner.reset();
+    const summary = ok(await rig.apply());
+    expect(summary.ran).toEqual([]);
+    expect(story(rig.runner.events)).toEqual([]);
+    const plan = ok(await rig.plan());
+    expect(plan.plan.entries.filter((e) => e.action !== 'unchanged')).toEqual([]);
+  });
+
+  it('restarts only containerd when only a registry mirror changed', async () => {
+    rig = makeRig();
+    ok(await rig.apply());
+    rig.writeConfig((c) => ({ ...c, registryMirrors: { 'docker.io': ['https://other-mirror.example.com'] } }));
+    const plan = ok(await rig.plan()).plan;
+    const entry = (id: string) => plan.entries.find((e) => e.id === id);
+    expect(entry('kube1/containerd.config')?.action).toBe('update');
+    expect(entry('kube1/containerd')?.verb).toBe('may restart');
+    expect(entry('kube1/kubelet')?.action).toBe('unchanged');
+    expect(entry('kube1/container')?.action).toBe('unchanged');
+    rig.runner.reset();
+    const summary = ok(await rig.apply());
+    expect(story(rig.runner.events)).toEqual(['restart containerd']);
+    expect(summary.ran).not.toContain('kube1/kubelet');
+    const hosts = readFileSync(path.join(rig.root, 'etc/containerd/certs.d/docker.io/hosts.toml'), 'utf8');
+    expect(hosts).toContain('other-mirror.example.com');
+  });
+
+  it('restarts only kubelet when only kubelet configuration changed', async () => {
+    rig = makeRig();
+    ok(await rig.apply());
+    rig.writeConfig((c) => ({ ...c, labels: { 'node.example.com/pool': 'blue' } }));
+    rig.runner.reset();
+    ok(await rig.apply());
+    expect(story(rig.runner.events)).toEqual(['restart kubelet']);
+    // The drop-in changed, so systemd re-read its units first.
+    expect(rig.runner.events.map((e) => e.kind)).toEqual(['daemon-reload', 'service-restart']);
+  });
+
+  it('restarts containerd first when both changed', async () => {
+    rig = makeRig();
+    ok(await rig.apply());
+    rig.writeConfig((c) => ({ ...c, clusterDNS: ['10.96.0.11'], registryMirrors: {} }));
+    rig.runner.reset();
+    ok(await rig.apply());
+    expect(story(rig.runner.events)).toEqual(['restart containerd', 'restart kubelet']);
+    // The mirror that is no longer configured is gone.
+    expect(existsSync(path.join(rig.root, 'etc/containerd/certs.d/docker.io'))).toBe(false);
+  });
+
+  it('restarts the container once, and then only starts the services, when the bundle changed', async () => {
+    rig = makeRig();
+    ok(await rig.apply());
+    rig.writeConfig((c) => ({ ...c, bundle: { annotations: { 'example.com/x': 'y' } } }));
+    const plan = ok(await rig.plan()).plan;
+    expect(plan.entries.find((e) => e.id === 'kube1/container')?.verb).toBe('may restart');
+    rig.runner.reset();
+    ok(await rig.apply());
+    expect(story(rig.runner.events)).toEqual([
+      'container-stop kube1',
+      'container-start kube1',
+      'start containerd',
+      'start kubelet',
+    ]);
+  });
+
+  it('unpacks a new image and restarts the container, leaving the services to start with it', async () => {
+    rig = makeRig();
+    ok(await rig.apply());
+    const { makeImage } = await import('./graph-rig.ts');
+    const image = makeImage(rig.dir, 'image2.tar.gz', 'two');
+    rig.writeConfig((c) => ({ ...c, image }));
+    rig.runner.reset();
+    const summary = ok(await rig.apply());
+    expect(summary.ran).toContain('kube1/rootfs');
+    expect(story(rig.runner.events)).toEqual(['container-stop kube1', 'container-start kube1', 'start containerd', 'start kubelet']);
+    const slot = path.join(rig.root, 'var/lib/nodegraph/containers/kube1');
+    expect(readFileSync(path.join(slot, 'rootfs/etc/os-release'), 'utf8')).toContain('BUILD=two');
+    // Configuration written into the old rootfs was written again into the new one.
+    expect(existsSync(path.join(slot, 'rootfs/etc/containerd/config.toml'))).toBe(true);
+  });
+
+  it('starts a container that stopped behind its back (drift), and its services with it', async () => {
+    rig = makeRig();
+    ok(await rig.apply());
+    rig.runner.containers.delete('kube1');
+    const plan = ok(await rig.plan()).plan;
+    expect(plan.entries.find((e) => e.id === 'kube1/container')).toMatchObject({ action: 'drift', verb: 'restart' });
+    rig.runner.reset();
+    ok(await rig.apply());
+    expect(story(rig.runner.events)).toEqual(['container-start kube1', 'start containerd', 'start kubelet']);
+  });
+
+  it('destroys services before the container, slots before shared data, the runtime last', async () => {
+    rig = makeRig();
+    ok(await rig.apply());
+    rig.runner.reset();
+    const result = ok(await rig.destroy());
+    expect(result.failed).toEqual([]);
+    const order = result.order.map(String);
+    const before = (a: string, b: string) => expect(order.indexOf(a), `${a} before ${b}`).toBeLessThan(order.indexOf(b));
+    before('kube1/kubelet', 'kube1/containerd');
+    before('kube1/containerd', 'kube1/container');
+    before('kube1/container', 'kube1/rootfs');
+    before('kube1/container', 'kube1/bundle');
+    before('kube1/kubelet.config', 'host/kubelet-dir');
+    before('kube1/rootfs', 'host/layout');
+    before('kube1/containerd.config', 'host/certs.d');
+    before('host/kubelet-dir', 'host/runtime');
+    before('host/layout', 'host/runtime');
+    expect(order.at(-1)).toBe('host/runtime');
+    expect(story(rig.runner.events)).toEqual(['stop kubelet', 'stop containerd', 'container-stop kube1']);
+    expect(rig.runner.containers.size).toBe(0);
+    // Pod mounts are unmounted before the kubelet directory is removed.
+    const kubelet = path.join(rig.root, 'var/lib/kubelet');
+    const kinds = rig.runner.events.map((e) => (e.kind === 'unmount-below' || e.kind === 'remove' ? `${e.kind} ${path.relative(rig.root, e.path)}` : undefined)).filter(Boolean);
+    expect(kinds.indexOf(`unmount-below ${path.relative(rig.root, kubelet)}`)).toBeLessThan(kinds.indexOf(`remove ${path.relative(rig.root, kubelet)}`));
+    for (const p of ['var/lib/kubelet', 'var/lib/nodegraph/containers', 'opt/cni', 'etc/containerd/certs.d', 'run/containerd', 'usr/local/libexec/nodegraph/node-helper']) {
+      expect(existsSync(path.join(rig.root, p)), p).toBe(false);
+    }
+  });
+
+  it('says clearly when NODEGRAPH_NODE_CONFIG is not set', async () => {
+    rig = makeRig();
+    delete process.env['NODEGRAPH_NODE_CONFIG'];
+    const result = await rig.plan();
+    expect(result.ok).toBe(false);
+    expect(JSON.stringify(!result.ok && result.error)).toContain('NODEGRAPH_NODE_CONFIG is not set');
+  });
+});

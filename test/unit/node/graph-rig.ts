@@ -1,0 +1,94 @@
+// A rig for running graphs/container-node.ts through the engine against a
+// temporary root with the fake runner: no root, no runc, in milliseconds.
+
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { NodeConfigInput } from '../../../graphs/node-config.ts';
+import { applyNodefile, planNodefile, teardownNodefile } from '../../../src/operations.ts';
+import type { EngineEvent } from '../../../src/execute/events.ts';
+import { FakeRunner } from '../../support/fake-runner.ts';
+
+export const NODEFILE = fileURLToPath(new URL('../../../graphs/container-node.ts', import.meta.url));
+
+export const CA = '-----BEGIN CERTIFICATE-----\nMIIBfake\n-----END CERTIFICATE-----\n';
+
+export interface Rig {
+  readonly dir: string;
+  readonly root: string;
+  readonly configFile: string;
+  readonly runner: FakeRunner;
+  readonly events: EngineEvent[];
+  config: NodeConfigInput;
+  writeConfig(change?: (c: NodeConfigInput) => NodeConfigInput): void;
+  apply(): ReturnType<typeof applyNodefile>;
+  plan(): ReturnType<typeof planNodefile>;
+  destroy(): ReturnType<typeof teardownNodefile>;
+  cleanup(): void;
+}
+
+export function makeImage(dir: string, name = 'image.tar.gz', marker = 'one'): string {
+  const tree = path.join(dir, `${name}.tree`);
+  mkdirSync(path.join(tree, 'sbin'), { recursive: true });
+  mkdirSync(path.join(tree, 'etc'), { recursive: true });
+  writeFileSync(path.join(tree, 'sbin/init'), '#!/bin/sh\n');
+  writeFileSync(path.join(tree, 'etc/os-release'), `ID=fake\nBUILD=${marker}\n`);
+  const archive = path.join(dir, name);
+  execFileSync('tar', ['-czf', archive, '-C', tree, '.']);
+  rmSync(tree, { recursive: true });
+  return archive;
+}
+
+export function makeRig(overrides: Partial<NodeConfigInput> = {}): Rig {
+  const dir = mkdtempSync(path.join(tmpdir(), 'nodegraph-node-'));
+  const root = path.join(dir, 'root');
+  mkdirSync(root);
+  const image = makeImage(dir);
+  const configFile = path.join(dir, 'node.json');
+  const runner = new FakeRunner({
+    sandbox: root,
+    passthrough: (argv) => argv[0] === 'tar',
+  });
+  const events: EngineEvent[] = [];
+  const options = () => ({
+    nodefile: NODEFILE,
+    stateDir: path.join(dir, 'state'),
+    runner,
+    jobs: 4,
+    onEvent: (e: EngineEvent) => events.push(e),
+  });
+  const rig: Rig = {
+    dir,
+    root,
+    configFile,
+    runner,
+    events,
+    config: {
+      nodeName: 'node-a',
+      cluster: { server: 'https://10.0.0.1:6443', caData: CA, bootstrapToken: 'abcdef.0123456789abcdef' },
+      clusterDNS: ['10.96.0.10'],
+      kubernetesVersion: 'v1.30.2',
+      image,
+      slot: 'kube1',
+      root,
+      supervisor: 'runc',
+      registryMirrors: { 'docker.io': ['https://mirror.example.com'] },
+      gpu: 'off',
+      timeouts: { systemd: 1, service: 1, stop: 1, interval: 0.01 },
+      ...overrides,
+    },
+    writeConfig(change) {
+      if (change !== undefined) rig.config = change(rig.config);
+      writeFileSync(configFile, `${JSON.stringify(rig.config, null, 2)}\n`);
+    },
+    apply: () => applyNodefile(options()),
+    plan: () => planNodefile(options()),
+    destroy: () => teardownNodefile({ ...options(), mode: 'destroy' }),
+    cleanup: () => rmSync(dir, { recursive: true, force: true }),
+  };
+  rig.writeConfig();
+  process.env['NODEGRAPH_NODE_CONFIG'] = configFile;
+  return rig;
+}
