@@ -1,0 +1,115 @@
+// The lifecycle helper is a real shell script: run it with sh against a fake
+// runc (a script that keeps its state in a file) in a temporary folder.
+
+import { execFileSync } from 'node:child_process';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { HELPER_SCRIPT, helperAt } from '../../../src/node/helper.ts';
+import { realExec } from '../../support/exec.ts';
+import { tryExec } from '../../../src/node/exec.ts';
+
+let dir: string;
+let helper: ReturnType<typeof helperAt>;
+let runc: string;
+
+// A runc that knows one container; its status lives in $DIR/status, calls are logged to $DIR/log.
+const FAKE_RUNC = `#!/bin/sh
+dir=$(dirname "$0")
+echo "$*" >> "$dir/log"
+[ "$1" = --root ] && shift 2
+cmd=$1; shift
+status=$(cat "$dir/status" 2>/dev/null || true)
+case "$cmd" in
+  state)
+    [ -n "$status" ] || { echo "container does not exist" >&2; exit 1; }
+    printf '{\\n  "ociVersion": "1.0.2",\\n  "id": "%s",\\n  "status": "%s"\\n}\\n' "$1" "$status" ;;
+  kill) [ "$(cat "$dir/stubborn" 2>/dev/null)" = yes ] && [ "$2" = 37 ] || echo stopped > "$dir/status" ;;
+  delete) [ -n "$status" ] || exit 1; rm -f "$dir/status" ;;
+  exec) shift; echo "inside: $*" ;;
+esac
+`;
+
+beforeEach(() => {
+  dir = mkdtempSync(path.join(tmpdir(), 'nodegraph-helper-'));
+  const script = path.join(dir, 'node-helper');
+  writeFileSync(script, HELPER_SCRIPT, { mode: 0o755 });
+  helper = helperAt(script);
+  runc = path.join(dir, 'runc');
+  writeFileSync(runc, FAKE_RUNC);
+  chmodSync(runc, 0o755);
+});
+afterEach(() => rmSync(dir, { recursive: true, force: true }));
+
+const run = (argv: string[]) => tryExec(realExec(dir), argv);
+const runcLog = (): string[] => (existsSync(path.join(dir, 'log')) ? readFileSync(path.join(dir, 'log'), 'utf8').trim().split('\n') : []);
+
+describe('node helper', () => {
+  it('is a valid POSIX shell script', () => {
+    execFileSync('sh', ['-n', helper.path]);
+  });
+
+  it('stops a running container with SIGRTMIN+3 and deletes it', async () => {
+    writeFileSync(path.join(dir, 'status'), 'running');
+    const r = await run(helper.stopContainer({ binary: runc, stateRoot: '/run/x' }, 'kube1', 5));
+    expect(r.exitCode).toBe(0);
+    expect(runcLog()).toEqual(['--root /run/x state kube1', '--root /run/x kill kube1 37', '--root /run/x state kube1', '--root /run/x delete --force kube1']);
+    expect(existsSync(path.join(dir, 'status'))).toBe(false);
+  });
+
+  it('kills a container that does not stop in time', async () => {
+    writeFileSync(path.join(dir, 'status'), 'running');
+    writeFileSync(path.join(dir, 'stubborn'), 'yes');
+    const r = await run(helper.stopContainer({ binary: runc }, 'kube1', 1));
+    expect(r.exitCode).toBe(0);
+    expect(runcLog()).toContain('kill --all kube1 KILL');
+    expect(runcLog().at(-1)).toBe('delete --force kube1');
+  }, 10_000);
+
+  it('succeeds when the container is already stopped or gone', async () => {
+    writeFileSync(path.join(dir, 'status'), 'stopped');
+    expect((await run(helper.stopContainer({ binary: runc }, 'kube1', 5))).exitCode).toBe(0);
+    expect(runcLog()).toEqual(['state kube1', 'delete --force kube1']);
+    const again = await run(helper.stopContainer({ binary: runc }, 'kube1', 5));
+    expect(again.exitCode).toBe(0);
+    expect(again.stdout).toContain('does not exist');
+  });
+
+  it('runs systemctl inside only when the container runs', async () => {
+    const idle = await run(helper.service({ binary: runc }, 'kube1', 'stop', 'kubelet'));
+    expect(idle).toMatchObject({ exitCode: 0 });
+    expect(idle.stdout).toContain('not running; nothing to do');
+    writeFileSync(path.join(dir, 'status'), 'running');
+    const busy = await run(helper.service({ binary: runc }, 'kube1', 'stop', 'kubelet'));
+    expect(busy.stdout).toBe('inside: systemctl stop kubelet\n');
+  });
+
+  it('removes a tree, and refuses / and relative paths', async () => {
+    const target = path.join(dir, 'tree');
+    mkdirSync(path.join(target, 'a/b'), { recursive: true });
+    writeFileSync(path.join(target, 'a/b/f'), 'x');
+    expect((await run(helper.remove(target))).exitCode).toBe(0);
+    expect(existsSync(target)).toBe(false);
+    expect((await run(helper.remove(target))).exitCode).toBe(0); // already gone
+    expect((await run(helper.remove('/'))).exitCode).toBe(1);
+    expect((await run(helper.remove('relative/path'))).exitCode).toBe(1);
+    expect((await run(helper.unmountBelow(path.join(dir, 'nothing-mounted')))).exitCode).toBe(0);
+  });
+
+  it('keeps a directory with a mount below it, or refuses to remove it', async () => {
+    // /proc is mounted on any Linux machine: a harmless stand-in for a pod volume.
+    const keep = await run(helper.removeUnlessMounted('/proc'));
+    expect(keep.exitCode).toBe(0);
+    expect(keep.stdout).toContain('keeping /proc: still mounted below it: /proc');
+    const refuse = await run(helper.remove('/proc'));
+    expect(refuse.exitCode).toBe(1);
+    expect(refuse.stderr).toContain('not removing /proc: mounted below it');
+  });
+
+  it('says what it can do when asked for something else', async () => {
+    const r = await run([helper.path, 'frobnicate']);
+    expect(r.exitCode).toBe(1);
+    expect(r.stderr).toContain('unknown command: frobnicate');
+  });
+});

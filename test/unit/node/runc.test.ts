@@ -1,0 +1,93 @@
+import { describe, expect, it } from 'vitest';
+import { containerState, isRunning, parseState, runDetachedArgv, stopContainer } from '../../../src/node/runc.ts';
+import { serviceAction, services, systemctlArgv, systemReady, unitActive } from '../../../src/node/services.ts';
+import { scriptedExec } from '../../support/exec.ts';
+import type { Clock } from '../../../src/node/wait.ts';
+
+const runc = { binary: '/usr/sbin/runc', stateRoot: '/srv/root/run/runc' };
+const state = (status: string) => ({ stdout: JSON.stringify({ id: 'kube1', status, pid: 42, created: '2025-01-01T00:00:00Z', bundle: '/b' }) });
+const instant: Clock = { now: (() => { let t = 0; return () => (t += 10); })(), sleep: async () => {} };
+
+describe('runc', () => {
+  it('reads state, and a missing container as absent', async () => {
+    const { exec, calls } = scriptedExec((argv) => (argv.at(-1) === 'kube1' ? state('running') : { exitCode: 1, stderr: 'container does not exist\n' }));
+    expect(await containerState(exec, runc, 'kube1')).toEqual({ status: 'running', pid: 42, created: '2025-01-01T00:00:00Z', bundle: '/b' });
+    expect(await containerState(exec, runc, 'kube2')).toEqual({ status: 'absent', detail: 'container does not exist' });
+    expect(calls[0]).toEqual(['/usr/sbin/runc', '--root', '/srv/root/run/runc', 'state', 'kube1']);
+    expect(await isRunning(exec, runc, 'kube1')).toBe(true);
+    expect(await isRunning(exec, runc, 'kube2')).toBe('container kube2 does not exist (container does not exist)');
+  });
+
+  it('ignores state it cannot read', () => {
+    expect(parseState('not json')).toBeUndefined();
+    expect(parseState('{"status":"exploded"}')).toBeUndefined();
+  });
+
+  it('stops with the signal systemd halts on, waits, and deletes', async () => {
+    let status = 'running';
+    const { exec, calls } = scriptedExec((argv) => {
+      if (argv.includes('kill')) status = 'stopped';
+      if (argv.includes('delete')) status = 'gone';
+      return argv.includes('state') ? (status === 'gone' ? { exitCode: 1 } : state(status)) : {};
+    });
+    expect(await stopContainer(exec, runc, 'kube1', { timeoutMs: 1000, clock: instant })).toBe('running');
+    expect(calls.map((c) => c.slice(3).join(' '))).toEqual(['state kube1', 'kill kube1 37', 'state kube1', 'delete --force kube1']);
+  });
+
+  it('succeeds on a container that is gone', async () => {
+    const { exec, calls } = scriptedExec(() => ({ exitCode: 1, stderr: 'container does not exist' }));
+    expect(await stopContainer(exec, runc, 'kube1', { timeoutMs: 1000, clock: instant })).toBe('absent');
+    expect(calls).toHaveLength(1);
+  });
+
+  it('kills a container that will not stop', async () => {
+    const { exec, calls } = scriptedExec((argv) => (argv.includes('state') ? state('running') : {}));
+    await stopContainer(exec, runc, 'kube1', { timeoutMs: 50, intervalMs: 10, clock: instant });
+    expect(calls.map((c) => c.slice(3).join(' '))).toContain('kill --all kube1 KILL');
+  });
+
+  it('detaches with the console in a log file, not a pipe', () => {
+    expect(runDetachedArgv({ binary: '/usr/sbin/runc' }, '/b', 'kube1', '/b/console.log')).toEqual([
+      'sh', '-c', 'log=$1; shift; exec "$@" </dev/null >>"$log" 2>&1', 'sh', '/b/console.log',
+      '/usr/sbin/runc', 'run', '--detach', '--bundle', '/b', 'kube1',
+    ]);
+  });
+});
+
+describe('services', () => {
+  it('runs systemctl in the container through runc exec, or on the host', () => {
+    expect(systemctlArgv({ kind: 'container', runc, id: 'kube1' }, 'restart', 'containerd')).toEqual([
+      '/usr/sbin/runc', '--root', '/srv/root/run/runc', 'exec', 'kube1', 'systemctl', 'restart', 'containerd',
+    ]);
+    expect(systemctlArgv({ kind: 'host' }, 'daemon-reload')).toEqual(['systemctl', 'daemon-reload']);
+  });
+
+  it('reads is-active and MainPID', async () => {
+    const { exec } = scriptedExec((argv) =>
+      argv.includes('is-active') ? { exitCode: 3, stdout: 'inactive\n' } : argv.includes('show') ? { stdout: '4242\n' } : {},
+    );
+    const s = services(exec, { kind: 'host' });
+    expect(await s.activeState('kubelet')).toBe('inactive');
+    expect(await s.mainPid('kubelet')).toBe(4242);
+  });
+
+  it('waits for systemd to come up, taking degraded as up', async () => {
+    const answers = ['starting', 'starting', 'degraded'];
+    const { exec } = scriptedExec(() => ({ exitCode: 1, stdout: `${answers.shift() ?? 'running'}\n` }));
+    const r = await systemReady(services(exec, { kind: 'host' }), 'systemd', { timeoutMs: 1000, intervalMs: 10, clock: instant });
+    expect(r.ok).toBe(true);
+  });
+
+  it('says what the unit was when it did not become active', async () => {
+    const { exec } = scriptedExec(() => ({ exitCode: 3, stdout: 'failed\n' }));
+    const r = await unitActive(services(exec, { kind: 'host' }), 'kubelet', 'kubelet in kube1', { timeoutMs: 30, intervalMs: 10, clock: instant });
+    expect(!r.ok && r.error.lastDetail).toBe('kubelet is failed');
+  });
+
+  it('starts services after a container (re)start or on a first run, and restarts them otherwise', () => {
+    expect(serviceAction({ containerStarted: true, firstRun: false })).toBe('start');
+    expect(serviceAction({ containerStarted: false, firstRun: true })).toBe('start');
+    expect(serviceAction({ containerStarted: true, firstRun: true })).toBe('start');
+    expect(serviceAction({ containerStarted: false, firstRun: false })).toBe('restart');
+  });
+});
