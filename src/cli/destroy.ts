@@ -1,0 +1,39 @@
+import { createInterface } from 'node:readline/promises';
+import type { TaskId } from '../ids.ts';
+import { teardownNodefile } from '../operations.ts';
+import type { CliIo } from './main.ts';
+import { engineOptions, printFailures, reporterFor, type Args } from './shared.ts';
+
+export async function run(args: Args, io: CliIo, mode: 'stop' | 'destroy' = 'destroy'): Promise<number> {
+  const options = engineOptions(args, io, mode);
+  if ('reason' in options) return printFailures([options], io);
+  const reporter = await reporterFor(args, io);
+  const ask = mode === 'destroy' && args.values['yes'] !== true;
+  const result = await teardownNodefile({
+    ...options,
+    mode,
+    onEvent: reporter.sink,
+    ...(ask ? { confirm: (order: readonly TaskId[]) => confirm(order, io) } : {}),
+  });
+  await reporter.close();
+  if (!result.ok) return printFailures(result.error, io);
+  if (result.value.order.length === 0) io.stdout.write(`Nothing to ${mode}: the state records no task.\n`);
+  if (io.signal.aborted) return 130;
+  return result.value.failed.length > 0 ? 1 : 0;
+}
+
+async function confirm(order: readonly TaskId[], io: CliIo): Promise<boolean> {
+  if (process.stdin.isTTY !== true) {
+    io.stderr.write('destroy needs confirmation: run it on a terminal, or pass --yes\n');
+    return false;
+  }
+  io.stdout.write(`nodegraph will destroy ${order.length} task${order.length === 1 ? '' : 's'}, in this order:\n`);
+  for (const id of order) io.stdout.write(`  - ${id}\n`);
+  const rl = createInterface({ input: process.stdin, output: io.stdout });
+  try {
+    const answer = await rl.question("Only 'yes' will be accepted: ");
+    return answer.trim() === 'yes';
+  } finally {
+    rl.close();
+  }
+}

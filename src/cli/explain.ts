@@ -1,0 +1,46 @@
+import path from 'node:path';
+import { observeAndPlan, withSession } from '../engine.ts';
+import { shortHash, taskId, type ContentHash } from '../ids.ts';
+import { ok } from '../util/result.ts';
+import type { CliIo } from './main.ts';
+import { engineOptions, paletteFor, printFailures, type Args } from './shared.ts';
+
+export async function run(args: Args, io: CliIo): Promise<number> {
+  if (args.positionals.length !== 1) return printFailures([{ reason: 'usage', message: 'explain takes exactly one task id' }], io);
+  const options = engineOptions(args, io, 'explain');
+  if ('reason' in options) return printFailures([options], io);
+  const id = taskId(args.positionals[0]!);
+  const c = paletteFor(io);
+  const result = await withSession(options, { lock: false }, async (session) => {
+    const observed = await observeAndPlan(session);
+    if (!observed.ok) return observed;
+    const node = session.graph.get(id)!;
+    const entry = observed.value.plan.entries.find((e) => e.id === id)!;
+    const seen = observed.value.observations.get(id)!;
+    const record = session.state.records.get(id);
+    const row = (label: string, before: ContentHash | undefined, now: ContentHash | 'missing' | undefined | string): string => {
+      const nowText = now === undefined ? 'unknown' : now === 'missing' ? 'missing' : now.startsWith('sha256:') ? shortHash(now as ContentHash) : now;
+      const same = before !== undefined && before === now;
+      return `    ${label.padEnd(32)} ${shortHash(before).padEnd(8)} → ${nowText.padEnd(8)}  ${same ? c.green('same') : c.yellow('differs')}`;
+    };
+    const lines = [`${c.bold(id)}: ${entry.action === 'unchanged' ? c.green('up to date') : c.yellow(entry.verb)}`];
+    for (const reason of entry.reasons) lines.push(`  because ${reason}`);
+    lines.push(record === undefined ? '  never applied' : `  last applied ${record.startedAt} (${record.status}, ${record.durationMs}ms)`);
+    lines.push('  inputs (recorded → current):');
+    for (const [name, hash] of seen.inputs) lines.push(row(name, record?.inputs[name], hash));
+    if (node.needs.length > 0) lines.push('  upstream outputs (recorded → current):');
+    for (const up of node.needs) {
+      const upEntry = observed.value.plan.entries.find((e) => e.id === up);
+      const current = upEntry?.action === 'unchanged' ? session.state.records.get(up)?.outputHash : `${upEntry?.verb ?? '?'} first`;
+      lines.push(row(up, record?.upstream[up], current));
+    }
+    if (node.after.length > 0) lines.push(`  runs after (order only): ${node.after.join(', ')}`);
+    if (node.outputs.length > 0) lines.push('  outputs (recorded → current):');
+    for (const output of node.outputs) lines.push(row(path.relative(session.graph.dir, output) || output, record?.outputs[output], seen.outputs.get(output)));
+    if (seen.check !== undefined) lines.push(`  check: ${seen.check.ok ? c.green('passes') : c.red(`fails ${seen.check.detail}`)}`);
+    return ok(lines.join('\n'));
+  });
+  if (!result.ok) return printFailures(result.error, io);
+  io.stdout.write(`${result.value}\n`);
+  return 0;
+}

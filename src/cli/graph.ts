@@ -1,0 +1,54 @@
+import { loadGraph } from '../engine.ts';
+import type { TaskGraph } from '../graph/graph.ts';
+import type { CliIo } from './main.ts';
+import { printFailures, str, type Args } from './shared.ts';
+import path from 'node:path';
+
+const quote = (s: string): string => JSON.stringify(s);
+
+export function toDot(graph: TaskGraph): string {
+  const lines = ['digraph nodegraph {', '  rankdir=LR;', '  node [shape=box];'];
+  for (const node of graph.ordered) {
+    lines.push(`  ${quote(node.id)};`);
+    for (const up of node.needs) lines.push(`  ${quote(up)} -> ${quote(node.id)};`);
+    for (const up of node.after) lines.push(`  ${quote(up)} -> ${quote(node.id)} [style=dashed];`);
+  }
+  lines.push('}');
+  return lines.join('\n');
+}
+
+export function toMermaid(graph: TaskGraph): string {
+  const index = new Map(graph.ordered.map((n, i) => [n.id, `t${i}`]));
+  const lines = ['flowchart LR'];
+  for (const node of graph.ordered) {
+    lines.push(`  ${index.get(node.id)}[${quote(node.id)}]`);
+    for (const up of node.needs) lines.push(`  ${index.get(up)} --> ${index.get(node.id)}`);
+    for (const up of node.after) lines.push(`  ${index.get(up)} -.-> ${index.get(node.id)}`);
+  }
+  return lines.join('\n');
+}
+
+export function toJson(graph: TaskGraph): string {
+  return JSON.stringify({
+    format: 'nodegraph-graph',
+    version: 1,
+    tasks: graph.ordered.map((n) => ({
+      id: n.id,
+      needs: n.needs,
+      after: n.after,
+      outputs: n.outputs.map((o) => path.relative(graph.dir, o)),
+    })),
+  });
+}
+
+export async function run(args: Args, io: CliIo): Promise<number> {
+  const format = str(args.values['format']) ?? 'dot';
+  if (!['dot', 'mermaid', 'json'].includes(format)) {
+    return printFailures([{ reason: 'usage', message: `--format is dot, mermaid or json, not ${format}` }], io);
+  }
+  const graph = await loadGraph(path.resolve(io.cwd, str(args.values['file']) ?? 'Nodefile.ts'));
+  if (!graph.ok) return printFailures(graph.error, io);
+  const text = format === 'dot' ? toDot(graph.value) : format === 'mermaid' ? toMermaid(graph.value) : toJson(graph.value);
+  io.stdout.write(`${text}\n`);
+  return 0;
+}

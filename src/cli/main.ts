@@ -1,0 +1,91 @@
+// The command line: parses arguments, loads the one command asked for (so
+// `--version` loads nothing else), and owns the exit code and Ctrl-C.
+
+import { readFileSync } from 'node:fs';
+import { parseArgs, type ParseArgsConfig } from 'node:util';
+import { COMMANDS, commandHelp, mainHelp, type CommandName } from './help.ts';
+
+export interface CliIo {
+  readonly stdout: NodeJS.WriteStream;
+  readonly stderr: NodeJS.WriteStream;
+  readonly env: NodeJS.ProcessEnv;
+  readonly cwd: string;
+  readonly signal: AbortSignal;
+}
+
+const version = (): string =>
+  (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
+
+const common = {
+  file: { type: 'string', short: 'f' },
+  'state-dir': { type: 'string' },
+  json: { type: 'boolean' },
+  help: { type: 'boolean', short: 'h' },
+} as const satisfies ParseArgsConfig['options'];
+
+const optionsFor: Record<CommandName, ParseArgsConfig['options']> = {
+  plan: { ...common, out: { type: 'string' }, 'detailed-exitcode': { type: 'boolean' }, replace: { type: 'string', multiple: true }, jobs: { type: 'string', short: 'j' }, verbose: { type: 'boolean', short: 'v' } },
+  apply: { ...common, jobs: { type: 'string', short: 'j' }, 'keep-going': { type: 'boolean', short: 'k' }, replace: { type: 'string', multiple: true }, plan: { type: 'string' } },
+  destroy: { ...common, yes: { type: 'boolean', short: 'y' } },
+  stop: { ...common },
+  status: { ...common, jobs: { type: 'string', short: 'j' } },
+  explain: { ...common },
+  graph: { ...common, format: { type: 'string' } },
+  unlock: { ...common },
+  watch: { ...common, jobs: { type: 'string', short: 'j' }, debounce: { type: 'string' } },
+};
+
+export async function main(argv: readonly string[], io: CliIo): Promise<number> {
+  const [first, ...rest] = argv;
+  if (first === undefined || first === '--help' || first === '-h' || first === 'help') {
+    const topic = rest[0];
+    io.stdout.write(topic !== undefined && (COMMANDS as readonly string[]).includes(topic) ? commandHelp(topic as CommandName) : mainHelp());
+    return first === undefined ? 1 : 0;
+  }
+  if (first === '--version' || first === '-V' || first === 'version') {
+    io.stdout.write(`nodegraph ${version()}\n`);
+    return 0;
+  }
+  if (!(COMMANDS as readonly string[]).includes(first)) {
+    io.stderr.write(`error[usage]: unknown command ${first}; commands: ${COMMANDS.join(', ')} (see nodegraph --help)\n`);
+    return 1;
+  }
+  const name = first as CommandName;
+  let parsed;
+  try {
+    parsed = parseArgs({ args: [...rest], options: optionsFor[name], allowPositionals: true, strict: true });
+  } catch (error) {
+    io.stderr.write(`error[usage]: ${(error as Error).message} (see nodegraph ${name} --help)\n`);
+    return 1;
+  }
+  if ((parsed.values as Record<string, unknown>)['help'] === true) {
+    io.stdout.write(commandHelp(name));
+    return 0;
+  }
+  const { run } = (await import(`./${name}.ts`)) as {
+    run: (args: { values: Record<string, unknown>; positionals: string[] }, io: CliIo) => Promise<number>;
+  };
+  return run({ values: parsed.values as Record<string, unknown>, positionals: parsed.positionals }, io);
+}
+
+/** The process entry: wires signals and the exit code around main(). */
+export async function runCli(): Promise<void> {
+  const controller = new AbortController();
+  let interrupts = 0;
+  const onSignal = (): void => {
+    // First Ctrl-C: stop cleanly (children killed, finished work recorded, lock released). Second: now.
+    if (++interrupts > 1) process.exit(130);
+    process.stderr.write('\ninterrupted: stopping running tasks (Ctrl-C again to quit at once)\n');
+    controller.abort();
+  };
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
+  const code = await main(process.argv.slice(2), {
+    stdout: process.stdout,
+    stderr: process.stderr,
+    env: process.env,
+    cwd: process.cwd(),
+    signal: controller.signal,
+  });
+  process.exitCode = controller.signal.aborted && code !== 0 ? 130 : code;
+}

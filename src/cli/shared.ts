@@ -1,0 +1,71 @@
+// What the commands share: turning flags into engine options, choosing a
+// reporter, printing failures.
+
+import path from 'node:path';
+import type { EngineOptions } from '../engine.ts';
+import type { Failure } from '../error.ts';
+import { colorEnabled, palette, type Palette } from '../report/color.ts';
+import { renderFailure } from '../report/diagnostic.ts';
+import type { Reporter } from '../report/reporter.ts';
+import type { CliIo } from './main.ts';
+
+export interface Args {
+  readonly values: Record<string, unknown>;
+  readonly positionals: string[];
+}
+
+export const str = (v: unknown): string | undefined => (typeof v === 'string' ? v : undefined);
+export const list = (v: unknown): string[] => (Array.isArray(v) ? (v as string[]) : []);
+
+export function paletteFor(io: CliIo, stream: NodeJS.WriteStream = io.stdout): Palette {
+  return palette(colorEnabled(stream, io.env));
+}
+
+export function engineOptions(args: Args, io: CliIo, command: string): EngineOptions | Failure {
+  const nodefile = path.resolve(io.cwd, str(args.values['file']) ?? 'Nodefile.ts');
+  const jobsText = str(args.values['jobs']);
+  let jobs: number | undefined;
+  if (jobsText !== undefined) {
+    jobs = Number(jobsText);
+    if (!Number.isInteger(jobs) || jobs < 1) return { reason: 'usage', message: `--jobs takes a whole number of at least 1, not ${jobsText}` };
+  }
+  const stateDir = str(args.values['state-dir']);
+  return {
+    nodefile,
+    ...(stateDir === undefined ? {} : { stateDir: path.resolve(io.cwd, stateDir) }),
+    ...(jobs === undefined ? {} : { jobs }),
+    targets: args.positionals,
+    replace: list(args.values['replace']),
+    keepGoing: args.values['keep-going'] === true,
+    signal: io.signal,
+    command: `nodegraph ${command}`,
+    env: io.env,
+  };
+}
+
+export function printFailures(failures: readonly Failure[], io: CliIo): number {
+  const c = paletteFor(io, io.stderr);
+  for (const failure of failures) io.stderr.write(`${renderFailure(failure, io.cwd, c)}\n`);
+  return 1;
+}
+
+export function printJsonFailures(failures: readonly Failure[], io: CliIo): number {
+  for (const failure of failures) io.stdout.write(`${JSON.stringify({ v: 1, type: 'error', failure })}\n`);
+  return printFailures(failures, io);
+}
+
+/** JSON lines with --json, the listr2 view on a terminal, plain lines otherwise. */
+export async function reporterFor(args: Args, io: CliIo): Promise<Reporter> {
+  const write = (text: string): void => void io.stdout.write(text);
+  if (args.values['json'] === true) {
+    const { jsonReporter } = await import('../report/json.ts');
+    return jsonReporter(write);
+  }
+  const c = paletteFor(io);
+  if (io.stdout.isTTY === true && io.env['CI'] === undefined) {
+    const { ttyReporter } = await import('../report/tty.ts');
+    return ttyReporter(write, c);
+  }
+  const { plainReporter } = await import('../report/plain.ts');
+  return plainReporter({ write, c });
+}

@@ -1,0 +1,37 @@
+import { observeAndPlan, withSession } from '../engine.ts';
+import type { PlanEntry } from '../plan/plan.ts';
+import { ok } from '../util/result.ts';
+import type { CliIo } from './main.ts';
+import { engineOptions, paletteFor, printFailures, type Args } from './shared.ts';
+
+export type TaskStatus = 'applied' | 'stale' | 'drifted' | 'failed' | 'absent' | 'orphan';
+
+export function statusOf(entry: PlanEntry, recorded: 'ok' | 'failed' | undefined): TaskStatus {
+  if (entry.action === 'destroy') return 'orphan';
+  if (recorded === undefined) return 'absent';
+  if (recorded === 'failed') return 'failed';
+  if (entry.action === 'drift') return 'drifted';
+  return entry.action === 'unchanged' ? 'applied' : 'stale';
+}
+
+export async function run(args: Args, io: CliIo): Promise<number> {
+  const options = engineOptions(args, io, 'status');
+  if ('reason' in options) return printFailures([options], io);
+  const result = await withSession(options, { lock: false }, async (session) => {
+    const observed = await observeAndPlan(session);
+    if (!observed.ok) return observed;
+    return ok(observed.value.plan.entries.map((e) => ({ entry: e, status: statusOf(e, session.state.records.get(e.id)?.status) })));
+  });
+  if (!result.ok) return printFailures(result.error, io);
+  if (args.values['json'] === true) {
+    io.stdout.write(`${JSON.stringify({ format: 'nodegraph-status', version: 1, tasks: result.value.map((r) => ({ id: r.entry.id, status: r.status, reasons: r.entry.reasons })) })}\n`);
+    return 0;
+  }
+  const c = paletteFor(io);
+  const width = Math.max(0, ...result.value.map((r) => r.entry.id.length));
+  const color = { applied: c.green, stale: c.yellow, drifted: c.red, failed: c.red, absent: c.dim, orphan: c.yellow };
+  for (const { entry, status } of result.value) {
+    io.stdout.write(`${entry.id.padEnd(width)}  ${color[status](status.padEnd(7))}  ${c.dim(entry.reasons.join('; '))}`.trimEnd() + '\n');
+  }
+  return 0;
+}

@@ -1,0 +1,34 @@
+import { loadGraph } from '../engine.ts';
+import { applyNodefile } from '../operations.ts';
+import { plainReporter } from '../report/plain.ts';
+import { watchLoop } from '../watch/watcher.ts';
+import type { CliIo } from './main.ts';
+import { engineOptions, paletteFor, printFailures, reporterFor, str, type Args } from './shared.ts';
+
+export async function run(args: Args, io: CliIo): Promise<number> {
+  const options = engineOptions(args, io, 'watch');
+  if ('reason' in options) return printFailures([options], io);
+  const debounceText = str(args.values['debounce']) ?? '200';
+  const debounceMs = Number(debounceText);
+  if (!Number.isFinite(debounceMs) || debounceMs < 0) return printFailures([{ reason: 'usage', message: `--debounce takes milliseconds, not ${debounceText}` }], io);
+  const c = paletteFor(io);
+  await watchLoop({
+    debounceMs,
+    signal: io.signal,
+    fallbackPaths: [options.nodefile],
+    onState: (state, why) => {
+      if (state === 'debouncing' && why !== undefined) io.stdout.write(c.dim(`change: ${why}\n`));
+      if (state === 'idle') io.stdout.write(c.dim('watching for changes (Ctrl-C to stop)\n'));
+    },
+    runOnce: async () => {
+      // Plain lines even on a terminal: runs follow one another in one scrolling log.
+      const reporter = args.values['json'] === true ? await reporterFor(args, io) : plainReporter({ write: (t) => void io.stdout.write(t), c });
+      const result = await applyNodefile({ ...options, onEvent: reporter.sink });
+      await reporter.close();
+      if (!result.ok) printFailures(result.error, io);
+      const graph = await loadGraph(options.nodefile);
+      return graph.ok ? graph.value : undefined;
+    },
+  });
+  return io.signal.aborted ? 130 : 0;
+}

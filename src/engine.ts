@@ -1,0 +1,169 @@
+// The engine's I/O shell: load the Nodefile, open the state, observe, plan,
+// execute, tear down. Commands in src/cli/ and tests call these functions;
+// every expected failure comes back as a Failure value.
+
+import { availableParallelism } from 'node:os';
+import path from 'node:path';
+import { FailureError, type Failure } from './error.ts';
+import type { ExecuteSummary } from './execute/executor.ts';
+import type { EventSink } from './execute/events.ts';
+import { ExecaRunner, type ProcessRunner } from './execute/runner.ts';
+import { analyze } from './graph/analyze.ts';
+import type { TaskGraph, TaskNode } from './graph/graph.ts';
+import { HashCache } from './hash/cache.ts';
+import { taskId, type TaskId } from './ids.ts';
+import { loadNodefile } from './nodefile/load.ts';
+import type { TaskObservation } from './plan/decide.ts';
+import { observe } from './plan/observe.ts';
+import { makePlan, selectTasks, type Plan } from './plan/plan.ts';
+import { openState, type OpenState } from './state/open.ts';
+import { appender, type Appender } from './execute/appender.ts';
+import { err, ok, type Result } from './util/result.ts';
+
+export interface EngineOptions {
+  /** Path of the Nodefile. */
+  readonly nodefile: string;
+  /** Where the state lives; `.nodegraph` beside the Nodefile by default. */
+  readonly stateDir?: string;
+  readonly runner?: ProcessRunner;
+  readonly jobs?: number;
+  /** Task ids (or `prefix/*` patterns) to limit the run to; with what they need. */
+  readonly targets?: readonly string[];
+  readonly replace?: readonly string[];
+  readonly keepGoing?: boolean;
+  readonly signal?: AbortSignal;
+  readonly onEvent?: EventSink;
+  /** The environment `env` inputs read; process.env by default. */
+  readonly env?: Readonly<Record<string, string | undefined>>;
+  /** Recorded as the lock holder's command. */
+  readonly command?: string;
+}
+
+export const defaultJobs = (): number => availableParallelism() + 2;
+
+export function stateDirOf(options: Pick<EngineOptions, 'nodefile' | 'stateDir'>): string {
+  return path.resolve(options.stateDir ?? path.join(path.dirname(path.resolve(options.nodefile)), '.nodegraph'));
+}
+
+/** Everything a command works on once the Nodefile is loaded and the state is open. */
+export interface Session {
+  readonly graph: TaskGraph;
+  readonly state: OpenState;
+  /** Where task results are recorded (the state's journal). */
+  readonly store: Appender;
+  readonly cache: HashCache;
+  readonly runner: ProcessRunner;
+  readonly signal: AbortSignal;
+  readonly emit: EventSink;
+  readonly jobs: number;
+  readonly targets: ReadonlySet<TaskId> | undefined;
+  readonly replace: ReadonlySet<TaskId>;
+}
+
+export async function loadGraph(nodefile: string): Promise<Result<TaskGraph, Failure[]>> {
+  const declarations = await loadNodefile(nodefile);
+  if (!declarations.ok) return declarations;
+  return analyze(declarations.value);
+}
+
+/** Resolves target words to task ids: exact ids, or `prefix/*` for every task below a prefix. */
+export function resolveTargets(
+  words: readonly string[] | undefined,
+  known: (id: TaskId) => boolean,
+  all: () => Iterable<TaskId>,
+): Result<Set<TaskId> | undefined, Failure[]> {
+  if (words === undefined || words.length === 0) return ok(undefined);
+  const found = new Set<TaskId>();
+  const failures: Failure[] = [];
+  for (const word of words) {
+    if (word.endsWith('/*')) {
+      const prefix = word.slice(0, -1);
+      let any = false;
+      for (const id of all()) {
+        if (id.startsWith(prefix)) {
+          found.add(id);
+          any = true;
+        }
+      }
+      if (!any) failures.push({ reason: 'unknown-target', target: word });
+    } else if (known(taskId(word))) found.add(taskId(word));
+    else failures.push({ reason: 'unknown-target', target: word });
+  }
+  return failures.length > 0 ? err(failures) : ok(found);
+}
+
+export async function openSession(
+  options: EngineOptions,
+  mode: { readonly lock: boolean },
+): Promise<Result<Session, Failure[]>> {
+  const graph = await loadGraph(options.nodefile);
+  if (!graph.ok) return graph;
+  const targets = resolveTargets(options.targets, (id) => graph.value.has(id), () => graph.value.ordered.map((n) => n.id));
+  if (!targets.ok) return targets;
+  const replace = resolveTargets(options.replace, (id) => graph.value.has(id), () => graph.value.ordered.map((n) => n.id));
+  if (!replace.ok) return replace;
+  const emit = options.onEvent ?? (() => {});
+  const state = openState(stateDirOf(options), { lock: mode.lock, command: options.command ?? 'nodegraph' });
+  if (!state.ok) return err([state.error]);
+  for (const warning of state.value.warnings) emit({ type: 'warning', message: warning });
+  const loaded = HashCache.load(path.join(state.value.dir, 'hashcache'));
+  if (loaded.warning !== undefined) emit({ type: 'warning', message: loaded.warning });
+  return ok({
+    graph: graph.value,
+    state: state.value,
+    store: appender(state.value.store),
+    cache: loaded.cache,
+    runner: options.runner ?? new ExecaRunner(),
+    signal: options.signal ?? new AbortController().signal,
+    emit,
+    jobs: Math.max(1, options.jobs ?? defaultJobs()),
+    targets: targets.value,
+    replace: replace.value ?? new Set(),
+  });
+}
+
+export interface Observed {
+  readonly selected: readonly TaskNode[];
+  readonly observations: ReadonlyMap<TaskId, TaskObservation>;
+  readonly plan: Plan;
+}
+
+export async function observeAndPlan(session: Session): Promise<Result<Observed, Failure[]>> {
+  const selected = selectTasks(session.graph, session.targets);
+  const observations = await observe({
+    nodes: selected,
+    records: session.state.records,
+    cache: session.cache,
+    runner: session.runner,
+    jobs: session.jobs,
+    signal: session.signal,
+    env: process.env,
+  });
+  if (!observations.ok) return observations;
+  const plan = makePlan(session.graph, observations.value, session.state.records, {
+    ...(session.targets === undefined ? {} : { targets: session.targets }),
+    replace: session.replace,
+  });
+  return ok({ selected, observations: observations.value, plan });
+}
+
+/** Runs `body` with a session and always closes it: state synced, cache saved, lock released. */
+export async function withSession<T>(
+  options: EngineOptions,
+  mode: { readonly lock: boolean },
+  body: (session: Session) => Promise<Result<T, Failure[]>>,
+): Promise<Result<T, Failure[]>> {
+  const session = await openSession(options, mode);
+  if (!session.ok) return session;
+  try {
+    return await body(session.value);
+  } catch (error) {
+    if (error instanceof FailureError) return err([...error.failures]);
+    throw error;
+  } finally {
+    session.value.cache.save();
+    session.value.state.close();
+  }
+}
+
+export type { ExecuteSummary };

@@ -1,0 +1,83 @@
+// Every failure a user can see, keyed by a short kebab-case reason that is
+// also the error code printed to them. report/diagnostic.ts renders each one;
+// its switch ends in unreachable(), so a new failure nobody renders does not
+// compile.
+
+import type { SourceSite } from './nodefile/types.ts';
+
+export interface CycleEdge {
+  readonly from: string;
+  readonly to: string;
+  /** 'input' for a trigger edge (consumes the output), 'after' for an order edge. */
+  readonly via: 'input' | 'after';
+  readonly site: SourceSite | undefined;
+}
+
+export interface LockHolder {
+  readonly pid: number;
+  readonly host: string;
+  readonly command: string;
+  readonly startedAt: string;
+}
+
+export type Failure =
+  | { readonly reason: 'usage'; readonly message: string }
+  | { readonly reason: 'nodefile-not-found'; readonly path: string }
+  | { readonly reason: 'nodefile-syntax'; readonly path: string; readonly message: string }
+  | { readonly reason: 'nodefile-threw'; readonly path: string; readonly message: string; readonly site: SourceSite | undefined }
+  | { readonly reason: 'nodefile-no-default'; readonly path: string }
+  | {
+      readonly reason: 'invalid-field';
+      readonly task: string | undefined;
+      readonly field: string;
+      readonly message: string;
+      readonly site: SourceSite | undefined;
+    }
+  | {
+      readonly reason: 'duplicate-task';
+      readonly task: string;
+      readonly first: SourceSite | undefined;
+      readonly second: SourceSite | undefined;
+    }
+  | {
+      readonly reason: 'unknown-task';
+      readonly task: string;
+      readonly field: string;
+      readonly ref: string;
+      readonly site: SourceSite | undefined;
+    }
+  | {
+      readonly reason: 'duplicate-output';
+      readonly path: string;
+      readonly first: string;
+      readonly second: string;
+      readonly site: SourceSite | undefined;
+    }
+  | { readonly reason: 'unknown-pool'; readonly task: string; readonly pool: string; readonly site: SourceSite | undefined }
+  | { readonly reason: 'cycle'; readonly edges: readonly CycleEdge[] }
+  | {
+      readonly reason: 'missing-input';
+      readonly task: string;
+      readonly input: string;
+      readonly path: string;
+      readonly site: SourceSite | undefined;
+    }
+  | { readonly reason: 'unknown-target'; readonly target: string }
+  | { readonly reason: 'state-dir-unwritable'; readonly path: string; readonly message: string }
+  | { readonly reason: 'state-unreadable'; readonly path: string; readonly message: string }
+  | { readonly reason: 'locked'; readonly path: string; readonly holder: LockHolder | undefined }
+  | { readonly reason: 'plan-file-invalid'; readonly path: string; readonly message: string }
+  | { readonly reason: 'plan-stale'; readonly path: string; readonly changes: readonly string[] }
+  | { readonly reason: 'not-confirmed' };
+
+export type FailureReason = Failure['reason'];
+
+/** Thrown inside the engine's I/O shell to carry a Failure to the command boundary. */
+export class FailureError extends Error {
+  readonly failures: readonly Failure[];
+  constructor(failures: Failure | readonly Failure[]) {
+    const list = Array.isArray(failures) ? (failures as readonly Failure[]) : [failures as Failure];
+    super(list.map((f) => f.reason).join(', '));
+    this.failures = list;
+  }
+}

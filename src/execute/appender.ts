@@ -1,0 +1,33 @@
+// What the executor and teardown write through: an append that never throws
+// and remembers the first failure, so a run stops rather than runs ahead of
+// a state it can no longer write.
+
+import type { Failure } from '../error.ts';
+import type { StoredRecord } from '../state/record.ts';
+import type { StateStore } from '../state/store.ts';
+
+export interface Appender {
+  append(record: StoredRecord): void;
+  sync(): void;
+  readonly failure: Failure | undefined;
+}
+
+export function appender(store: StateStore): Appender {
+  let failure: Failure | undefined;
+  const remember = (result: { ok: boolean; error?: unknown }): void => {
+    if (result.ok || failure !== undefined) return;
+    const e = result.error as { reason: string; path: string; message: string };
+    failure = e.reason === 'state-unreadable'
+      ? { reason: 'state-unreadable', path: e.path, message: e.message }
+      : { reason: 'state-dir-unwritable', path: e.path, message: e.message };
+  };
+  return {
+    append: (record) => {
+      if (failure === undefined) remember(store.append(record));
+    },
+    sync: () => remember(store.sync()),
+    get failure() {
+      return failure;
+    },
+  };
+}

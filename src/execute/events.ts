@@ -1,0 +1,32 @@
+// What the engine says while it works. It never prints: reporters in
+// src/report/ turn these into a terminal view, plain lines or JSON.
+
+import type { TaskId } from '../ids.ts';
+import type { Plan } from '../plan/plan.ts';
+
+export type TaskOutcome = 'ran' | 'failed' | 'skipped' | 'canceled' | 'up-to-date';
+
+export type EngineEvent =
+  | { readonly type: 'plan'; readonly plan: Plan }
+  | { readonly type: 'warning'; readonly message: string }
+  | { readonly type: 'task-start'; readonly id: TaskId; readonly verb: string; readonly reason: string; readonly command: string | undefined }
+  | { readonly type: 'task-log'; readonly id: TaskId; readonly message: string }
+  | {
+      readonly type: 'task-done';
+      readonly id: TaskId;
+      readonly outcome: TaskOutcome;
+      readonly durationMs: number;
+      /** For 'ran': whether the outputs came out different (false = early cutoff). */
+      readonly outputsChanged?: boolean;
+      /** For 'failed': what failed, the command, and its buffered output. */
+      readonly error?: string;
+      readonly command?: string;
+      readonly output?: string;
+      /** For 'skipped': the upstream task that failed. */
+      readonly because?: TaskId;
+    }
+  | { readonly type: 'destroy-start'; readonly id: TaskId; readonly command: string | undefined }
+  | { readonly type: 'destroy-done'; readonly id: TaskId; readonly outcome: 'destroyed' | 'failed' | 'kept' | 'skipped'; readonly error?: string; readonly output?: string; readonly because?: string }
+  | { readonly type: 'summary'; readonly command: 'apply' | 'destroy' | 'stop'; readonly counts: Readonly<Record<string, number>>; readonly durationMs: number };
+
+export type EventSink = (event: EngineEvent) => void;

@@ -1,0 +1,326 @@
+// Runs the stale tasks of a graph in dependency order, in parallel, with
+// pools; decides each task only once its upstream tasks have settled (early
+// cutoff), records each result the moment it finishes, and stops cleanly on
+// abort.
+//
+// A task's life:
+//
+//   waiting ──upstreams settled──▶ deciding ──unchanged──▶ up-to-date
+//                                     │
+//                                     ├─upstream failed──▶ skipped
+//                                     ▼
+//                                  queued ──slot free──▶ running ──▶ ran | failed | canceled
+
+import { mkdirSync } from 'node:fs';
+import path from 'node:path';
+import type { ContentHash, TaskId } from '../ids.ts';
+import type { TaskGraph, TaskNode } from '../graph/graph.ts';
+import type { HashCache } from '../hash/cache.ts';
+import { hashParts, hashValue } from '../hash/value.ts';
+import type { Json } from '../nodefile/types.ts';
+import { decide, type TaskObservation, type UpstreamState } from '../plan/decide.ts';
+import { definitionOf } from '../plan/definition.ts';
+import { verbFor } from '../plan/plan.ts';
+import type { TaskRecord } from '../state/record.ts';
+import type { Appender } from './appender.ts';
+import { Queue } from '../util/queue.ts';
+import { runAction, type ActionResult } from './action.ts';
+import type { EventSink, TaskOutcome } from './events.ts';
+import { observeOutputs } from './outputs.ts';
+import type { ProcessRunner } from './runner.ts';
+
+export interface ExecuteOptions {
+  readonly graph: TaskGraph;
+  readonly selected: readonly TaskNode[];
+  readonly observations: ReadonlyMap<TaskId, TaskObservation>;
+  /** The live records; updated as tasks finish. */
+  readonly records: Map<TaskId, TaskRecord>;
+  readonly store: Appender;
+  readonly cache: HashCache;
+  readonly runner: ProcessRunner;
+  readonly jobs: number;
+  readonly keepGoing: boolean;
+  readonly replace: ReadonlySet<TaskId>;
+  readonly signal: AbortSignal;
+  readonly emit: EventSink;
+}
+
+export interface ExecuteSummary {
+  /** Tasks that ran successfully, in the order they finished. */
+  readonly ran: TaskId[];
+  readonly failed: TaskId[];
+  readonly skipped: TaskId[];
+  readonly canceled: TaskId[];
+  readonly upToDate: number;
+}
+
+interface Settled {
+  readonly outcome: TaskOutcome;
+}
+
+export async function execute(options: ExecuteOptions): Promise<ExecuteSummary> {
+  const { graph, selected, records, emit, signal } = options;
+  const summary = { ran: [] as TaskId[], failed: [] as TaskId[], skipped: [] as TaskId[], canceled: [] as TaskId[], upToDate: 0 };
+  const inPlan = new Set(selected.map((n) => n.id));
+  const waitingOn = new Map<TaskId, number>();
+  const settled = new Map<TaskId, Settled>();
+  const ranNow = new Set<TaskId>();
+  const ready = new Queue<TaskNode>();
+  // Tasks that waited for a pool slot go before newly ready ones.
+  const resumed = new Queue<TaskNode>();
+  const queued = new Map<string, TaskNode[]>(); // pool → tasks waiting for a slot
+  const poolUse = new Map<string, number>();
+  let running = 0;
+  let stopping = false;
+
+  for (const node of selected) {
+    let count = 0;
+    for (const up of node.needs) if (inPlan.has(up)) count++;
+    for (const up of node.after) if (inPlan.has(up)) count++;
+    waitingOn.set(node.id, count);
+    if (count === 0) ready.push(node);
+  }
+
+  const upstreamOf = (id: TaskId): UpstreamState => {
+    const record = records.get(id);
+    if (record === undefined || record.status !== 'ok') return { settled: false };
+    return { settled: true, outputHash: record.outputHash, ran: ranNow.has(id) };
+  };
+
+  let wake: (() => void) | undefined;
+  const finished = (): void => {
+    wake?.();
+  };
+
+  const settle = (node: TaskNode, outcome: TaskOutcome): void => {
+    settled.set(node.id, { outcome });
+    for (const down of graph.dependents(node.id)) {
+      if (!inPlan.has(down)) continue;
+      const left = waitingOn.get(down)! - 1;
+      waitingOn.set(down, left);
+      if (left === 0) ready.push(graph.get(down)!);
+    }
+  };
+
+  const failedUpstream = (node: TaskNode): TaskId | undefined => {
+    for (const up of [...node.needs, ...node.after]) {
+      const s = settled.get(up);
+      if (s !== undefined && s.outcome !== 'ran' && s.outcome !== 'up-to-date') return up;
+    }
+    return undefined;
+  };
+
+  const poolOf = (node: TaskNode): string => node.decl.spec.pool ?? '';
+  const poolFree = (pool: string): boolean =>
+    pool === '' || (poolUse.get(pool) ?? 0) < (graph.pools.get(pool) ?? 1);
+
+  const start = (node: TaskNode, reason: string, verb: string, forcedFresh: boolean, decision: ReturnType<typeof decide>): void => {
+    running++;
+    const pool = poolOf(node);
+    if (pool !== '') poolUse.set(pool, (poolUse.get(pool) ?? 0) + 1);
+    void runOne(node, reason, verb, forcedFresh, decision).then((outcome) => {
+      running--;
+      if (pool !== '') {
+        poolUse.set(pool, poolUse.get(pool)! - 1);
+        const next = queued.get(pool)?.shift();
+        if (next !== undefined) resumed.push(next);
+      }
+      if (outcome === 'ran') {
+        summary.ran.push(node.id);
+        ranNow.add(node.id);
+      } else if (outcome === 'failed') {
+        summary.failed.push(node.id);
+        if (!options.keepGoing) stopping = true;
+      } else if (outcome === 'canceled') summary.canceled.push(node.id);
+      settle(node, outcome);
+      finished();
+    });
+  };
+
+  const runOne = async (
+    node: TaskNode,
+    reason: string,
+    verb: string,
+    firstRun: boolean,
+    decision: ReturnType<typeof decide>,
+  ): Promise<TaskOutcome> => {
+    const startedAt = new Date();
+    const observation = options.observations.get(node.id)!;
+    for (const output of node.outputs) mkdirSync(path.dirname(output), { recursive: true });
+    const result: ActionResult = await runAction(node, {
+      runner: options.runner,
+      signal,
+      reason,
+      verb,
+      firstRun,
+      changedInputs: decision.changedInputs,
+      changedUpstream: decision.changedUpstream,
+      ran: (id) => ranNow.has(id as TaskId),
+      emit,
+    });
+    const durationMs = Date.now() - startedAt.getTime();
+    const previous = records.get(node.id);
+    if (!result.ok) {
+      const outcome: TaskOutcome = result.canceled ? 'canceled' : 'failed';
+      // Nothing the task did is trusted: the next run starts it again.
+      record(failedRecord(node, graph, previous, startedAt, durationMs, result.error));
+      emit({ type: 'task-done', id: node.id, outcome, durationMs, error: result.error, command: result.command, output: result.output });
+      return outcome;
+    }
+    const outputs = observeOutputs(node.outputs, options.cache);
+    const missing = [...outputs].filter(([, hash]) => hash === 'missing').map(([p]) => p);
+    if (missing.length > 0) {
+      const error = `declared output ${missing.map((p) => path.relative(graph.dir, p) || p).join(', ')} was not produced`;
+      record(failedRecord(node, graph, previous, startedAt, durationMs, error));
+      emit({ type: 'task-done', id: node.id, outcome: 'failed', durationMs, error, command: result.command, output: result.output });
+      return 'failed';
+    }
+    const outputHashes: Record<string, ContentHash> = {};
+    for (const [p, hash] of outputs) outputHashes[p] = hash as ContentHash;
+    const outputHash = combineOutputs(node, outputHashes, result.value, startedAt);
+    const fingerprint = decision.fingerprint!;
+    record({
+      v: 1,
+      id: node.id,
+      status: 'ok',
+      fingerprint,
+      definition: definitionOf(node, graph.dir),
+      inputs: Object.fromEntries(observation.inputs),
+      upstream: decision.upstream,
+      outputs: outputHashes,
+      outputHash,
+      edges: { needs: [...node.needs], after: [...node.after] },
+      recipe: recipeOf(node),
+      startedAt: startedAt.toISOString(),
+      durationMs,
+    });
+    emit({
+      type: 'task-done',
+      id: node.id,
+      outcome: 'ran',
+      durationMs,
+      outputsChanged: previous?.status !== 'ok' || previous.outputHash !== outputHash,
+    });
+    return 'ran';
+  };
+
+  const record = (r: TaskRecord): void => {
+    records.set(r.id, r);
+    options.store.append(r);
+    // A state that cannot be written must not be run ahead of.
+    if (options.store.failure !== undefined) stopping = true;
+  };
+
+  // The scheduling loop: decide what is ready, start what fits, wait for a finish.
+  while (true) {
+    while (ready.length + resumed.length > 0 && running < options.jobs) {
+      if (signal.aborted || stopping) {
+        // Nothing new starts; what is waiting is skipped once the running tasks are done.
+        break;
+      }
+      const node = (resumed.shift() ?? ready.shift())!;
+      if (settled.has(node.id)) continue;
+      const because = failedUpstream(node);
+      if (because !== undefined) {
+        summary.skipped.push(node.id);
+        emit({ type: 'task-done', id: node.id, outcome: 'skipped', durationMs: 0, because });
+        settle(node, 'skipped');
+        continue;
+      }
+      const decision = decide(
+        node,
+        definitionOf(node, graph.dir),
+        options.observations.get(node.id)!,
+        records.get(node.id),
+        upstreamOf,
+        options.replace.has(node.id),
+      );
+      if (decision.action === 'unchanged') {
+        summary.upToDate++;
+        settle(node, 'up-to-date');
+        continue;
+      }
+      const pool = poolOf(node);
+      if (!poolFree(pool)) {
+        let list = queued.get(pool);
+        if (list === undefined) queued.set(pool, (list = []));
+        list.push(node);
+        continue;
+      }
+      const verb = verbFor(node, decision.action);
+      start(node, decision.reasons.join('; '), verb, records.get(node.id) === undefined, decision);
+    }
+    if (running === 0) break;
+    await new Promise<void>((resolve) => {
+      wake = resolve;
+    });
+    wake = undefined;
+  }
+
+  // Anything not settled was never started: because of a failure, or an abort.
+  for (const node of selected) {
+    if (settled.has(node.id)) continue;
+    summary.skipped.push(node.id);
+    const because = failedUpstream(node);
+    emit({ type: 'task-done', id: node.id, outcome: 'skipped', durationMs: 0, ...(because === undefined ? {} : { because }) });
+  }
+  return summary;
+}
+
+function combineOutputs(
+  node: TaskNode,
+  outputs: Record<string, ContentHash>,
+  value: Json | undefined,
+  startedAt: Date,
+): ContentHash {
+  const parts: string[] = [];
+  for (const p of node.outputs) parts.push(p, outputs[p]!);
+  if (value !== undefined) parts.push('value', hashValue(value));
+  // A task with nothing to compare stands for "it ran": its dependents follow every run.
+  if (parts.length === 0) parts.push('stamp', node.id, startedAt.toISOString(), String(process.hrtime.bigint()));
+  return hashParts(parts);
+}
+
+export function recipeOf(node: TaskNode): TaskRecord['recipe'] {
+  const { spec } = node.decl;
+  const list = (c: typeof spec.stop): string[][] => {
+    if (c === undefined) return [];
+    const many = Array.isArray(c) && c.length > 0 && typeof c[0] !== 'string' ? (c as readonly unknown[]) : [c];
+    return many.map((one) =>
+      typeof one === 'object' && one !== null && 'shell' in one ? ['/bin/sh', '-c', (one as { shell: string }).shell] : [...(one as string[])],
+    );
+  };
+  return {
+    cwd: node.cwd,
+    remove: spec.removeOutputs === false ? [] : [...node.outputs],
+    destroy: list(spec.destroy),
+    stop: list(spec.stop),
+    ...(spec.env === undefined ? {} : { env: { ...spec.env } }),
+  };
+}
+
+function failedRecord(
+  node: TaskNode,
+  graph: TaskGraph,
+  previous: TaskRecord | undefined,
+  startedAt: Date,
+  durationMs: number,
+  error: string,
+): TaskRecord {
+  return {
+    v: 1,
+    id: node.id,
+    status: 'failed',
+    fingerprint: previous?.fingerprint ?? hashParts(['failed']),
+    definition: definitionOf(node, graph.dir),
+    inputs: {},
+    upstream: {},
+    outputs: previous?.outputs ?? {},
+    outputHash: hashParts(['failed', node.id, startedAt.toISOString()]),
+    edges: { needs: [...node.needs], after: [...node.after] },
+    recipe: recipeOf(node),
+    startedAt: startedAt.toISOString(),
+    durationMs,
+    error,
+  };
+}

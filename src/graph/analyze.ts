@@ -1,0 +1,147 @@
+// Checks how the declarations fit together and builds the TaskGraph:
+// duplicate ids and outputs, references to unknown tasks and pools, cycles.
+// Pure: it reads nothing from disk.
+
+import path from 'node:path';
+import type { CycleEdge, Failure } from '../error.ts';
+import type { TaskId } from '../ids.ts';
+import type { Declarations, DeclaredTask } from '../nodefile/builder.ts';
+import type { InputSpec } from '../nodefile/types.ts';
+import { err, ok, type Result } from '../util/result.ts';
+import { TaskGraph, topologicalOrder, type EdgeKind, type PendingNode, type TaskNode } from './graph.ts';
+
+interface Draft {
+  readonly decl: DeclaredTask;
+  readonly inputs: Map<string, InputSpec>;
+  readonly needs: TaskId[];
+  readonly after: TaskId[];
+  readonly outputs: string[];
+  readonly cwd: string;
+}
+
+export function analyze(declarations: Declarations): Result<TaskGraph, Failure[]> {
+  const failures: Failure[] = [...declarations.failures];
+  const { dir } = declarations;
+  const byId = new Map<TaskId, DeclaredTask>();
+  const drafts: Draft[] = [];
+  const producers = new Map<string, TaskId>();
+
+  for (const decl of declarations.tasks) {
+    const first = byId.get(decl.id);
+    if (first !== undefined) {
+      failures.push({ reason: 'duplicate-task', task: decl.id, first: first.site.get(), second: decl.site.get() });
+      continue;
+    }
+    byId.set(decl.id, decl);
+    const cwd = decl.spec.cwd === undefined ? dir : path.resolve(dir, decl.spec.cwd);
+    const outputs = decl.outputs.map((o) => path.resolve(dir, o));
+    for (const output of outputs) {
+      const other = producers.get(output);
+      if (other !== undefined) {
+        failures.push({ reason: 'duplicate-output', path: output, first: other, second: decl.id, site: decl.site.get() });
+      } else producers.set(output, decl.id);
+    }
+    drafts.push({ decl, inputs: new Map(), needs: [], after: [], outputs, cwd });
+  }
+
+  for (const draft of drafts) {
+    const { decl } = draft;
+    const needs = new Set<TaskId>();
+    for (const [name, input] of decl.inputs) {
+      const resolved = resolveInput(input, dir, producers);
+      if (resolved.kind === 'task') {
+        if (!byId.has(resolved.id)) {
+          failures.push({ reason: 'unknown-task', task: decl.id, field: `inputs.${name}`, ref: resolved.id, site: decl.site.get() });
+          continue;
+        }
+        if (resolved.id !== decl.id) needs.add(resolved.id);
+        else {
+          failures.push({ reason: 'cycle', edges: [{ from: decl.id, to: decl.id, via: 'input', site: decl.site.get() }] });
+          continue;
+        }
+      }
+      draft.inputs.set(name, resolved);
+    }
+    draft.needs.push(...needs);
+    decl.after.forEach((ref, index) => {
+      if (!byId.has(ref)) {
+        failures.push({ reason: 'unknown-task', task: decl.id, field: `after[${index}]`, ref, site: decl.site.get() });
+      } else if (ref === decl.id) {
+        failures.push({ reason: 'cycle', edges: [{ from: decl.id, to: decl.id, via: 'after', site: decl.site.get() }] });
+      } else if (!needs.has(ref) && !draft.after.includes(ref)) draft.after.push(ref);
+    });
+    const pool = decl.spec.pool;
+    if (pool !== undefined && !declarations.pools.has(pool)) {
+      failures.push({ reason: 'unknown-pool', task: decl.id, pool, site: decl.site.get() });
+    }
+  }
+  if (failures.length > 0) return err(failures);
+
+  const pending: PendingNode[] = drafts.map((d) => ({
+    id: d.decl.id,
+    upstream: [
+      ...d.needs.map((id) => ({ id, kind: 'input' as EdgeKind })),
+      ...d.after.map((id) => ({ id, kind: 'after' as EdgeKind })),
+    ],
+  }));
+  const order = topologicalOrder(pending);
+  if (order === undefined) return err([{ reason: 'cycle', edges: findCycle(pending, byId) }]);
+
+  const draftById = new Map(drafts.map((d) => [d.decl.id, d]));
+  const nodes: TaskNode[] = order.map((id, index) => {
+    const d = draftById.get(id)!;
+    return { id, decl: d.decl, inputs: d.inputs, needs: d.needs, after: d.after, outputs: d.outputs, cwd: d.cwd, order: index };
+  });
+  return ok(new TaskGraph(declarations.file, dir, declarations.pools, nodes));
+}
+
+/** A file or tree input that names another task's output (or lies inside one) is a trigger edge. */
+function resolveInput(input: InputSpec, dir: string, producers: ReadonlyMap<string, TaskId>): InputSpec {
+  if (input.kind !== 'file' && input.kind !== 'tree') return input;
+  const absolute = path.resolve(dir, input.path);
+  for (let p = absolute; ; p = path.dirname(p)) {
+    const producer = producers.get(p);
+    if (producer !== undefined) return { kind: 'task', id: producer, path: absolute };
+    if (path.dirname(p) === p) return input;
+  }
+}
+
+/** Finds one loop and lists every edge of it, upstream to downstream. */
+function findCycle(nodes: readonly PendingNode[], byId: ReadonlyMap<TaskId, DeclaredTask>): CycleEdge[] {
+  const upstreamOf = new Map(nodes.map((n) => [n.id, n.upstream]));
+  const state = new Map<TaskId, 'open' | 'done'>();
+  // Iterative DFS along upstream edges; the stack holds the current path.
+  for (const start of nodes) {
+    if (state.has(start.id)) continue;
+    const stack: { id: TaskId; next: number }[] = [{ id: start.id, next: 0 }];
+    state.set(start.id, 'open');
+    while (stack.length > 0) {
+      const top = stack[stack.length - 1]!;
+      const ups = upstreamOf.get(top.id) ?? [];
+      if (top.next >= ups.length) {
+        state.set(top.id, 'done');
+        stack.pop();
+        continue;
+      }
+      const edge = ups[top.next++]!;
+      const seen = state.get(edge.id);
+      if (seen === undefined) {
+        state.set(edge.id, 'open');
+        stack.push({ id: edge.id, next: 0 });
+      } else if (seen === 'open') {
+        // The loop is edge.id … top.id on the stack, closed by top ← edge.id.
+        const from = stack.findIndex((s) => s.id === edge.id);
+        const loop = stack.slice(from).map((s) => s.id);
+        const edges: CycleEdge[] = [];
+        for (let i = 0; i < loop.length; i++) {
+          const downstream = loop[i]!;
+          const upstream = loop[(i + 1) % loop.length]!;
+          const kind = (upstreamOf.get(downstream) ?? []).find((u) => u.id === upstream)?.kind ?? 'input';
+          edges.push({ from: upstream, to: downstream, via: kind, site: byId.get(downstream)?.site.get() });
+        }
+        return edges.reverse();
+      }
+    }
+  }
+  return [];
+}

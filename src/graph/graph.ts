@@ -1,0 +1,112 @@
+// The task graph: the one module that imports graphology. Nodes are tasks;
+// an edge runs from a task to one that must come after it, marked 'input'
+// (a trigger edge: it consumes the output) or 'after' (order only).
+
+import { DirectedGraph } from 'graphology';
+import { topologicalSort } from 'graphology-dag';
+import type { TaskId } from '../ids.ts';
+import type { DeclaredTask } from '../nodefile/builder.ts';
+import type { InputSpec } from '../nodefile/types.ts';
+
+export interface TaskNode {
+  readonly id: TaskId;
+  readonly decl: DeclaredTask;
+  /** Inputs by name; a file input that another task writes became a `task` input. */
+  readonly inputs: ReadonlyMap<string, InputSpec>;
+  /** Trigger upstreams, each once, in declaration order. */
+  readonly needs: readonly TaskId[];
+  /** Order-only upstreams. */
+  readonly after: readonly TaskId[];
+  /** Declared outputs, absolute. */
+  readonly outputs: readonly string[];
+  /** The folder commands run in, absolute. */
+  readonly cwd: string;
+  /** Position in topological order. */
+  readonly order: number;
+}
+
+export type EdgeKind = 'input' | 'after';
+
+export class TaskGraph {
+  readonly file: string;
+  readonly dir: string;
+  readonly pools: ReadonlyMap<string, number>;
+  readonly #nodes: Map<TaskId, TaskNode>;
+  readonly #order: readonly TaskNode[];
+  readonly #dependents: ReadonlyMap<TaskId, readonly TaskId[]>;
+
+  constructor(file: string, dir: string, pools: ReadonlyMap<string, number>, nodes: readonly TaskNode[]) {
+    this.file = file;
+    this.dir = dir;
+    this.pools = pools;
+    this.#order = nodes;
+    this.#nodes = new Map(nodes.map((n) => [n.id, n]));
+    const dependents = new Map<TaskId, TaskId[]>();
+    for (const node of nodes) {
+      for (const up of [...node.needs, ...node.after]) {
+        let list = dependents.get(up);
+        if (list === undefined) dependents.set(up, (list = []));
+        list.push(node.id);
+      }
+    }
+    this.#dependents = dependents;
+  }
+
+  get size(): number {
+    return this.#order.length;
+  }
+
+  /** Every task, upstream before downstream. */
+  get ordered(): readonly TaskNode[] {
+    return this.#order;
+  }
+
+  get(id: TaskId): TaskNode | undefined {
+    return this.#nodes.get(id);
+  }
+
+  has(id: TaskId): boolean {
+    return this.#nodes.has(id);
+  }
+
+  /** Tasks with an edge (either kind) from `id`. */
+  dependents(id: TaskId): readonly TaskId[] {
+    return this.#dependents.get(id) ?? [];
+  }
+
+  /** `targets` and everything they need, transitively, over both kinds of edge. */
+  closure(targets: readonly TaskId[]): Set<TaskId> {
+    const seen = new Set<TaskId>();
+    const stack = [...targets];
+    while (stack.length > 0) {
+      const id = stack.pop()!;
+      if (seen.has(id)) continue;
+      seen.add(id);
+      const node = this.#nodes.get(id);
+      if (node !== undefined) stack.push(...node.needs, ...node.after);
+    }
+    return seen;
+  }
+}
+
+export interface PendingNode {
+  readonly id: TaskId;
+  readonly upstream: readonly { readonly id: TaskId; readonly kind: EdgeKind }[];
+}
+
+/**
+ * Orders nodes upstream-first. Returns the order, or undefined when the graph
+ * has a cycle (the caller then finds the loop to report).
+ */
+export function topologicalOrder(nodes: readonly PendingNode[]): TaskId[] | undefined {
+  const graph = new DirectedGraph({ allowSelfLoops: true });
+  for (const node of nodes) graph.addNode(node.id);
+  for (const node of nodes) {
+    for (const up of node.upstream) graph.mergeEdge(up.id, node.id);
+  }
+  try {
+    return topologicalSort(graph) as TaskId[];
+  } catch {
+    return undefined;
+  }
+}

@@ -1,0 +1,134 @@
+// The public shape of a Nodefile: what a user's default export receives and
+// declares. A Nodefile imports these with `import type`, so it needs nothing
+// from nodegraph at run time and loads from any folder.
+
+import type { TaskId } from '../ids.ts';
+
+/** An argv, run without a shell. */
+export type Argv = readonly string[];
+
+/** A command: an argv, or an explicit shell line when the task asks for one. */
+export type Command = Argv | { readonly shell: string };
+
+export type Json = null | boolean | number | string | readonly Json[] | { readonly [key: string]: Json };
+
+/** Where in the Nodefile something was declared. */
+export interface SourceSite {
+  readonly file: string;
+  readonly line: number;
+  readonly column: number;
+}
+
+// ---- inputs ---------------------------------------------------------------
+
+export type InputSpec =
+  | { readonly kind: 'file'; readonly path: string }
+  | { readonly kind: 'tree'; readonly path: string }
+  | { readonly kind: 'glob'; readonly pattern: string }
+  | { readonly kind: 'value'; readonly value: Json }
+  | { readonly kind: 'env'; readonly name: string }
+  /** The outputs of another task: a trigger edge. `path` narrows it to one output. */
+  | { readonly kind: 'task'; readonly id: TaskId; readonly path?: string };
+
+/** A handle to a declared task; usable as an input (trigger edge) or in `after`. */
+export interface TaskRef {
+  readonly kind: 'task';
+  readonly id: TaskId;
+  /** One output of the task, as an input of another. */
+  output(path: string): InputSpec;
+}
+
+export type TaskInput = InputSpec | TaskRef;
+
+// ---- actions --------------------------------------------------------------
+
+export interface ExecOptions {
+  readonly cwd?: string;
+  readonly env?: Readonly<Record<string, string>>;
+  readonly input?: string;
+  /** A non-zero exit is returned instead of thrown. */
+  readonly reject?: boolean;
+}
+
+export interface ExecResult {
+  readonly exitCode: number;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+/** What a function action receives. */
+export interface TaskContext {
+  readonly id: TaskId;
+  /** The folder commands run in: the Nodefile's folder unless the task says otherwise. */
+  readonly cwd: string;
+  readonly env: Readonly<Record<string, string>>;
+  readonly signal: AbortSignal;
+  /** Why this task runs, in words (`input registryMirrors changed`). */
+  readonly reason: string;
+  /** True when the task has never been applied (or its last record was dropped). */
+  readonly firstRun: boolean;
+  /** Names of the inputs whose hash changed since the last apply (all of them on a first run). */
+  readonly changedInputs: readonly string[];
+  /** Upstream task ids (trigger edges) whose outputs changed since the last apply. */
+  readonly changedUpstream: readonly TaskId[];
+  /** Did task `id` run (successfully) earlier in this apply? */
+  ran(id: TaskId | string): boolean;
+  /** The declared value of a `value` input, by input name. */
+  value(name: string): Json;
+  log(message: string): void;
+  /** Runs an argv without a shell, through nodegraph's process runner. */
+  exec(argv: Argv, options?: ExecOptions): Promise<ExecResult>;
+  /** Writes `content` only when it differs (or the mode does); true when it wrote. Relative to cwd. */
+  writeIfChanged(path: string, content: string | Uint8Array, options?: { mode?: number }): Promise<boolean>;
+}
+
+/** A function action; a JSON value it returns becomes part of its output hash. */
+export type TaskFunction = (ctx: TaskContext) => Promise<Json | void> | Json | void;
+
+/** A check: true (or exit 0) when what the task manages is in place. */
+export type CheckFunction = (ctx: TaskContext) => Promise<boolean | string> | boolean | string;
+
+// ---- tasks ----------------------------------------------------------------
+
+export interface TaskSpec {
+  readonly description?: string;
+  readonly inputs?: Readonly<Record<string, TaskInput>>;
+  /** Files and directories the task writes, relative to the Nodefile's folder. */
+  readonly outputs?: readonly string[];
+  /** Order edges: run after these, never triggered by them. */
+  readonly after?: readonly (TaskRef | string)[];
+  readonly run: Command | TaskFunction;
+  /** For a function action: bump to re-run it (defaults to the function's source text). */
+  readonly version?: string;
+  readonly cwd?: string;
+  readonly env?: Readonly<Record<string, string>>;
+  readonly check?: Command | CheckFunction;
+  /** Stops what the task started, keeping its files (`nodegraph stop`, and before destroy). */
+  readonly stop?: Command | readonly Command[];
+  /** Tears down what the task made; recorded, so it runs even after the task leaves the Nodefile. */
+  readonly destroy?: Command | readonly Command[];
+  /** Remove the declared outputs on destroy (default true). */
+  readonly removeOutputs?: boolean;
+  /** Tasks in one pool run at most `depth` at a time (see `ng.pool`). */
+  readonly pool?: string;
+  /** Words the plan uses for this task: e.g. { create: 'start', update: 'restart' } for a service. */
+  readonly verbs?: { readonly create?: string; readonly update?: string };
+}
+
+/** What a Nodefile's default export receives. */
+export interface NodefileApi {
+  /** The folder the Nodefile lives in; relative paths resolve against it. */
+  readonly dir: string;
+  task(id: string, spec: TaskSpec): TaskRef;
+  /** A reference to a task declared elsewhere (or later) by id. */
+  ref(id: string): TaskRef;
+  pool(name: string, depth: number): void;
+  file(path: string): InputSpec;
+  tree(path: string): InputSpec;
+  glob(pattern: string): InputSpec;
+  value(value: Json): InputSpec;
+  env(name: string): InputSpec;
+}
+
+/** The type of a Nodefile's default export. */
+export type Nodefile = (ng: NodefileApi) => void | Promise<void>;

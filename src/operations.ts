@@ -1,0 +1,244 @@
+// The operations behind the commands — plan, apply, destroy, stop — as
+// functions with typed options that return values. The CLI renders them;
+// tests and other programs call them directly.
+
+import { existsSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import type { Failure } from './error.ts';
+import { execute, type ExecuteSummary } from './execute/executor.ts';
+import { teardown, type TeardownSummary } from './execute/teardown.ts';
+import { ExecaRunner } from './execute/runner.ts';
+import { appender } from './execute/appender.ts';
+import { observeAndPlan, openSession, resolveTargets, stateDirOf, withSession, type EngineOptions, type Session } from './engine.ts';
+import type { TaskId } from './ids.ts';
+import { orphansOf, teardownOrder, type Plan } from './plan/plan.ts';
+import { bindPlan, planChanges, readSavedPlan, type SavedPlan } from './plan/saved.ts';
+import { openState } from './state/open.ts';
+import type { TaskRecord } from './state/record.ts';
+import { err, ok, type Result } from './util/result.ts';
+
+export interface PlanResult {
+  readonly plan: Plan;
+  readonly saved: SavedPlan;
+}
+
+export async function planNodefile(options: EngineOptions & { readonly out?: string }): Promise<Result<PlanResult, Failure[]>> {
+  return withSession(options, { lock: false }, async (session) => {
+    const observed = await observeAndPlan(session);
+    if (!observed.ok) return observed;
+    const saved = bindPlan(session.graph, observed.value.selected, observed.value.observations, session.state.records, observed.value.plan, {
+      targets: options.targets ?? [],
+      replace: options.replace ?? [],
+    });
+    if (options.out !== undefined) writeFileSync(options.out, `${JSON.stringify(saved)}\n`);
+    return ok({ plan: observed.value.plan, saved });
+  });
+}
+
+export interface ApplySummary extends ExecuteSummary {
+  readonly plan: Plan;
+  readonly destroyed: TaskId[];
+  readonly durationMs: number;
+}
+
+/** Applies the Nodefile; with `planFile`, only if nothing changed since that plan was made. */
+export async function applyNodefile(options: EngineOptions & { readonly planFile?: string }): Promise<Result<ApplySummary, Failure[]>> {
+  let effective: EngineOptions = options;
+  let saved: SavedPlan | undefined;
+  if (options.planFile !== undefined) {
+    const read = readSavedPlan(options.planFile);
+    if (!read.ok) return err([read.error]);
+    saved = read.value;
+    effective = { ...options, nodefile: saved.nodefile, targets: saved.targets, replace: saved.replace };
+  }
+  const started = Date.now();
+  return withSession(effective, { lock: true }, async (session) => {
+    const observed = await observeAndPlan(session);
+    if (!observed.ok) return observed;
+    const { plan, selected, observations } = observed.value;
+    if (saved !== undefined) {
+      const now = bindPlan(session.graph, selected, observations, session.state.records, plan, { targets: saved.targets, replace: saved.replace });
+      const changes = planChanges(saved, now);
+      if (changes.length > 0) return err([{ reason: 'plan-stale', path: options.planFile!, changes }]);
+    }
+    session.emit({ type: 'plan', plan });
+
+    const destroyed: TaskId[] = [];
+    if (session.targets === undefined) {
+      const orphans = orphansOf(session.graph, session.state.records);
+      if (orphans.length > 0) {
+        const removed = await runTeardown(session, orphans, 'destroy');
+        destroyed.push(...removed.done);
+      }
+    }
+    const summary = await execute({
+      graph: session.graph,
+      selected,
+      observations,
+      records: session.state.records,
+      store: session.store,
+      cache: session.cache,
+      runner: session.runner,
+      jobs: session.jobs,
+      keepGoing: options.keepGoing ?? false,
+      replace: session.replace,
+      signal: session.signal,
+      emit: session.emit,
+    });
+    session.store.sync();
+    if (session.store.failure !== undefined) return err([session.store.failure]);
+    const durationMs = Date.now() - started;
+    session.emit({
+      type: 'summary',
+      command: 'apply',
+      durationMs,
+      counts: {
+        ran: summary.ran.length,
+        failed: summary.failed.length,
+        skipped: summary.skipped.length,
+        canceled: summary.canceled.length,
+        'up to date': summary.upToDate,
+        destroyed: destroyed.length,
+      },
+    });
+    return ok({ ...summary, plan, destroyed, durationMs });
+  });
+}
+
+function runTeardown(session: Session, order: readonly TaskId[], mode: 'stop' | 'destroy'): Promise<TeardownSummary> {
+  return teardown({
+    order,
+    records: session.state.records,
+    store: session.store,
+    runner: session.runner,
+    signal: session.signal,
+    emit: session.emit,
+    mode,
+  });
+}
+
+export interface TeardownResult extends TeardownSummary {
+  /** What was chosen to tear down, in order. */
+  readonly order: readonly TaskId[];
+  readonly durationMs: number;
+}
+
+/**
+ * Chooses what a destroy of `targets` takes: the targets, everything that
+ * depends on them, and then any upstream task nothing else needs any more.
+ */
+export function destroySet(targets: ReadonlySet<TaskId> | undefined, records: ReadonlyMap<TaskId, TaskRecord>): TaskId[] {
+  if (targets === undefined) return teardownOrder([...records.keys()], records);
+  const dependents = new Map<TaskId, TaskId[]>();
+  for (const record of records.values()) {
+    for (const up of [...record.edges.needs, ...record.edges.after]) {
+      let list = dependents.get(up);
+      if (list === undefined) dependents.set(up, (list = []));
+      list.push(record.id);
+    }
+  }
+  const chosen = new Set<TaskId>();
+  const stack = [...targets].filter((id) => records.has(id));
+  while (stack.length > 0) {
+    const id = stack.pop()!;
+    if (chosen.has(id)) continue;
+    chosen.add(id);
+    stack.push(...(dependents.get(id) ?? []));
+  }
+  // Shared upstream goes once nothing outside the chosen set still depends on it.
+  let grew = true;
+  while (grew) {
+    grew = false;
+    for (const id of [...chosen]) {
+      for (const up of [...(records.get(id)?.edges.needs ?? []), ...(records.get(id)?.edges.after ?? [])]) {
+        if (chosen.has(up) || !records.has(up)) continue;
+        if ((dependents.get(up) ?? []).every((d) => chosen.has(d) || !records.has(d))) {
+          chosen.add(up);
+          grew = true;
+        }
+      }
+    }
+  }
+  return teardownOrder([...chosen], records);
+}
+
+/**
+ * Destroys (or, with mode 'stop', stops) what the state records, in reverse
+ * graph order. Works from the state alone: the Nodefile need not exist.
+ */
+export async function teardownNodefile(
+  options: EngineOptions & { readonly mode: 'stop' | 'destroy'; readonly confirm?: (order: readonly TaskId[]) => Promise<boolean> },
+): Promise<Result<TeardownResult, Failure[]>> {
+  const started = Date.now();
+  const stateDir = stateDirOf(options);
+  if (existsSync(path.resolve(options.nodefile))) {
+    // The Nodefile must at least load: a broken one may mean the user is mid-edit.
+    const session = await openSession({ ...options, targets: [] }, { lock: true });
+    if (!session.ok) return session;
+    try {
+      return await teardownWith(session.value, options, started);
+    } finally {
+      session.value.cache.save();
+      session.value.state.close();
+    }
+  }
+  const state = openState(stateDir, { lock: true, command: options.command ?? 'nodegraph' });
+  if (!state.ok) return err([state.error]);
+  const emit = options.onEvent ?? (() => {});
+  for (const warning of state.value.warnings) emit({ type: 'warning', message: warning });
+  emit({ type: 'warning', message: `${options.nodefile} does not exist: tearing down from the state alone` });
+  try {
+    const session = {
+      state: state.value,
+      store: appender(state.value.store),
+      runner: options.runner ?? new ExecaRunner(),
+      signal: options.signal ?? new AbortController().signal,
+      emit,
+    } as unknown as Session;
+    return await teardownWith(session, options, started);
+  } finally {
+    state.value.close();
+  }
+}
+
+async function teardownWith(
+  session: Session,
+  options: EngineOptions & { readonly mode: 'stop' | 'destroy'; readonly confirm?: (order: readonly TaskId[]) => Promise<boolean> },
+  started: number,
+): Promise<Result<TeardownResult, Failure[]>> {
+  const records = session.state.records;
+  const targets = resolveTargets(options.targets, (id) => records.has(id), () => records.keys());
+  if (!targets.ok) return targets;
+  const order = options.mode === 'stop' && targets.value !== undefined ? stopSet(targets.value, records) : destroySet(targets.value, records);
+  if (options.confirm !== undefined && order.length > 0 && !(await options.confirm(order))) {
+    return err([{ reason: 'not-confirmed' }]);
+  }
+  const summary = await runTeardown(session, order, options.mode);
+  session.store.sync();
+  if (session.store.failure !== undefined) return err([session.store.failure]);
+  const durationMs = Date.now() - started;
+  session.emit({
+    type: 'summary',
+    command: options.mode,
+    durationMs,
+    counts: { [options.mode === 'stop' ? 'stopped' : 'destroyed']: summary.done.length, failed: summary.failed.length, kept: summary.kept.length },
+  });
+  return ok({ ...summary, order, durationMs });
+}
+
+/** Stopping a task stops what depends on it first, and nothing upstream. */
+function stopSet(targets: ReadonlySet<TaskId>, records: ReadonlyMap<TaskId, TaskRecord>): TaskId[] {
+  const chosen = new Set<TaskId>(targets);
+  let grew = true;
+  while (grew) {
+    grew = false;
+    for (const record of records.values()) {
+      if (chosen.has(record.id)) continue;
+      if ([...record.edges.needs, ...record.edges.after].some((up) => chosen.has(up))) {
+        chosen.add(record.id);
+        grew = true;
+      }
+    }
+  }
+  return teardownOrder([...chosen], records);
+}

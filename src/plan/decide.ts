@@ -1,0 +1,128 @@
+// Whether one task must run, and why. Pure: the planner calls it with what
+// it predicts of the upstream tasks, the executor with what actually happened,
+// so plan and apply cannot disagree about a settled task.
+
+import { shortHash, type ContentHash, type TaskId } from '../ids.ts';
+import type { TaskNode } from '../graph/graph.ts';
+import { hashParts } from '../hash/value.ts';
+import type { TaskRecord } from '../state/record.ts';
+
+export type Action = 'create' | 'update' | 'replace' | 'drift' | 'maybe' | 'unchanged';
+
+/** What was seen of a task before deciding: its inputs' and outputs' hashes, and its check. */
+export interface TaskObservation {
+  /** Input name → hash, for every input that is not another task's output. */
+  readonly inputs: ReadonlyMap<string, ContentHash>;
+  /** Absolute output path → hash, or 'missing'. */
+  readonly outputs: ReadonlyMap<string, ContentHash | 'missing'>;
+  /** Undefined when the task has no check or it was not run (no record to verify). */
+  readonly check?: { readonly ok: boolean; readonly detail: string };
+}
+
+/** What is known of an upstream task at the moment of deciding. */
+export type UpstreamState =
+  | { readonly settled: true; readonly outputHash: ContentHash; readonly ran: boolean }
+  | { readonly settled: false };
+
+export interface Decision {
+  readonly action: Action;
+  readonly reasons: readonly string[];
+  /** Known unless action is 'maybe'. */
+  readonly fingerprint: ContentHash | undefined;
+  readonly upstream: Readonly<Record<string, ContentHash>>;
+  readonly changedInputs: readonly string[];
+  readonly changedUpstream: readonly TaskId[];
+}
+
+export function fingerprintOf(
+  definition: ContentHash,
+  inputs: ReadonlyMap<string, ContentHash>,
+  upstream: Readonly<Record<string, ContentHash>>,
+): ContentHash {
+  const parts: string[] = [definition];
+  for (const name of [...inputs.keys()].sort()) parts.push(`i:${name}`, inputs.get(name)!);
+  for (const id of Object.keys(upstream).sort()) parts.push(`u:${id}`, upstream[id]!);
+  return hashParts(parts);
+}
+
+const change = (before: ContentHash | undefined, after: ContentHash | undefined): string =>
+  `${shortHash(before)}→${shortHash(after)}`;
+
+export function decide(
+  node: TaskNode,
+  definition: ContentHash,
+  observation: TaskObservation,
+  record: TaskRecord | undefined,
+  upstreamOf: (id: TaskId) => UpstreamState,
+  forced: boolean,
+): Decision {
+  const upstream: Record<string, ContentHash> = {};
+  const pending: TaskId[] = [];
+  for (const id of node.needs) {
+    const state = upstreamOf(id);
+    if (state.settled) upstream[id] = state.outputHash;
+    else pending.push(id);
+  }
+  const allInputs = [...observation.inputs.keys()];
+  const allUpstream = [...node.needs];
+
+  const fingerprint = pending.length === 0 ? fingerprintOf(definition, observation.inputs, upstream) : undefined;
+  const result = (action: Action, reasons: string[], changedInputs = allInputs, changedUpstream = allUpstream): Decision => ({
+    action,
+    reasons,
+    fingerprint,
+    upstream,
+    changedInputs,
+    changedUpstream,
+  });
+
+  if (forced) return result('replace', ['forced by --replace']);
+  if (record === undefined) return result('create', ['never ran']);
+  if (record.status === 'failed') return result('update', ['last run failed']);
+
+  // What changed among the task's own definition and inputs is known now.
+  const reasons: string[] = [];
+  const changedInputs: string[] = [];
+  if (record.definition !== definition) reasons.push(`definition changed ${change(record.definition, definition)}`);
+  for (const [name, hash] of observation.inputs) {
+    const before = record.inputs[name];
+    if (before === hash) continue;
+    changedInputs.push(name);
+    reasons.push(before === undefined ? `input ${name} added` : `input ${name} changed ${change(before, hash)}`);
+  }
+  for (const name of Object.keys(record.inputs)) {
+    if (observation.inputs.has(name)) continue;
+    changedInputs.push(name);
+    reasons.push(`input ${name} removed`);
+  }
+  const changedUpstream: TaskId[] = [];
+  for (const [id, hash] of Object.entries(upstream)) {
+    const before = record.upstream[id];
+    if (before === hash) continue;
+    changedUpstream.push(id as TaskId);
+    reasons.push(before === undefined ? `now consumes ${id}` : `upstream ${id} changed ${change(before, hash)}`);
+  }
+  for (const id of Object.keys(record.upstream)) {
+    if (!node.needs.includes(id as TaskId)) reasons.push(`no longer consumes ${id}`);
+  }
+  if (reasons.length > 0) return result('update', reasons, changedInputs, changedUpstream);
+  if (pending.length > 0) {
+    return result('maybe', pending.map((id) => `known after ${id}`), changedInputs, changedUpstream);
+  }
+  if (fingerprint !== record.fingerprint) {
+    // Only reachable when the fingerprint scheme itself changed.
+    return result('update', ['fingerprint changed'], changedInputs, changedUpstream);
+  }
+
+  const drift: string[] = [];
+  for (const [output, hash] of observation.outputs) {
+    const before = record.outputs[output];
+    if (hash === 'missing') drift.push(`output ${output} missing`);
+    else if (before !== hash) drift.push(`output ${output} modified outside nodegraph`);
+  }
+  if (observation.check !== undefined && !observation.check.ok) {
+    drift.push(`check failed${observation.check.detail === '' ? '' : `: ${observation.check.detail}`}`);
+  }
+  if (drift.length > 0) return result('drift', drift, [], []);
+  return result('unchanged', [], [], []);
+}

@@ -1,0 +1,147 @@
+// The planner: graph + observations + state in, a plan with a reason per
+// task out. Pure and synchronous; observe.ts does the reading.
+
+import type { ContentHash, TaskId } from '../ids.ts';
+import type { TaskGraph, TaskNode } from '../graph/graph.ts';
+import type { TaskRecord } from '../state/record.ts';
+import { decide, type Action, type TaskObservation, type UpstreamState } from './decide.ts';
+import { definitionOf } from './definition.ts';
+
+export type PlanAction = Action | 'destroy';
+
+export interface PlanEntry {
+  readonly id: TaskId;
+  readonly action: PlanAction;
+  /** The word shown to users: `create`, `restart`, `may restart`, … */
+  readonly verb: string;
+  readonly reasons: readonly string[];
+}
+
+export interface PlanCounts {
+  readonly create: number;
+  readonly update: number;
+  readonly replace: number;
+  readonly drift: number;
+  readonly maybe: number;
+  readonly destroy: number;
+  readonly unchanged: number;
+}
+
+export interface Plan {
+  /** Every selected task in topological order, then orphans to destroy. */
+  readonly entries: readonly PlanEntry[];
+  readonly counts: PlanCounts;
+}
+
+export interface PlanOptions {
+  /** Only these tasks and what they need; all tasks when empty. */
+  readonly targets?: ReadonlySet<TaskId>;
+  readonly replace?: ReadonlySet<TaskId>;
+}
+
+export function verbFor(node: TaskNode | undefined, action: PlanAction): string {
+  const verbs = node?.decl.spec.verbs;
+  switch (action) {
+    case 'create':
+      return verbs?.create ?? 'create';
+    case 'update':
+    case 'drift':
+      return verbs?.update ?? 'update';
+    case 'maybe':
+      return `may ${verbs?.update ?? 'update'}`;
+    case 'replace':
+      return 'replace';
+    case 'destroy':
+      return 'destroy';
+    case 'unchanged':
+      return 'unchanged';
+  }
+}
+
+export function selectTasks(graph: TaskGraph, targets: ReadonlySet<TaskId> | undefined): TaskNode[] {
+  if (targets === undefined || targets.size === 0) return [...graph.ordered];
+  const closure = graph.closure([...targets]);
+  return graph.ordered.filter((n) => closure.has(n.id));
+}
+
+export function makePlan(
+  graph: TaskGraph,
+  observations: ReadonlyMap<TaskId, TaskObservation>,
+  records: ReadonlyMap<TaskId, TaskRecord>,
+  options: PlanOptions = {},
+): Plan {
+  const entries: PlanEntry[] = [];
+  const settled = new Map<TaskId, ContentHash>();
+  const upstreamOf = (id: TaskId): UpstreamState => {
+    const hash = settled.get(id);
+    return hash === undefined ? { settled: false } : { settled: true, outputHash: hash, ran: false };
+  };
+  const counts = { create: 0, update: 0, replace: 0, drift: 0, maybe: 0, destroy: 0, unchanged: 0 };
+
+  for (const node of selectTasks(graph, options.targets)) {
+    const observation = observations.get(node.id);
+    if (observation === undefined) throw new Error(`no observation for ${node.id}`);
+    const record = records.get(node.id);
+    const decision = decide(
+      node,
+      definitionOf(node, graph.dir),
+      observation,
+      record,
+      upstreamOf,
+      options.replace?.has(node.id) ?? false,
+    );
+    if (decision.action === 'unchanged' && record !== undefined) settled.set(node.id, record.outputHash);
+    counts[decision.action]++;
+    entries.push({ id: node.id, action: decision.action, verb: verbFor(node, decision.action), reasons: decision.reasons });
+  }
+
+  if (options.targets === undefined || options.targets.size === 0) {
+    for (const id of orphansOf(graph, records)) {
+      counts.destroy++;
+      entries.push({ id, action: 'destroy', verb: 'destroy', reasons: ['orphan: no longer in the Nodefile'] });
+    }
+  }
+  return { entries, counts };
+}
+
+/** Recorded tasks the Nodefile no longer declares, dependents first (the order to destroy them in). */
+export function orphansOf(graph: TaskGraph, records: ReadonlyMap<TaskId, TaskRecord>): TaskId[] {
+  const orphans = [...records.keys()].filter((id) => !graph.has(id));
+  return teardownOrder(orphans, records);
+}
+
+/**
+ * Orders recorded tasks for teardown: a task before anything it needed, using
+ * the edges recorded in state (the Nodefile may no longer have them).
+ */
+export function teardownOrder(ids: readonly TaskId[], records: ReadonlyMap<TaskId, TaskRecord>): TaskId[] {
+  const chosen = new Set(ids);
+  const dependents = new Map<TaskId, number>();
+  for (const id of chosen) dependents.set(id, 0);
+  for (const id of chosen) {
+    const edges = records.get(id)?.edges;
+    for (const up of [...(edges?.needs ?? []), ...(edges?.after ?? [])]) {
+      if (chosen.has(up)) dependents.set(up, (dependents.get(up) ?? 0) + 1);
+    }
+  }
+  // Kahn's algorithm from the tasks nothing depends on, in a stable order.
+  const ready = ids.filter((id) => dependents.get(id) === 0);
+  const order: TaskId[] = [];
+  for (let next = 0; next < ready.length; next++) {
+    const id = ready[next]!;
+    order.push(id);
+    const edges = records.get(id)?.edges;
+    for (const up of [...(edges?.needs ?? []), ...(edges?.after ?? [])]) {
+      if (!chosen.has(up)) continue;
+      const left = dependents.get(up)! - 1;
+      dependents.set(up, left);
+      if (left === 0) ready.push(up);
+    }
+  }
+  // A recorded cycle cannot come from a valid graph; keep the rest rather than lose it.
+  if (order.length < ids.length) {
+    const placed = new Set(order);
+    for (const id of ids) if (!placed.has(id)) order.push(id);
+  }
+  return order;
+}

@@ -1,0 +1,108 @@
+// Renders a Failure for a person: the code in brackets, what went wrong,
+// and where in the Nodefile, with the source line under it.
+
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import type { Failure } from '../error.ts';
+import type { SourceSite } from '../nodefile/types.ts';
+import { unreachable } from '../util/unreachable.ts';
+import type { Palette } from './color.ts';
+
+const where = (site: SourceSite | undefined, cwd: string): string =>
+  site === undefined ? '' : `${path.relative(cwd, site.file) || site.file}:${site.line}:${site.column}`;
+
+function excerpt(site: SourceSite | undefined, cwd: string, c: Palette): string {
+  if (site === undefined) return '';
+  let line: string | undefined;
+  try {
+    line = readFileSync(site.file, 'utf8').split('\n')[site.line - 1];
+  } catch {
+    return `\n  --> ${where(site, cwd)}`;
+  }
+  if (line === undefined) return `\n  --> ${where(site, cwd)}`;
+  const gutter = String(site.line);
+  const pad = ' '.repeat(gutter.length);
+  return [
+    '',
+    `${pad}--> ${where(site, cwd)}`,
+    `${pad} |`,
+    `${gutter} | ${line}`,
+    `${pad} | ${' '.repeat(Math.max(0, site.column - 1))}${c.red('^')}`,
+  ].join('\n');
+}
+
+export function message(failure: Failure, cwd: string): string {
+  switch (failure.reason) {
+    case 'usage':
+      return failure.message;
+    case 'nodefile-not-found':
+      return `no Nodefile at ${failure.path} (use -f to name one)`;
+    case 'nodefile-syntax':
+      return `${failure.path} could not be loaded as TypeScript: ${failure.message}`;
+    case 'nodefile-threw':
+      return `the Nodefile threw while declaring the graph: ${failure.message}`;
+    case 'nodefile-no-default':
+      return `${failure.path} has no default export: export a function that receives the Nodefile API, e.g. \`export default (ng: NodefileApi) => { ... }\``;
+    case 'invalid-field':
+      return failure.task === undefined
+        ? `${failure.field}: ${failure.message}`
+        : `task ${failure.task}: field ${failure.field === '' ? '(spec)' : failure.field}: ${failure.message}`;
+    case 'duplicate-task':
+      return `task ${failure.task} is declared twice: first at ${where(failure.first, cwd) || '?'}, again at ${where(failure.second, cwd) || '?'}`;
+    case 'unknown-task':
+      return `task ${failure.task}: ${failure.field} refers to unknown task ${failure.ref}`;
+    case 'duplicate-output':
+      return `output ${path.relative(cwd, failure.path) || failure.path} is declared by both ${failure.first} and ${failure.second}`;
+    case 'unknown-pool':
+      return `task ${failure.task}: pool ${failure.pool} is not declared (declare it with ng.pool('${failure.pool}', depth))`;
+    case 'cycle':
+      return [
+        `the graph has a cycle of ${failure.edges.length} edge${failure.edges.length === 1 ? '' : 's'}:`,
+        ...failure.edges.map(
+          (e) => `  ${e.from} → ${e.to}  (${e.via === 'input' ? `${e.to} consumes ${e.from}` : `${e.to} runs after ${e.from}`}${e.site === undefined ? '' : `, ${where(e.site, cwd)}`})`,
+        ),
+      ].join('\n');
+    case 'missing-input':
+      return `task ${failure.task}: input ${failure.input}: ${path.relative(cwd, failure.path) || failure.path} does not exist and no task declares it as an output`;
+    case 'unknown-target':
+      return `no task matches ${failure.target}`;
+    case 'state-dir-unwritable':
+      return `the state directory ${failure.path} cannot be written: ${failure.message}`;
+    case 'state-unreadable':
+      return `the state in ${failure.path} cannot be read: ${failure.message}`;
+    case 'locked': {
+      const h = failure.holder;
+      return h === undefined
+        ? `the state is locked (${failure.path}), by a holder that cannot be read; if no nodegraph is running, run \`nodegraph unlock\``
+        : `the state is locked by pid ${h.pid} on ${h.host} (${h.command}), since ${h.startedAt}; if that process is gone from another host, run \`nodegraph unlock\``;
+    }
+    case 'plan-file-invalid':
+      return `${failure.path} is not a usable plan: ${failure.message}`;
+    case 'plan-stale':
+      return [`the saved plan ${failure.path} no longer matches; make a new one with \`nodegraph plan --out\`:`, ...failure.changes.map((c) => `  - ${c}`)].join('\n');
+    case 'not-confirmed':
+      return 'not confirmed: nothing was changed';
+    default:
+      return unreachable(failure);
+  }
+}
+
+function siteOf(failure: Failure): SourceSite | undefined {
+  switch (failure.reason) {
+    case 'nodefile-threw':
+    case 'invalid-field':
+    case 'unknown-task':
+    case 'duplicate-output':
+    case 'unknown-pool':
+    case 'missing-input':
+      return failure.site;
+    case 'duplicate-task':
+      return failure.second;
+    default:
+      return undefined;
+  }
+}
+
+export function renderFailure(failure: Failure, cwd: string, c: Palette): string {
+  return `${c.red(c.bold(`error[${failure.reason}]`))}: ${message(failure, cwd)}${excerpt(siteOf(failure), cwd, c)}`;
+}

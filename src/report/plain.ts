@@ -1,0 +1,86 @@
+// Plain lines for logs and pipes: one line per task that starts and ends,
+// the command and its output in full when it fails, and a line every
+// so often for a task that is still running.
+
+import type { EngineEvent } from '../execute/events.ts';
+import type { Palette } from './color.ts';
+import { renderPlan } from './plan-view.ts';
+import type { Reporter } from './reporter.ts';
+
+export interface PlainOptions {
+  readonly write: (text: string) => void;
+  readonly c: Palette;
+  /** How often to say a long task is alive (ms). */
+  readonly aliveEvery?: number;
+  readonly showPlan?: boolean;
+}
+
+const seconds = (ms: number): string => (ms < 1000 ? `${ms}ms` : `${(ms / 1000).toFixed(1)}s`);
+
+export function indent(text: string, prefix = '    '): string {
+  return text
+    .trimEnd()
+    .split('\n')
+    .map((l) => `${prefix}${l}`)
+    .join('\n');
+}
+
+export function plainReporter(options: PlainOptions): Reporter {
+  const { write, c } = options;
+  const running = new Map<string, number>();
+  const every = options.aliveEvery ?? 15_000;
+  const timer = setInterval(() => {
+    const now = Date.now();
+    for (const [id, since] of running) {
+      if (now - since >= every) write(`${c.dim('…')} ${id} still running (${seconds(now - since)})\n`);
+    }
+  }, every);
+  timer.unref();
+
+  const sink = (event: EngineEvent): void => {
+    switch (event.type) {
+      case 'plan':
+        if (options.showPlan !== false) write(`${renderPlan(event.plan, c)}\n`);
+        break;
+      case 'warning':
+        write(`${c.yellow('warning')}: ${event.message}\n`);
+        break;
+      case 'task-start':
+        running.set(event.id, Date.now());
+        write(`${c.cyan('▶')} ${event.id} ${c.dim(`${event.verb}: ${event.reason}`)}\n`);
+        break;
+      case 'task-log':
+        break;
+      case 'task-done':
+        running.delete(event.id);
+        if (event.outcome === 'ran') {
+          write(`${c.green('✔')} ${event.id} ${c.dim(seconds(event.durationMs))}${event.outputsChanged === false ? c.dim(' (outputs unchanged)') : ''}\n`);
+        } else if (event.outcome === 'failed' || event.outcome === 'canceled') {
+          write(`${c.red('✖')} ${event.id} ${event.outcome}: ${(event.error ?? '').split('\n')[0]}\n`);
+          if (event.command !== undefined) write(`${indent(`$ ${event.command}`)}\n`);
+          if (event.output !== undefined && event.output.trim() !== '') write(`${indent(event.output)}\n`);
+        } else if (event.outcome === 'skipped') {
+          write(`${c.yellow('-')} ${event.id} skipped${event.because === undefined ? '' : ` (${event.because} did not succeed)`}\n`);
+        }
+        break;
+      case 'destroy-start':
+        running.set(event.id, Date.now());
+        write(`${c.red('▶')} ${event.id} ${c.dim(event.command ?? 'remove outputs')}\n`);
+        break;
+      case 'destroy-done':
+        running.delete(event.id);
+        if (event.outcome === 'destroyed') write(`${c.green('✔')} ${event.id} done\n`);
+        else if (event.outcome === 'failed') {
+          write(`${c.red('✖')} ${event.id} failed: ${event.error ?? ''}\n`);
+          if (event.output !== undefined && event.output.trim() !== '') write(`${indent(event.output)}\n`);
+        } else write(`${c.yellow('-')} ${event.id} kept${event.because === undefined ? '' : ` (${event.because})`}\n`);
+        break;
+      case 'summary': {
+        const parts = Object.entries(event.counts).map(([k, v]) => `${v} ${k}`);
+        write(`${event.command === 'apply' ? 'Apply' : event.command === 'stop' ? 'Stop' : 'Destroy'}: ${parts.join(', ')} in ${seconds(event.durationMs)}.\n`);
+        break;
+      }
+    }
+  };
+  return { sink, close: () => clearInterval(timer) };
+}

@@ -1,0 +1,46 @@
+// The plan as a person reads it: one line per task that would act, its
+// action and why, then a summary line.
+
+import type { Plan, PlanEntry } from '../plan/plan.ts';
+import { unreachable } from '../util/unreachable.ts';
+import type { Palette } from './color.ts';
+
+function symbol(entry: PlanEntry, c: Palette): string {
+  switch (entry.action) {
+    case 'create':
+      return c.green('+');
+    case 'update':
+      return entry.verb === 'restart' ? c.yellow('R') : c.yellow('~');
+    case 'replace':
+      return c.red('±');
+    case 'drift':
+      return c.red('!');
+    case 'maybe':
+      return c.cyan('?');
+    case 'destroy':
+      return c.red('-');
+    case 'unchanged':
+      return ' ';
+    default:
+      return unreachable(entry.action);
+  }
+}
+
+export function summaryLine(plan: Plan): string {
+  const n = plan.counts;
+  const parts = [`${n.create} to create`, `${n.update + n.drift + n.replace} to update`];
+  if (n.maybe > 0) parts.push(`${n.maybe} known after apply`);
+  parts.push(`${n.destroy} to destroy`);
+  return `Plan: ${parts.join(', ')}; ${n.unchanged} unchanged.`;
+}
+
+export function renderPlan(plan: Plan, c: Palette, options: { verbose?: boolean } = {}): string {
+  const acting = plan.entries.filter((e) => e.action !== 'unchanged' || options.verbose === true);
+  if (acting.length === 0) return `No changes: ${plan.counts.unchanged} task${plan.counts.unchanged === 1 ? '' : 's'} up to date.`;
+  const idWidth = Math.min(48, Math.max(...acting.map((e) => e.id.length)));
+  const verbWidth = Math.max(...acting.map((e) => e.verb.length));
+  const lines = acting.map(
+    (e) => `  ${symbol(e, c)} ${e.id.padEnd(idWidth)}  ${e.verb.padEnd(verbWidth)}  ${c.dim(e.reasons.join('; '))}`.trimEnd(),
+  );
+  return [...lines, summaryLine(plan)].join('\n');
+}

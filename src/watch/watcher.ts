@@ -1,0 +1,108 @@
+// `nodegraph watch`: apply, then apply again when the Nodefile or an input
+// changes. The one module that imports chokidar.
+//
+//   idle ──change──▶ debouncing ──quiet for debounce ms──▶ running ──done──▶ idle
+//                      ▲   │change: restart the timer         │change
+//                      │   ▼                                  ▼
+//                      └──────────────────done─────────── queued
+//
+// A change during a run never interrupts it: one more run follows it.
+
+import { watch, type FSWatcher } from 'chokidar';
+import path from 'node:path';
+import type { TaskGraph } from '../graph/graph.ts';
+
+export type WatchState = 'idle' | 'debouncing' | 'running' | 'queued';
+
+/** Files and folders whose change should trigger a run: the Nodefile and every input that no task writes. */
+export function watchedPaths(graph: TaskGraph): string[] {
+  const paths = new Set<string>([graph.file]);
+  for (const node of graph.ordered) {
+    for (const input of node.inputs.values()) {
+      if (input.kind === 'file' || input.kind === 'tree') paths.add(path.resolve(node.cwd, input.path));
+      else if (input.kind === 'glob') paths.add(path.resolve(node.cwd, globBase(input.pattern)));
+    }
+  }
+  return [...paths];
+}
+
+function globBase(pattern: string): string {
+  const parts = pattern.split('/');
+  const fixed = parts.findIndex((p) => /[*?[\]{}]/.test(p));
+  return fixed <= 0 ? (fixed === 0 ? '.' : pattern) : parts.slice(0, fixed).join('/');
+}
+
+export interface WatchLoopOptions {
+  readonly debounceMs: number;
+  readonly signal: AbortSignal;
+  /** One apply; returns the graph it loaded (to watch its inputs), or undefined when the Nodefile did not load. */
+  readonly runOnce: () => Promise<TaskGraph | undefined>;
+  readonly onState?: (state: WatchState, why?: string) => void;
+  /** Paths to watch when no graph could be loaded. */
+  readonly fallbackPaths: readonly string[];
+}
+
+export async function watchLoop(options: WatchLoopOptions): Promise<void> {
+  let state: WatchState = 'idle';
+  let timer: NodeJS.Timeout | undefined;
+  let watcher: FSWatcher | undefined;
+  let watched = new Set<string>();
+  let done: () => void = () => {};
+  const finished = new Promise<void>((resolve) => (done = resolve));
+
+  const set = (next: WatchState, why?: string): void => {
+    state = next;
+    options.onState?.(next, why);
+  };
+
+  const rewatch = (paths: readonly string[]): void => {
+    const next = new Set(paths);
+    if (watcher === undefined) {
+      watcher = watch([...next], { ignoreInitial: true, awaitWriteFinish: false });
+      watcher.on('all', (_event, file) => onChange(file));
+    } else {
+      const added = [...next].filter((p) => !watched.has(p));
+      const removed = [...watched].filter((p) => !next.has(p));
+      if (added.length > 0) watcher.add(added);
+      if (removed.length > 0) watcher.unwatch(removed);
+    }
+    watched = next;
+  };
+
+  const run = async (): Promise<void> => {
+    set('running');
+    const graph = await options.runOnce();
+    rewatch(graph === undefined ? options.fallbackPaths : watchedPaths(graph));
+    if (options.signal.aborted) return;
+    if (state === 'queued') schedule('changed during the run');
+    else set('idle');
+  };
+
+  const schedule = (why: string): void => {
+    clearTimeout(timer);
+    set('debouncing', why);
+    timer = setTimeout(() => void run(), options.debounceMs);
+  };
+
+  const onChange = (file: string): void => {
+    switch (state) {
+      case 'idle':
+      case 'debouncing':
+        schedule(file);
+        break;
+      case 'running':
+        set('queued', file);
+        break;
+      case 'queued':
+        break;
+    }
+  };
+
+  options.signal.addEventListener('abort', () => {
+    clearTimeout(timer);
+    void watcher?.close().then(done);
+    if (watcher === undefined) done();
+  });
+  await run();
+  await finished;
+}

@@ -1,0 +1,164 @@
+// The real CLI on temporary folders: what runs, what does not, and why.
+
+import { readFileSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
+import { afterEach, beforeEach, describe, expect, test } from 'vitest';
+import { Rig } from '../support/rig.ts';
+
+interface Event {
+  type: string;
+  id?: string;
+  outcome?: string;
+  reason?: string;
+  counts?: Record<string, number>;
+}
+
+const events = (stdout: string): Event[] =>
+  stdout
+    .trim()
+    .split('\n')
+    .filter((l) => l.startsWith('{'))
+    .map((l) => JSON.parse(l) as Event);
+
+const ran = (stdout: string): string[] =>
+  events(stdout)
+    .filter((e) => e.type === 'task-done' && e.outcome === 'ran')
+    .map((e) => e.id!)
+    .sort();
+
+let rig: Rig;
+beforeEach(() => {
+  rig = new Rig();
+});
+afterEach(() => rig.cleanup());
+
+// a.txt → A (copies) → B (appends) ; C independent; D after B (order only)
+const chain = `
+  const a = ng.task('chain/a', { inputs: { src: ng.file('a.txt') }, outputs: ['out/a'], run: ['cp', 'a.txt', 'out/a'] });
+  const b = ng.task('chain/b', { inputs: { a }, outputs: ['out/b'], run: { shell: 'cat out/a > out/b; echo tail >> out/b' } });
+  ng.task('chain/c', { inputs: { v: ng.value({ n: 1 }) }, outputs: ['out/c'], run: ['sh', '-c', 'echo c > out/c'] });
+  ng.task('chain/d', { after: [b], outputs: ['out/d'], run: ['cp', 'out/b', 'out/d'] });
+`;
+
+describe('apply', () => {
+  test('first apply runs everything; a second runs nothing', async () => {
+    rig.write('a.txt', 'hello\n');
+    rig.nodefile(chain);
+    const first = await rig.run(['apply', '--json']);
+    expect(first.stderr).toBe('');
+    expect(first.code).toBe(0);
+    expect(ran(first.stdout)).toEqual(['chain/a', 'chain/b', 'chain/c', 'chain/d']);
+    expect(rig.read('out/b')).toBe('hello\ntail\n');
+
+    const second = await rig.run(['apply', '--json']);
+    expect(second.code).toBe(0);
+    expect(ran(second.stdout)).toEqual([]);
+    const plan = await rig.run(['plan', '--detailed-exitcode']);
+    expect(plan.stdout).toBe('No changes: 4 tasks up to date.\n');
+    expect(plan.code).toBe(0);
+  });
+
+  test('an input edit re-runs its consumers; an order edge does not trigger', async () => {
+    rig.write('a.txt', 'hello\n');
+    rig.nodefile(chain);
+    await rig.run(['apply']);
+    rig.write('a.txt', 'changed\n');
+    const plan = await rig.run(['plan', '--detailed-exitcode']);
+    expect(plan.code).toBe(2);
+    expect(plan.stdout).toMatch(/~ chain\/a\s+update\s+input src changed [0-9a-f]{8}→[0-9a-f]{8}/);
+    expect(plan.stdout).toMatch(/\? chain\/b\s+may update\s+known after chain\/a/);
+    expect(plan.stdout).toContain('Plan: 0 to create, 1 to update, 1 known after apply, 0 to destroy; 2 unchanged.');
+    const apply = await rig.run(['apply', '--json']);
+    expect(ran(apply.stdout)).toEqual(['chain/a', 'chain/b']);
+    expect(rig.read('out/b')).toBe('changed\ntail\n');
+  });
+
+  test('touching an input without changing it runs nothing', async () => {
+    rig.write('a.txt', 'hello\n');
+    rig.nodefile(chain);
+    await rig.run(['apply']);
+    const later = new Date(Date.now() + 5000);
+    utimesSync(rig.path('a.txt'), later, later);
+    const apply = await rig.run(['apply', '--json']);
+    expect(ran(apply.stdout)).toEqual([]);
+  });
+
+  test('early cutoff: an upstream that re-runs to the same output leaves its consumers alone', async () => {
+    rig.write('a.txt', 'hello\n');
+    rig.nodefile(`
+      const norm = ng.task('norm', { inputs: { src: ng.file('a.txt') }, outputs: ['out/norm'], run: { shell: 'tr -d " " < a.txt > out/norm' } });
+      ng.task('use', { inputs: { norm }, outputs: ['out/use'], run: ['cp', 'out/norm', 'out/use'] });
+    `);
+    await rig.run(['apply']);
+    rig.write('a.txt', 'hel lo\n'); // same after removing spaces
+    const apply = await rig.run(['apply', '--json']);
+    expect(ran(apply.stdout)).toEqual(['norm']);
+    expect(events(apply.stdout).find((e) => e.id === 'use')?.outcome).toBe('up-to-date');
+  });
+
+  test('an output changed outside nodegraph is drift: the task re-runs and says why', async () => {
+    rig.write('a.txt', 'hello\n');
+    rig.nodefile(chain);
+    await rig.run(['apply']);
+    writeFileSync(rig.path('out/c'), 'tampered\n');
+    const plan = await rig.run(['plan']);
+    expect(plan.stdout).toContain(`! chain/c  update  output ${rig.path('out/c')} modified outside nodegraph`);
+    const apply = await rig.run(['apply', '--json']);
+    expect(ran(apply.stdout)).toEqual(['chain/c']);
+    expect(rig.read('out/c')).toBe('c\n');
+  });
+
+  test('a removed output is drift too', async () => {
+    rig.write('a.txt', 'hello\n');
+    rig.nodefile(chain);
+    await rig.run(['apply']);
+    rmSync(rig.path('out/d'));
+    const plan = await rig.run(['plan']);
+    expect(plan.stdout).toContain(`! chain/d  update  output ${rig.path('out/d')} missing`);
+    const apply = await rig.run(['apply', '--json']);
+    expect(ran(apply.stdout)).toEqual(['chain/d']);
+    expect(readFileSync(rig.path('out/d'), 'utf8')).toBe('hello\ntail\n');
+  });
+
+  test('editing a command re-runs the task', async () => {
+    rig.write('a.txt', 'hello\n');
+    rig.nodefile(chain);
+    await rig.run(['apply']);
+    rig.nodefile(chain.replace("'echo c > out/c'", "'echo C > out/c'"));
+    const plan = await rig.run(['plan']);
+    expect(plan.stdout).toMatch(/~ chain\/c\s+update\s+definition changed/);
+    const apply = await rig.run(['apply', '--json']);
+    expect(ran(apply.stdout)).toEqual(['chain/c']);
+  });
+
+  test('--replace forces a task; targets limit the run to what they need', async () => {
+    rig.write('a.txt', 'hello\n');
+    rig.nodefile(chain);
+    const targeted = await rig.run(['apply', '--json', 'chain/b']);
+    expect(ran(targeted.stdout)).toEqual(['chain/a', 'chain/b']);
+    const forced = await rig.run(['apply', '--json', '--replace', 'chain/c']);
+    expect(ran(forced.stdout)).toEqual(['chain/c', 'chain/d']);
+  });
+
+  test('a failure skips its dependents and is shown with its command and output; -k goes on', async () => {
+    rig.write('a.txt', 'hello\n');
+    rig.nodefile(`
+      const bad = ng.task('bad', { outputs: ['out/bad'], run: ['sh', '-c', 'echo boom >&2; exit 3'] });
+      ng.task('after-bad', { inputs: { bad }, outputs: ['out/x'], run: ['touch', 'out/x'] });
+      ng.task('other', { outputs: ['out/other'], run: ['touch', 'out/other'] });
+    `);
+    const result = await rig.run(['apply', '-j', '1', '-k']);
+    expect(result.code).toBe(1);
+    expect(result.stdout).toContain("✖ bad failed: exited with code 3\n    $ sh -c 'echo boom >&2; exit 3'\n    boom\n");
+    expect(result.stdout).toContain('- after-bad skipped (bad did not succeed)');
+    expect(rig.exists('out/other')).toBe(true);
+    const plan = await rig.run(['plan']);
+    expect(plan.stdout).toMatch(/~ bad\s+update\s+last run failed/);
+  });
+
+  test('a declared output the task did not write fails it', async () => {
+    rig.nodefile(`ng.task('liar', { outputs: ['out/promised'], run: ['true'] });`);
+    const result = await rig.run(['apply']);
+    expect(result.code).toBe(1);
+    expect(result.stdout).toContain('✖ liar failed: declared output out/promised was not produced');
+  });
+});

@@ -1,0 +1,124 @@
+// State is sacred: the lock, Ctrl-C, kill -9, an unwritable state dir.
+
+import { existsSync, readFileSync, readdirSync } from 'node:fs';
+import { afterEach, beforeEach, expect, test } from 'vitest';
+import { collect, Rig } from '../support/rig.ts';
+
+let rig: Rig;
+beforeEach(() => {
+  rig = new Rig();
+});
+afterEach(() => rig.cleanup());
+
+const until = async (what: () => boolean, ms = 20_000): Promise<void> => {
+  const end = Date.now() + ms;
+  while (!what()) {
+    if (Date.now() > end) throw new Error('timed out waiting');
+    await new Promise((r) => setTimeout(r, 20));
+  }
+};
+
+const alive = (pid: number): boolean => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+};
+
+const ranIds = (stdout: string): string[] =>
+  stdout
+    .split('\n')
+    .filter((l) => l.startsWith('{'))
+    .map((l) => JSON.parse(l) as { type: string; id?: string; outcome?: string })
+    .filter((e) => e.type === 'task-done' && e.outcome === 'ran')
+    .map((e) => e.id!)
+    .sort();
+
+test('a second apply is refused while the first holds the lock, with who holds it', async () => {
+  rig.nodefile(`ng.task('slow', { outputs: ['out/slow'], run: { shell: 'sleep 3; touch out/slow' } });`);
+  const first = rig.spawn(['apply']);
+  const done = collect(first);
+  await until(() => existsSync(rig.path('.nodegraph/lock')));
+  const second = await rig.run(['apply']);
+  expect(second.code).toBe(1);
+  expect(second.stderr).toMatch(
+    new RegExp(`^error\\[locked\\]: the state is locked by pid ${first.pid} on \\S+ \\(nodegraph apply\\), since \\S+; if that process is gone from another host, run \`nodegraph unlock\`\\n$`),
+  );
+  expect((await done).code).toBe(0);
+  expect(existsSync(rig.path('.nodegraph/lock'))).toBe(false);
+});
+
+test('Ctrl-C kills the running task, records nothing as done, releases the lock, exits 130', async () => {
+  rig.nodefile(`
+    ng.task('long', { outputs: ['out/long'], run: { shell: 'echo $$ > out/pid; exec sleep 30' } });
+    ng.task('quick', { outputs: ['out/quick'], run: ['touch', 'out/quick'] });
+  `);
+  const child = rig.spawn(['apply', '--json']);
+  const done = collect(child);
+  await until(() => existsSync(rig.path('out/pid')) && readFileSync(rig.path('out/pid'), 'utf8').endsWith('\n'));
+  await until(() => existsSync(rig.path('out/quick')));
+  const sleeper = Number(readFileSync(rig.path('out/pid'), 'utf8'));
+  child.kill('SIGINT');
+  const result = await done;
+  expect(result.code).toBe(130);
+  await until(() => !alive(sleeper), 10_000);
+  expect(existsSync(rig.path('.nodegraph/lock'))).toBe(false);
+  const plan = await rig.run(['plan']);
+  // quick finished and was recorded; long was interrupted and is not trusted.
+  expect(plan.stdout).toMatch(/~ long\s+update\s+last run failed/);
+  expect(plan.stdout).not.toContain('quick');
+});
+
+test('after kill -9 mid-apply the state is valid, finished tasks do not re-run, and apply converges', async () => {
+  const n = 30;
+  rig.nodefile(`
+    let previous;
+    for (let i = 0; i < ${n}; i++) {
+      previous = ng.task('step/' + i, {
+        inputs: previous === undefined ? {} : { previous },
+        outputs: ['out/' + i],
+        run: { shell: 'sleep 0.05; echo ' + i + ' > out/' + i },
+      });
+    }
+  `);
+  const child = rig.spawn(['apply', '-j', '1']);
+  const done = collect(child);
+  await until(() => existsSync(rig.path('out/10')));
+  child.kill('SIGKILL');
+  await done;
+  const finished = readdirSync(rig.path('out')).length;
+  expect(finished).toBeLessThan(n);
+  const again = await rig.run(['apply', '--json', '-j', '1']);
+  expect(again.code).toBe(0);
+  const rerun = ranIds(again.stdout);
+  // At most the task that was running when the process died runs again.
+  expect(rerun.length).toBeLessThanOrEqual(n - finished + 1);
+  expect(rerun.length).toBeGreaterThanOrEqual(n - finished);
+  expect(again.stdout).toContain('took over the state lock');
+  const third = await rig.run(['apply', '--json']);
+  expect(ranIds(third.stdout)).toEqual([]);
+});
+
+test('an unwritable state dir is one clear error and writes nothing', async () => {
+  rig.write('blocker', 'a file, not a folder\n');
+  rig.nodefile(`ng.task('t', { outputs: ['out/t'], run: ['touch', 'out/t'] });`);
+  const result = await rig.run(['apply', '--state-dir', 'blocker/state']);
+  expect(result.code).toBe(1);
+  expect(result.stderr).toMatch(/^error\[state-dir-unwritable\]: the state directory \S+blocker\/state cannot be written: .*ENOTDIR.*\n$/);
+  expect(rig.exists('out')).toBe(false);
+});
+
+test('nodegraph unlock removes a lock and says whose it was', async () => {
+  rig.nodefile(`ng.task('t', { outputs: ['out/t'], run: ['touch', 'out/t'] });`);
+  const none = await rig.run(['unlock']);
+  expect(none.stdout).toBe('The state was not locked.\n');
+  rig.write('.nodegraph/lock', JSON.stringify({ pid: 1, host: 'elsewhere', command: 'nodegraph apply', startedAt: '2026-01-01T00:00:00.000Z', token: 'x' }));
+  const refused = await rig.run(['apply']);
+  expect(refused.code).toBe(1);
+  expect(refused.stderr).toContain('error[locked]: the state is locked by pid 1 on elsewhere (nodegraph apply)');
+  const removed = await rig.run(['unlock']);
+  expect(removed.stdout).toBe('Removed the lock held by pid 1 on elsewhere (nodegraph apply), since 2026-01-01T00:00:00.000Z.\n');
+  expect((await rig.run(['apply'])).code).toBe(0);
+});

@@ -1,0 +1,158 @@
+// The pure planner with in-memory graphs, observations and records.
+
+import { describe, expect, test } from 'vitest';
+import { analyze } from '../../src/graph/analyze.ts';
+import type { TaskGraph } from '../../src/graph/graph.ts';
+import { contentHash, taskId, type ContentHash, type TaskId } from '../../src/ids.ts';
+import { Builder } from '../../src/nodefile/builder.ts';
+import type { NodefileApi } from '../../src/nodefile/types.ts';
+import { fingerprintOf, type TaskObservation } from '../../src/plan/decide.ts';
+import { definitionOf } from '../../src/plan/definition.ts';
+import { makePlan, teardownOrder } from '../../src/plan/plan.ts';
+import type { TaskRecord } from '../../src/state/record.ts';
+
+const h = (s: string): ContentHash => contentHash(s.padEnd(64, '0'));
+
+function graphOf(declare: (ng: NodefileApi) => void): TaskGraph {
+  const builder = new Builder('/n/Nodefile.ts', '/n');
+  declare(builder.api());
+  const result = analyze(builder.declarations());
+  if (!result.ok) throw new Error(JSON.stringify(result.error));
+  return result.value;
+}
+
+/** A record as if the task had just run with these observations and upstream outputs. */
+function recordFor(
+  graph: TaskGraph,
+  id: string,
+  observation: TaskObservation,
+  upstream: Record<string, ContentHash>,
+  outputHash: ContentHash,
+): TaskRecord {
+  const node = graph.get(taskId(id))!;
+  const definition = definitionOf(node, graph.dir);
+  const outputs: Record<string, ContentHash> = {};
+  for (const [p, v] of observation.outputs) if (v !== 'missing') outputs[p] = v;
+  return {
+    v: 1,
+    id: node.id,
+    status: 'ok',
+    fingerprint: fingerprintOf(definition, observation.inputs, upstream),
+    definition,
+    inputs: Object.fromEntries(observation.inputs),
+    upstream,
+    outputs,
+    outputHash,
+    edges: { needs: [...node.needs], after: [...node.after] },
+    recipe: { cwd: '/n', remove: [...node.outputs], destroy: [], stop: [] },
+    startedAt: '2026-01-01T00:00:00.000Z',
+    durationMs: 1,
+  };
+}
+
+const obs = (inputs: Record<string, ContentHash>, outputs: Record<string, ContentHash | 'missing'> = {}, check?: boolean): TaskObservation => ({
+  inputs: new Map(Object.entries(inputs)),
+  outputs: new Map(Object.entries(outputs)),
+  ...(check === undefined ? {} : { check: { ok: check, detail: check ? '' : 'not running' } }),
+});
+
+const declareChain = (ng: NodefileApi): void => {
+  const a = ng.task('a', { inputs: { src: ng.file('a.txt') }, outputs: ['out/a'], run: ['cp', 'a.txt', 'out/a'] });
+  const b = ng.task('b', { inputs: { a }, outputs: ['out/b'], run: ['cp', 'out/a', 'out/b'] });
+  ng.task('c', { after: [b], run: ['true'], check: ['true'], verbs: { update: 'restart' } });
+};
+
+function appliedChain(): { graph: TaskGraph; records: Map<TaskId, TaskRecord>; seen: Map<TaskId, TaskObservation> } {
+  const graph = graphOf(declareChain);
+  const seen = new Map<TaskId, TaskObservation>([
+    [taskId('a'), obs({ src: h('1') }, { '/n/out/a': h('a1') })],
+    [taskId('b'), obs({}, { '/n/out/b': h('b1') })],
+    [taskId('c'), obs({}, {}, true)],
+  ]);
+  const records = new Map<TaskId, TaskRecord>([
+    [taskId('a'), recordFor(graph, 'a', seen.get(taskId('a'))!, {}, h('A'))],
+    [taskId('b'), recordFor(graph, 'b', seen.get(taskId('b'))!, { a: h('A') }, h('B'))],
+    [taskId('c'), recordFor(graph, 'c', seen.get(taskId('c'))!, {}, h('C'))],
+  ]);
+  return { graph, records, seen };
+}
+
+const actions = (plan: ReturnType<typeof makePlan>): Record<string, string> =>
+  Object.fromEntries(plan.entries.map((e) => [e.id, `${e.action}: ${e.reasons.join('; ')}`]));
+
+describe('makePlan', () => {
+  test('with no state every task is created, in topological order', () => {
+    const graph = graphOf(declareChain);
+    const seen = new Map(graph.ordered.map((n) => [n.id, obs(n.id === 'a' ? { src: h('1') } : {})]));
+    const plan = makePlan(graph, seen, new Map());
+    expect(plan.entries.map((e) => `${e.id} ${e.verb}`)).toEqual(['a create', 'b create', 'c create']);
+    expect(plan.counts).toMatchObject({ create: 3, unchanged: 0 });
+  });
+
+  test('everything as recorded: all unchanged', () => {
+    const { graph, records, seen } = appliedChain();
+    expect(actions(makePlan(graph, seen, records))).toEqual({ a: 'unchanged: ', b: 'unchanged: ', c: 'unchanged: ' });
+  });
+
+  test('a changed input makes the task update and its consumer known after apply; an order edge does not propagate', () => {
+    const { graph, records, seen } = appliedChain();
+    seen.set(taskId('a'), obs({ src: h('2') }, { '/n/out/a': h('a1') }));
+    expect(actions(makePlan(graph, seen, records))).toEqual({
+      a: 'update: input src changed 10000000→20000000',
+      b: 'maybe: known after a',
+      c: 'unchanged: ',
+    });
+  });
+
+  test('a modified or missing output is drift; a failing check is drift with its detail', () => {
+    const { graph, records, seen } = appliedChain();
+    seen.set(taskId('b'), obs({}, { '/n/out/b': h('b2') }));
+    seen.set(taskId('c'), obs({}, {}, false));
+    const plan = makePlan(graph, seen, records);
+    expect(actions(plan)).toEqual({
+      a: 'unchanged: ',
+      b: 'drift: output /n/out/b modified outside nodegraph',
+      c: 'drift: check failed: not running',
+    });
+    expect(plan.entries.find((e) => e.id === 'c')?.verb).toBe('restart');
+    seen.set(taskId('b'), obs({}, { '/n/out/b': 'missing' }));
+    expect(actions(makePlan(graph, seen, records)).b).toBe('drift: output /n/out/b missing');
+  });
+
+  test('a failed last run, a forced task and a changed definition each re-run', () => {
+    const { graph, records, seen } = appliedChain();
+    records.set(taskId('a'), { ...records.get(taskId('a'))!, status: 'failed' });
+    const plan = makePlan(graph, seen, records, { replace: new Set([taskId('c')]) });
+    expect(actions(plan)).toMatchObject({ a: 'update: last run failed', b: 'maybe: known after a', c: 'replace: forced by --replace' });
+    const edited = graphOf((ng) => {
+      const a = ng.task('a', { inputs: { src: ng.file('a.txt') }, outputs: ['out/a'], run: ['cp', '-p', 'a.txt', 'out/a'] });
+      const b = ng.task('b', { inputs: { a }, outputs: ['out/b'], run: ['cp', 'out/a', 'out/b'] });
+      ng.task('c', { after: [b], run: ['true'], check: ['true'], verbs: { update: 'restart' } });
+    });
+    const fresh = appliedChain();
+    expect(actions(makePlan(edited, fresh.seen, fresh.records)).a).toMatch(/^update: definition changed [0-9a-f]{8}→[0-9a-f]{8}$/);
+  });
+
+  test('recorded tasks no longer declared are orphans to destroy, dependents first', () => {
+    const { records, seen } = appliedChain();
+    const only = graphOf((ng) => {
+      ng.task('a', { inputs: { src: ng.file('a.txt') }, outputs: ['out/a'], run: ['cp', 'a.txt', 'out/a'] });
+    });
+    const plan = makePlan(only, new Map([[taskId('a'), seen.get(taskId('a'))!]]), records);
+    expect(plan.entries.map((e) => `${e.id} ${e.action}`)).toEqual(['a unchanged', 'c destroy', 'b destroy']);
+    expect(plan.counts.destroy).toBe(2);
+  });
+
+  test('targets plan only what they need', () => {
+    const { graph, records, seen } = appliedChain();
+    const plan = makePlan(graph, seen, records, { targets: new Set([taskId('b')]) });
+    expect(plan.entries.map((e) => e.id)).toEqual(['a', 'b']);
+  });
+});
+
+describe('teardownOrder', () => {
+  test('dependents before what they need, using only recorded edges', () => {
+    const { records } = appliedChain();
+    expect(teardownOrder([taskId('a'), taskId('b'), taskId('c')], records)).toEqual(['c', 'b', 'a']);
+  });
+});
