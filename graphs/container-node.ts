@@ -21,7 +21,7 @@ import { existsSync, lstatSync, mkdirSync, readFileSync, readdirSync, rmSync } f
 import path from 'node:path';
 import type { Json, NodefileApi, TaskContext, TaskRef } from '../src/nodefile/types.ts';
 import { isOciLayout, unpackImage } from '../src/node/archive.ts';
-import { bundleConfig, SHARED_PATHS, validateOciSpec, type OciSpec } from '../src/node/bundle.ts';
+import { bundleConfig, grantableCapabilities, SHARED_PATHS, validateOciSpec, type OciSpec } from '../src/node/bundle.ts';
 import { conflistPath, renderConflist } from '../src/node/cni.ts';
 import { renderContainerdConfig, renderHostsFiles } from '../src/node/containerd.ts';
 import { execOf, lastLine, tryExec } from '../src/node/exec.ts';
@@ -276,6 +276,8 @@ function declareSlot(ng: NodefileApi, node: Node, shared: Shared, slot: Slot, ro
     rootfs: 'rootfs',
     shared: SHARED_PATHS.map((destination) => ({ destination, source: host.path(destination) })),
     hostNetwork: config.hostNetwork,
+    // What the process running runc may pass on (runc refuses more).
+    capabilities: grantableCapabilities(readIfThere('/proc/self/status')),
     devices: gpu.devices,
     extraMounts: [...gpu.mounts, ...config.bundle.extraMounts],
     annotations: { 'org.nodegraph.slot': slot, ...config.bundle.annotations },
@@ -395,6 +397,8 @@ function declareSlot(ng: NodefileApi, node: Node, shared: Shared, slot: Slot, ro
       });
       const up = await systemReady(services(exec, systemd), `systemd in ${slot}`, readyOptions(node, ctx, config.timeouts.systemd));
       if (!up.ok) throw new Error(describeWaitFailure(up.error));
+      // kubelet's mount propagation needs a shared root; systemd leaves that to the container manager.
+      if (config.sharedRoot) await exec(execInArgv(node.runc, slot, ['mount', '--make-rshared', '/']));
       const state = await containerState(exec, node.runc, slot);
       // A new value each start: the services below learn that the container was (re)started.
       return { started: state.status === 'absent' ? '' : state.created, pid: state.status === 'absent' ? 0 : state.pid };
@@ -482,6 +486,14 @@ function declareSlot(ng: NodefileApi, node: Node, shared: Shared, slot: Slot, ro
 
 /** A value input is plain JSON: undefined fields dropped, as the hash will see it. */
 const asJson = (value: unknown): Json => JSON.parse(JSON.stringify(value)) as Json;
+
+function readIfThere(file: string): string | undefined {
+  try {
+    return readFileSync(file, 'utf8');
+  } catch {
+    return undefined;
+  }
+}
 
 function hasInit(rootfs: string): boolean {
   try {

@@ -70,6 +70,8 @@ export const nodeConfigSchema = z.strictObject({
   supervisor: z.enum(['auto', 'systemd', 'runc']).default('auto'),
   /** Share the host's network namespace (a real node). False gives the container its own. */
   hostNetwork: z.boolean().default(true),
+  /** Make / shared (rshared) inside the node once it boots, as kubelet's mount propagation needs. */
+  sharedRoot: z.boolean().default(true),
   containerd: containerdSettingsSchema.default({
     version: 2,
     sandboxImage: 'registry.k8s.io/pause:3.9',

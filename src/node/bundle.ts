@@ -96,16 +96,29 @@ export function validateOciSpec(spec: unknown): Result<OciSpec, string[]> {
   return err(parsed.error.issues.map((i) => `${i.path.join('.') || '(config)'}: ${i.message}`));
 }
 
-/** Every capability up to Linux 5.9: the node runs containerd, which needs them all. */
+/** Every capability up to Linux 5.9, in kernel order (the index is the bit). */
 export const ALL_CAPABILITIES = [
   'CAP_CHOWN', 'CAP_DAC_OVERRIDE', 'CAP_DAC_READ_SEARCH', 'CAP_FOWNER', 'CAP_FSETID', 'CAP_KILL', 'CAP_SETGID',
   'CAP_SETUID', 'CAP_SETPCAP', 'CAP_LINUX_IMMUTABLE', 'CAP_NET_BIND_SERVICE', 'CAP_NET_BROADCAST', 'CAP_NET_ADMIN',
   'CAP_NET_RAW', 'CAP_IPC_LOCK', 'CAP_IPC_OWNER', 'CAP_SYS_MODULE', 'CAP_SYS_RAWIO', 'CAP_SYS_CHROOT',
-  'CAP_SYS_PTRACE', 'CAP_SYS_PACCT', 'CAP_SYS_ADMIN', 'CAP_SYS_BOOT', 'CAP_SYS_NICE', 'CAP_SYS_TIME',
-  'CAP_SYS_TTY_CONFIG', 'CAP_MKNOD', 'CAP_LEASE', 'CAP_AUDIT_WRITE', 'CAP_AUDIT_CONTROL', 'CAP_SETFCAP',
-  'CAP_MAC_OVERRIDE', 'CAP_MAC_ADMIN', 'CAP_SYSLOG', 'CAP_WAKE_ALARM', 'CAP_BLOCK_SUSPEND', 'CAP_AUDIT_READ',
-  'CAP_PERFMON', 'CAP_BPF', 'CAP_CHECKPOINT_RESTORE',
+  'CAP_SYS_PTRACE', 'CAP_SYS_PACCT', 'CAP_SYS_ADMIN', 'CAP_SYS_BOOT', 'CAP_SYS_NICE', 'CAP_SYS_RESOURCE',
+  'CAP_SYS_TIME', 'CAP_SYS_TTY_CONFIG', 'CAP_MKNOD', 'CAP_LEASE', 'CAP_AUDIT_WRITE', 'CAP_AUDIT_CONTROL',
+  'CAP_SETFCAP', 'CAP_MAC_OVERRIDE', 'CAP_MAC_ADMIN', 'CAP_SYSLOG', 'CAP_WAKE_ALARM', 'CAP_BLOCK_SUSPEND',
+  'CAP_AUDIT_READ', 'CAP_PERFMON', 'CAP_BPF', 'CAP_CHECKPOINT_RESTORE',
 ] as const;
+
+/**
+ * The capabilities the node may have: all of them that are in the bounding
+ * set of the process that will run runc (`CapBnd` in /proc/self/status).
+ * runc refuses to start a container asking for one outside it (a sandboxed
+ * host may lack CAP_SYS_RESOURCE, for example).
+ */
+export function grantableCapabilities(procStatus: string | undefined): string[] {
+  const hex = procStatus === undefined ? undefined : /^CapBnd:\s*([0-9a-f]+)$/m.exec(procStatus)?.[1];
+  if (hex === undefined) return [...ALL_CAPABILITIES];
+  const mask = BigInt(`0x${hex}`);
+  return ALL_CAPABILITIES.filter((_, bit) => (mask >> BigInt(bit)) & 1n);
+}
 
 /** The host directories bind-mounted at the same path, so what the host writes there the container reads. */
 export const SHARED_PATHS = ['/var/lib/kubelet', '/opt/cni', '/etc/containerd/certs.d', '/run/containerd', '/sys/fs/bpf'] as const;
@@ -124,6 +137,8 @@ export interface BundleParams {
   readonly shared: readonly { readonly destination: string; readonly source: string }[];
   /** Share the host's network namespace (a real node); false gives the container its own. */
   readonly hostNetwork: boolean;
+  /** Bounding, effective and permitted set; all by default (see grantableCapabilities). */
+  readonly capabilities?: readonly string[];
   readonly devices?: readonly Device[];
   readonly extraMounts?: readonly Mount[];
   readonly env?: readonly string[];
@@ -170,7 +185,7 @@ const READONLY = ['/proc/bus', '/proc/fs', '/proc/irq', '/proc/sys', '/proc/sysr
 /** The node container's config.json. */
 export function bundleConfig(p: BundleParams): OciSpec {
   const base: OciSpec = p.base ?? { ociVersion: '1.0.2-dev' };
-  const caps = [...ALL_CAPABILITIES];
+  const caps = [...(p.capabilities ?? ALL_CAPABILITIES)];
   const env = mergeEnv(base.process?.env ?? [], [PATH_ENV, 'container=oci', ...(p.env ?? [])]);
 
   const ours = [

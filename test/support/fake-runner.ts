@@ -187,6 +187,7 @@ export class FakeRunner implements ProcessRunner {
     if (program === 'ctr') {
       return c.services.get('containerd')?.active ? okResult(text, 'Client:\n  Version: 1.6.20 (fake)\nServer:\n  Version: 1.6.20 (fake)\n') : failResult(text, 1, 'ctr: failed to dial "/run/containerd/containerd.sock"\n');
     }
+    if (program === 'mount') return okResult(text);
     if (program !== 'systemctl') return failResult(text, 127, `fake container: no ${program}\n`);
     const [verb, ...rest] = args;
     const unit = rest.at(-1) ?? '';

@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { bundleConfig, hookPhases, SHARED_PATHS, validateOciSpec, type BundleParams, type OciSpec } from '../../../src/node/bundle.ts';
+import { ALL_CAPABILITIES, bundleConfig, grantableCapabilities, hookPhases, SHARED_PATHS, validateOciSpec, type BundleParams, type OciSpec } from '../../../src/node/bundle.ts';
 
 const KNOWN_GOOD = fileURLToPath(new URL('../../e2e/fixtures/known-good-config.json', import.meta.url));
 
@@ -16,9 +16,18 @@ const params = (over: Partial<BundleParams> = {}): BundleParams => ({
 
 describe('OCI bundle config.json', () => {
   it('is the e2e suite’s known-good config, given the same choices', () => {
-    // The fixture was booted for real (systemd as PID 1 under runc) by test/e2e/smoke.sh.
+    // The fixture was booted for real (systemd as PID 1 under runc) by test/e2e/smoke.sh,
+    // on a host whose bounding set lacks CAP_SYS_RESOURCE (bit 24).
     const knownGood = JSON.parse(readFileSync(KNOWN_GOOD, 'utf8')) as unknown;
-    expect(bundleConfig(params())).toEqual(knownGood);
+    const capabilities = grantableCapabilities('Name:\tx\nCapBnd:\t000001fffeffffff\n');
+    expect(bundleConfig(params({ capabilities }))).toEqual(knownGood);
+  });
+
+  it('grants the capabilities the caller may pass on, all when it cannot tell', () => {
+    expect(grantableCapabilities('CapBnd:\t000001ffffffffff')).toEqual([...ALL_CAPABILITIES]);
+    expect(grantableCapabilities('CapBnd:\t000001fffeffffff')).not.toContain('CAP_SYS_RESOURCE');
+    expect(grantableCapabilities('CapBnd:\t0000000000000021')).toEqual(['CAP_CHOWN', 'CAP_KILL']);
+    expect(grantableCapabilities(undefined)).toHaveLength(41);
   });
 
   it('shares the host network namespace for a real node', () => {
