@@ -26,6 +26,7 @@ export interface Rig {
   apply(): ReturnType<typeof applyNodefile>;
   plan(): ReturnType<typeof planNodefile>;
   destroy(): ReturnType<typeof teardownNodefile>;
+  stop(): ReturnType<typeof teardownNodefile>;
   cleanup(): void;
 }
 
@@ -86,6 +87,7 @@ export function makeRig(overrides: Partial<NodeConfigInput> = {}): Rig {
     apply: () => applyNodefile(options()),
     plan: () => planNodefile(options()),
     destroy: () => teardownNodefile({ ...options(), mode: 'destroy' }),
+    stop: () => teardownNodefile({ ...options(), mode: 'stop' }),
     cleanup: () => rmSync(dir, { recursive: true, force: true }),
   };
   rig.writeConfig();

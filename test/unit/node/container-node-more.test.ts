@@ -1,0 +1,143 @@
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { makeRig, type Rig } from './graph-rig.ts';
+import type { FakeEvent } from '../../support/fake-runner.ts';
+
+let rig: Rig;
+afterEach(() => rig?.cleanup());
+
+const ok = <T>(result: { ok: true; value: T } | { ok: false; error: unknown }): T => {
+  if (!result.ok) throw new Error(`engine failed: ${JSON.stringify(result.error, null, 2)}`);
+  return result.value;
+};
+
+const story = (events: readonly FakeEvent[]): string[] =>
+  events.flatMap((e) => {
+    switch (e.kind) {
+      case 'container-start':
+      case 'container-stop':
+        return [`${e.kind} ${e.id}`];
+      case 'service-start':
+        return [`start ${e.unit}${e.already ? ' (already)' : ''}`];
+      case 'service-restart':
+        return [`restart ${e.unit}`];
+      case 'service-stop':
+        return [`stop ${e.unit}`];
+      case 'host-unit':
+        return [`host ${e.verb} ${e.unit}`];
+      default:
+        return [];
+    }
+  });
+
+describe('the container node, further', () => {
+  it('on a host with systemd, keeps the container in a unit and removes the unit on destroy', async () => {
+    rig = makeRig({ supervisor: 'auto' });
+    mkdirSync(path.join(rig.root, 'run/systemd/system'), { recursive: true });
+    const summary = ok(await rig.apply());
+    expect(summary.ran).toContain('kube1/unit');
+    const unit = path.join(rig.root, 'etc/systemd/system/nodegraph-kube1.service');
+    expect(readFileSync(unit, 'utf8')).toContain(`ExecStart=${rig.root}/usr/sbin/runc --root ${rig.root}/run/runc run --bundle ${rig.root}/var/lib/nodegraph/containers/kube1 kube1`);
+    expect(story(rig.runner.events)).toEqual([
+      'host daemon-reload ',
+      'host daemon-reload ',
+      'host enable nodegraph-kube1.service',
+      'host restart nodegraph-kube1.service',
+      'container-start kube1',
+      'start containerd',
+      'start kubelet',
+    ]);
+    rig.runner.reset();
+    ok(await rig.apply());
+    expect(story(rig.runner.events)).toEqual([]);
+    rig.runner.reset();
+    const destroyed = ok(await rig.destroy());
+    expect(destroyed.failed).toEqual([]);
+    expect(story(rig.runner.events)).toEqual([
+      'stop kubelet',
+      'stop containerd',
+      'host stop nodegraph-kube1.service',
+      'container-stop kube1',
+      'host disable nodegraph-kube1.service',
+      'host remove nodegraph-kube1.service',
+    ]);
+    expect(existsSync(unit)).toBe(false);
+  });
+
+  it('prepares another slot beside the running one without starting it', async () => {
+    rig = makeRig({ prepare: ['kube2'] });
+    const summary = ok(await rig.apply());
+    expect(summary.ran).toEqual(expect.arrayContaining(['kube2/rootfs', 'kube2/bundle']));
+    expect(summary.ran.filter((id) => id.startsWith('kube2/'))).toEqual(['kube2/rootfs', 'kube2/bundle']);
+    expect([...rig.runner.containers.keys()]).toEqual(['kube1']);
+    expect(existsSync(path.join(rig.root, 'var/lib/nodegraph/containers/kube2/rootfs/sbin/init'))).toBe(true);
+  });
+
+  it('installs a configured kubelet binary, and restarts only kubelet when its version changes', async () => {
+    rig = makeRig();
+    const binary = (v: string): string => {
+      const file = path.join(rig.dir, `kubelet-${v}`);
+      writeFileSync(file, `#!/bin/sh\necho ${v}\n`);
+      return file;
+    };
+    rig.writeConfig((c) => ({ ...c, binaries: { kubelet: { source: binary('v1.30.2') } } }));
+    ok(await rig.apply());
+    const installed = path.join(rig.root, 'var/lib/nodegraph/containers/kube1/rootfs/usr/local/bin/kubelet');
+    expect(readFileSync(installed, 'utf8')).toContain('v1.30.2');
+    rig.writeConfig((c) => ({ ...c, kubernetesVersion: 'v1.30.3', binaries: { kubelet: { source: binary('v1.30.3') } } }));
+    rig.runner.reset();
+    const summary = ok(await rig.apply());
+    expect(summary.ran).toContain('kube1/provision.kubelet');
+    expect(story(rig.runner.events)).toEqual(['restart kubelet']);
+    expect(readFileSync(installed, 'utf8')).toContain('v1.30.3');
+  });
+
+  it('stops services before the container, keeps the files, and stopping a stopped node succeeds', async () => {
+    rig = makeRig();
+    ok(await rig.apply());
+    rig.runner.reset();
+    const stopped = ok(await rig.stop());
+    expect(stopped.failed).toEqual([]);
+    expect(story(rig.runner.events)).toEqual(['stop kubelet', 'stop containerd', 'container-stop kube1']);
+    expect(existsSync(path.join(rig.root, 'var/lib/nodegraph/containers/kube1/rootfs/sbin/init'))).toBe(true);
+    expect(existsSync(path.join(rig.root, 'var/lib/kubelet/config.yaml'))).toBe(true);
+    rig.runner.reset();
+    const again = ok(await rig.stop());
+    expect(again.failed).toEqual([]);
+    expect(story(rig.runner.events)).toEqual([]);
+    // It comes back in place: the container and its services start, nothing is unpacked again.
+    rig.runner.reset();
+    const back = ok(await rig.apply());
+    expect(back.ran).not.toContain('kube1/rootfs');
+    expect(story(rig.runner.events)).toEqual(['container-start kube1', 'start containerd', 'start kubelet']);
+  });
+
+  it('fails the apply with the last probe output when kubelet does not come up', async () => {
+    rig = makeRig();
+    ok(await rig.apply());
+    rig.writeConfig((c) => ({ ...c, clusterDNS: ['10.96.0.99'] }));
+    const kubelet = () => rig.runner.containers.get('kube1')!.services.get('kubelet')!;
+    // Scripted: the restart "works" but the unit then fails.
+    const original = rig.runner.run.bind(rig.runner);
+    rig.runner.run = async (command, options) => {
+      const result = await original(command, options);
+      if (Array.isArray(command) && command.includes('restart') && command.includes('kubelet')) kubelet().active = false;
+      return result;
+    };
+    const summary = ok(await rig.apply());
+    expect(summary.failed).toEqual(['kube1/kubelet']);
+    const done = rig.events.find((e) => e.type === 'task-done' && e.id === 'kube1/kubelet' && e.outcome === 'failed');
+    expect(done && 'error' in done && done.error).toMatch(/timed out after .* waiting for kubelet in kube1; last probe: kubelet is inactive/);
+  });
+
+  it('says which configuration fields are wrong', async () => {
+    rig = makeRig();
+    writeFileSync(rig.configFile, JSON.stringify({ ...rig.config, slot: 'kube3', clusterDNS: [], nodeName: 'Bad_Name' }));
+    const result = await rig.plan();
+    expect(result.ok).toBe(false);
+    const text = JSON.stringify(!result.ok && result.error);
+    expect(text).toContain('is not valid');
+    for (const field of ['nodeName:', 'clusterDNS:', 'slot:']) expect(text).toContain(field);
+  });
+});
