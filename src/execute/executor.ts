@@ -237,6 +237,8 @@ export async function execute(options: ExecuteOptions): Promise<ExecuteSummary> 
       );
       if (decision.action === 'unchanged') {
         summary.upToDate++;
+        // Worth saying only when something it depends on ran: that is early cutoff at work.
+        if (node.needs.some((up) => ranNow.has(up))) emit({ type: 'task-done', id: node.id, outcome: 'up-to-date', durationMs: 0 });
         settle(node, 'up-to-date');
         continue;
       }

@@ -2,7 +2,6 @@
 // without a shell unless a task asks for one; output is buffered (stdout and
 // stderr interleaved) so it can be shown with the command when it fails.
 
-import { execa } from 'execa';
 import type { Command } from '../nodefile/types.ts';
 
 export interface RunOptions {
@@ -37,8 +36,12 @@ export function describeCommand(command: Command): string {
   return command.map((arg) => (/^[\w@%+=:,./-]+$/.test(arg) ? arg : `'${arg.replaceAll("'", `'\\''`)}'`)).join(' ');
 }
 
+// Loaded on the first command: a no-op run that spawns nothing should not pay for execa.
+let loaded: Promise<typeof import('execa')> | undefined;
+
 export class ExecaRunner implements ProcessRunner {
   async run(command: Command, options: RunOptions): Promise<RunResult> {
+    const { execa } = await (loaded ??= import('execa'));
     const common = {
       cwd: options.cwd,
       env: options.env,
