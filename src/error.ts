@@ -23,7 +23,7 @@ export interface LockHolder {
 export type Failure =
   | { readonly reason: 'usage'; readonly message: string }
   | { readonly reason: 'nodefile-not-found'; readonly path: string }
-  | { readonly reason: 'nodefile-syntax'; readonly path: string; readonly message: string }
+  | { readonly reason: 'nodefile-syntax'; readonly path: string; readonly message: string; readonly site: SourceSite | undefined }
   | { readonly reason: 'nodefile-threw'; readonly path: string; readonly message: string; readonly site: SourceSite | undefined }
   | { readonly reason: 'nodefile-no-default'; readonly path: string }
   | {

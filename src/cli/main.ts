@@ -55,7 +55,10 @@ export async function main(argv: readonly string[], io: CliIo): Promise<number> 
   try {
     parsed = parseArgs({ args: [...rest], options: optionsFor[name], allowPositionals: true, strict: true });
   } catch (error) {
-    io.stderr.write(`error[usage]: ${(error as Error).message} (see nodegraph ${name} --help)\n`);
+    const text = (error as Error).message;
+    const unknown = /^Unknown option '([^']+)'/.exec(text);
+    const said = unknown === null ? text : `unknown option ${unknown[1]} for ${name}`;
+    io.stderr.write(`error[usage]: ${said} (see nodegraph ${name} --help)\n`);
     return 1;
   }
   if ((parsed.values as Record<string, unknown>)['help'] === true) {

@@ -1,55 +1,125 @@
-// Hashes of values: canonical JSON (sorted keys, no whitespace) and
-// unambiguous lists of strings, all SHA-256 in OCI digest form.
+// Hashes of values and strings: canonical JSON, length-prefixed parts.
+//
+// Digests from different functions here are not meant to be compared with one
+// another (hashString('x') and hashValue('x') differ); each is stable for its input.
 
-import { hash } from 'node:crypto';
+import { hash as oneShot } from 'node:crypto';
 import { contentHash, type ContentHash } from '../ids.ts';
 
-/** JSON with object keys sorted at every level, so equal values hash equal. */
+const identifier = /^[A-Za-z_$][A-Za-z0-9_$]*$/;
+
+const keyPath = (path: string, key: string): string =>
+  identifier.test(key) ? `${path}.${key}` : `${path}[${JSON.stringify(key)}]`;
+
+const byCodeUnit = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
+
+/**
+ * JSON with object keys sorted (by UTF-16 code unit) and no whitespace, so equal
+ * values give equal text whatever the order their keys were written in.
+ *
+ * Accepted: null, booleans, finite numbers, strings, arrays, plain objects (prototype
+ * Object.prototype or null) and objects with a toJSON() method (e.g. Date), whose
+ * result is canonicalized in turn. An object property whose value is undefined is
+ * left out, as JSON.stringify does.
+ *
+ * Throws a TypeError naming the offending path (`$.a.b[2]`) for: undefined at the top,
+ * in an array or returned by toJSON; functions, symbols and bigints anywhere;
+ * NaN and ±Infinity; cycles; other objects (Map, Set, class instances, typed arrays),
+ * which JSON would silently turn into `{}`.
+ */
 export function canonicalJson(value: unknown): string {
-  return encode(value, '$', new Set());
-}
+  const ancestors = new Set<object>();
+  const out: string[] = [];
 
-function encode(value: unknown, at: string, seen: Set<object>): string {
-  if (value === null) return 'null';
-  switch (typeof value) {
-    case 'string':
-      return JSON.stringify(value);
-    case 'boolean':
-      return value ? 'true' : 'false';
-    case 'number':
-      if (!Number.isFinite(value)) throw new TypeError(`${at}: ${value} is not a JSON number`);
-      return JSON.stringify(value);
-    case 'object': {
-      if (seen.has(value)) throw new TypeError(`${at}: a value cannot contain itself`);
-      seen.add(value);
-      let text: string;
-      if (Array.isArray(value)) {
-        text = `[${value.map((v, i) => encode(v, `${at}[${i}]`, seen)).join(',')}]`;
-      } else {
-        const keys = Object.keys(value).sort();
-        const parts: string[] = [];
-        for (const key of keys) {
-          const v = (value as Record<string, unknown>)[key];
-          if (v === undefined) continue; // as JSON.stringify does
-          parts.push(`${JSON.stringify(key)}:${encode(v, `${at}.${key}`, seen)}`);
-        }
-        text = `{${parts.join(',')}}`;
-      }
-      seen.delete(value);
-      return text;
+  const write = (v: unknown, path: string): void => {
+    switch (typeof v) {
+      case 'string':
+        out.push(JSON.stringify(v));
+        return;
+      case 'boolean':
+        out.push(v ? 'true' : 'false');
+        return;
+      case 'number':
+        if (!Number.isFinite(v)) throw new TypeError(`canonicalJson: ${String(v)} at ${path} is not a finite number`);
+        out.push(JSON.stringify(v)); // -0 becomes 0, as in JSON
+        return;
+      case 'undefined':
+        throw new TypeError(`canonicalJson: undefined at ${path} has no JSON form`);
+      case 'function':
+        throw new TypeError(`canonicalJson: a function at ${path} has no JSON form`);
+      case 'symbol':
+        throw new TypeError(`canonicalJson: a symbol at ${path} has no JSON form`);
+      case 'bigint':
+        throw new TypeError(`canonicalJson: a bigint at ${path} has no JSON form (convert it to a string)`);
+      case 'object':
+        break;
     }
-    default:
-      throw new TypeError(`${at}: a ${typeof value} is not a JSON value`);
-  }
+    if (v === null) {
+      out.push('null');
+      return;
+    }
+    const object = v as object;
+    if (ancestors.has(object)) throw new TypeError(`canonicalJson: a cycle at ${path} (the value contains itself)`);
+    if (Array.isArray(object)) {
+      ancestors.add(object);
+      out.push('[');
+      for (let i = 0; i < object.length; i++) {
+        if (i > 0) out.push(',');
+        write(object[i], `${path}[${i}]`);
+      }
+      out.push(']');
+      ancestors.delete(object);
+      return;
+    }
+    const toJSON = (object as { toJSON?: unknown }).toJSON;
+    if (typeof toJSON === 'function') {
+      ancestors.add(object);
+      write(toJSON.call(object, ''), path);
+      ancestors.delete(object);
+      return;
+    }
+    const proto: unknown = Object.getPrototypeOf(object);
+    if (proto !== Object.prototype && proto !== null) {
+      const name = (object as { constructor?: { name?: unknown } }).constructor?.name;
+      throw new TypeError(
+        `canonicalJson: ${typeof name === 'string' && name !== '' ? `a ${name}` : 'an object that is not a plain object'} at ${path} has no faithful JSON form`,
+      );
+    }
+    ancestors.add(object);
+    const record = object as Record<string, unknown>;
+    const keys = Object.keys(record).sort(byCodeUnit);
+    out.push('{');
+    let first = true;
+    for (const key of keys) {
+      const item = record[key];
+      if (item === undefined) continue;
+      if (!first) out.push(',');
+      first = false;
+      out.push(JSON.stringify(key), ':');
+      write(item, keyPath(path, key));
+    }
+    out.push('}');
+    ancestors.delete(object);
+  };
+
+  write(value, '$');
+  return out.join('');
 }
 
-export const hashString = (text: string | Uint8Array): ContentHash => contentHash(hash('sha256', text, 'hex'));
+/** SHA-256 of a value's canonical JSON (see canonicalJson for what is accepted). */
+export const hashValue = (value: unknown): ContentHash => contentHash(oneShot('sha256', canonicalJson(value), 'hex'));
 
-export const hashValue = (value: unknown): ContentHash => hashString(canonicalJson(value));
+/** SHA-256 of a string's UTF-8 bytes (or of bytes): equal to `sha256sum` of a file holding them. */
+export const hashString = (text: string | Uint8Array): ContentHash => contentHash(oneShot('sha256', text, 'hex'));
 
-/** A hash of a list of strings in which no two lists collide by concatenation. */
+/**
+ * SHA-256 of a list of strings, unambiguously: each part is written as
+ * `<length>:<part>\n` (length in UTF-16 code units), so ['ab', 'c'], ['a', 'bc'] and
+ * ['abc'] differ, as do lists of different lengths. (UTF-8 encoding turns a lone
+ * surrogate into U+FFFD, so a part holding one hashes like the same part with U+FFFD.)
+ */
 export function hashParts(parts: readonly string[]): ContentHash {
   let text = '';
   for (const part of parts) text += `${part.length}:${part}\n`;
-  return hashString(text);
+  return contentHash(oneShot('sha256', text, 'hex'));
 }

@@ -22,12 +22,21 @@ export interface UnpackOptions {
   readonly preserveOwners?: boolean;
   /** For an image index with several platforms. Default: linux and this machine's architecture. */
   readonly platform?: { readonly os: string; readonly architecture: string };
+  /**
+   * Leave the replaced rootfs at `<rootfs>.old` instead of removing it. A
+   * container still running on it needs its files to shut down (systemd
+   * halts by running systemd-shutdown); remove it once the container has
+   * restarted on the new one.
+   */
+  readonly keepOld?: boolean;
 }
 
 export interface UnpackResult {
   /** `sha256:…` of the archive, or of the image manifest for an OCI layout. */
   readonly digest: string;
   readonly kind: 'archive' | 'oci-layout';
+  /** With keepOld: where the replaced rootfs was left, if there was one. */
+  readonly old?: string;
 }
 
 export const isOciLayout = (source: string): boolean =>
@@ -53,8 +62,8 @@ export async function unpackImage(exec: Exec, source: string, rootfs: string, op
       await extract(exec, source, staging, options);
       result = { digest, kind: 'archive' };
     }
-    swapIn(staging, rootfs);
-    return result;
+    const old = swapIn(staging, rootfs, options.keepOld ?? false);
+    return old === undefined ? result : { ...result, old };
   } catch (error) {
     removeTree(staging);
     throw error;
@@ -84,18 +93,24 @@ async function extract(exec: Exec, archive: string, dest: string, o: UnpackOptio
   if (result.exitCode !== 0) throw new Error(`could not unpack ${archive}: ${lastLine(result) || `tar exited with ${result.exitCode}`}`);
 }
 
-/** Puts `staging` where `target` is, moving the old tree aside and then removing it. */
-export function swapIn(staging: string, target: string): void {
-  if (existsSync(target)) {
-    const old = `${target}.old`;
-    removeTree(old);
-    renameSync(target, old);
-    renameSync(staging, target);
-    removeTree(old);
-  } else {
+/**
+ * Puts `staging` where `target` is, moving the old tree aside to
+ * `<target>.old`, and removing it unless asked to keep it. Returns where the
+ * old tree was kept.
+ */
+export function swapIn(staging: string, target: string, keepOld = false): string | undefined {
+  const old = `${target}.old`;
+  removeTree(old);
+  if (!existsSync(target)) {
     mkdirSync(path.dirname(target), { recursive: true });
     renameSync(staging, target);
+    return undefined;
   }
+  renameSync(target, old);
+  renameSync(staging, target);
+  if (keepOld) return old;
+  removeTree(old);
+  return undefined;
 }
 
 /** Removes a tree, refusing when something is mounted in it. */

@@ -8,6 +8,7 @@ import type { Failure } from '../error.ts';
 import { err, ok, type Result } from '../util/result.ts';
 import { Builder, type Declarations } from './builder.ts';
 import { captureSiteFromError } from './site.ts';
+import type { SourceSite } from './types.ts';
 
 let generation = 0;
 
@@ -42,7 +43,7 @@ function classifyImportError(file: string, error: unknown): Failure {
     code === 'ERR_INVALID_TYPESCRIPT_SYNTAX' ||
     code === 'ERR_UNSUPPORTED_TYPESCRIPT_SYNTAX'
   ) {
-    return { reason: 'nodefile-syntax', path: file, message: firstLine(error) };
+    return { reason: 'nodefile-syntax', path: file, message: firstLine(error), site: syntaxSite(error) };
   }
   return threw(file, error);
 }
@@ -59,4 +60,13 @@ function threw(file: string, error: unknown): Failure {
 function firstLine(error: unknown): string {
   const text = error instanceof Error ? error.message : String(error);
   return text.trim();
+}
+
+/** Node puts `file:line`, the source line and a caret above a syntax error's stack. */
+function syntaxSite(error: unknown): SourceSite | undefined {
+  const stack = error instanceof Error ? (error.stack ?? '') : '';
+  const match = /^(\/[^\n]*?):(\d+)\n/.exec(stack);
+  if (match === null) return undefined;
+  const caret = stack.split('\n').find((l) => /^\s*\^+\s*$/.test(l));
+  return { file: match[1]!, line: Number(match[2]), column: caret === undefined ? 1 : caret.indexOf('^') + 1 };
 }

@@ -38,7 +38,7 @@ export function message(failure: Failure, cwd: string): string {
     case 'nodefile-not-found':
       return `no Nodefile at ${failure.path} (use -f to name one)`;
     case 'nodefile-syntax':
-      return `${failure.path} could not be loaded as TypeScript: ${failure.message}`;
+      return `the Nodefile could not be loaded as TypeScript: ${failure.message}`;
     case 'nodefile-threw':
       return `the Nodefile threw while declaring the graph: ${failure.message}`;
     case 'nodefile-no-default':
@@ -90,6 +90,7 @@ export function message(failure: Failure, cwd: string): string {
 function siteOf(failure: Failure): SourceSite | undefined {
   switch (failure.reason) {
     case 'nodefile-threw':
+    case 'nodefile-syntax':
     case 'invalid-field':
     case 'unknown-task':
     case 'duplicate-output':

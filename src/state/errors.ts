@@ -1,0 +1,89 @@
+// The failures the state layer returns as values, and the small filesystem
+// helpers they come from. Their shapes are assignable to the matching
+// variants of Failure in src/error.ts ('state-dir-unwritable',
+// 'state-unreadable', 'locked'); the extra fields only add detail.
+
+import { fsyncSync, mkdirSync, openSync, closeSync } from 'node:fs';
+import { err, ok, type Result } from '../util/result.ts';
+
+/** The state directory (or a file in it) cannot be created or opened for writing. */
+export interface StateDirUnwritable {
+  readonly reason: 'state-dir-unwritable';
+  readonly path: string;
+  /** The errno code, e.g. 'EACCES', 'ENOTDIR', 'EROFS'. */
+  readonly code: string;
+  readonly message: string;
+}
+
+/** The journal cannot be read, or is not one this version may read or write. */
+export interface StateUnreadable {
+  readonly reason: 'state-unreadable';
+  readonly path: string;
+  /**
+   * 'newer-format': written by a newer nodegraph (refused, left untouched).
+   * 'bad-header': the first line is corrupt or not a nodegraph journal.
+   * 'io': the read itself failed.
+   */
+  readonly kind: 'newer-format' | 'bad-header' | 'io';
+  readonly message: string;
+  readonly code?: string;
+  /** For 'newer-format': the version found and the newest this build reads. */
+  readonly found?: number;
+  readonly supported?: number;
+}
+
+/** Appending, syncing or compacting failed part-way (disk full, I/O error). */
+export interface StateWriteFailed {
+  readonly reason: 'state-write-failed';
+  readonly path: string;
+  readonly code: string;
+  readonly message: string;
+}
+
+export type StateError = StateDirUnwritable | StateUnreadable | StateWriteFailed;
+
+export const errnoCode = (e: unknown): string =>
+  typeof e === 'object' && e !== null && 'code' in e && typeof e.code === 'string' ? e.code : 'EUNKNOWN';
+
+export const errnoMessage = (e: unknown): string => (e instanceof Error ? e.message : String(e));
+
+export const unwritable = (path: string, e: unknown): StateDirUnwritable => ({
+  reason: 'state-dir-unwritable',
+  path,
+  code: errnoCode(e),
+  message: `cannot write the state directory ${path}: ${errnoMessage(e)}`,
+});
+
+export const writeFailed = (path: string, e: unknown): StateWriteFailed => ({
+  reason: 'state-write-failed',
+  path,
+  code: errnoCode(e),
+  message: `cannot write state to ${path}: ${errnoMessage(e)}`,
+});
+
+/** mkdir -p, with failure as a value. */
+export function ensureStateDir(dir: string): Result<void, StateDirUnwritable> {
+  try {
+    mkdirSync(dir, { recursive: true });
+    return ok(undefined);
+  } catch (e) {
+    return err(unwritable(dir, e));
+  }
+}
+
+/**
+ * fsyncs a directory so a rename or a new name in it survives power loss.
+ * Some platforms cannot open or fsync a directory; that only weakens
+ * durability after a power loss, never consistency, so it is ignored.
+ */
+export function fsyncDir(dir: string): void {
+  let fd: number | undefined;
+  try {
+    fd = openSync(dir, 'r');
+    fsyncSync(fd);
+  } catch {
+    // best effort, see above
+  } finally {
+    if (fd !== undefined) closeSync(fd);
+  }
+}

@@ -1,0 +1,613 @@
+// The state journal: `<stateDir>/state.jsonl`, append-only, compacted now
+// and then. "State is sacred": a crash, kill -9, Ctrl-C or a second run must
+// never corrupt it or make the tool trust something it did not verify.
+//
+// Format. One record per line, each line `<crc32 as 8 hex> <json>\n`, where
+// the CRC-32 (node:zlib) covers the JSON's UTF-8 bytes. Line 1 is a header
+// `{"format":"nodegraph-state","version":1}` in the same framing. JSON never
+// contains a raw newline, so a line is exactly one record.
+//
+// Appends. One writeSync() of the whole line on an fd opened O_APPEND, and no
+// fsync per record:
+//  - kill -9 / Ctrl-C / a crash of the process: a completed write() is in
+//    the kernel page cache and survives the process, so every record whose
+//    append returned is kept. An append interrupted mid-line leaves a torn
+//    last line; its checksum fails, so it is dropped on load.
+//  - Power loss / kernel crash: unsynced lines at the tail may be lost or
+//    torn. Losing a record only makes the state older than reality, and an
+//    older record can only make the planner re-run (or re-check) a task:
+//    its fingerprint or its outputs no longer match what the record says.
+//    That is safe. sync() (fsync) at the end of an apply bounds the loss.
+//  - A record is only ever trusted if its checksum matches and it passes
+//    validation. When a dropped line (torn or corrupt) can be attributed to
+//    a task and is newer than that task's last good record, that record is
+//    loaded as 'failed' ("distrusted"), because the task did run again and
+//    the record no longer describes what was applied — so it re-runs.
+//
+// Torn tails. A torn last line has no newline. Before the first append the
+// writer terminates it with a newline, so the next record starts on a fresh
+// line instead of being glued to the garbage (which would corrupt both). The
+// torn bytes are kept as a line of their own — dropped with a warning on each
+// load until the next compaction — rather than truncated: the evidence keeps
+// the "distrusted" verdict stable, and truncation could discard a complete
+// record that only lost its newline.
+//
+// Compaction rewrites the journal as one line per live task into a temp
+// file, fsyncs it, renames it over the journal and fsyncs the directory.
+// Until the rename the old file is untouched; after it the new file is
+// complete (it was fsynced first). A crash at any point leaves one of the
+// two, both valid; a leftover temp file is ignored by readers and removed by
+// the next writer. Only the lock holder writes or compacts, so no other
+// process holds an fd on the replaced file.
+
+import { randomUUID } from 'node:crypto';
+import {
+  closeSync,
+  fstatSync,
+  fsyncSync,
+  ftruncateSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  readSync,
+  renameSync,
+  unlinkSync,
+  writeSync,
+} from 'node:fs';
+import { join, resolve } from 'node:path';
+import { crc32 } from 'node:zlib';
+import type { TaskId } from '../ids.ts';
+import { err, ok, type Result } from '../util/result.ts';
+import {
+  ensureStateDir,
+  errnoCode,
+  errnoMessage,
+  fsyncDir,
+  unwritable,
+  writeFailed,
+  type StateError,
+  type StateUnreadable,
+} from './errors.ts';
+import { readLock, type Lock, type Locked } from './lock.ts';
+import { checkRecord, isTombstone, RECORD_VERSION, validForAppend, type StoredRecord, type TaskRecord } from './record.ts';
+import type {
+  LoadedState,
+  LoadStats,
+  StateStore,
+  StateWarning,
+} from './store.ts';
+
+export const JOURNAL_FILE = 'state.jsonl';
+export const JOURNAL_FORMAT = 'nodegraph-state';
+/** The newest journal format this build reads and writes. */
+export const JOURNAL_VERSION = 1;
+
+const NEWLINE = 0x0a;
+const SPACE = 0x20;
+const COMPACT_TMP_PREFIX = `${JOURNAL_FILE}.compact-`;
+
+export const journalPath = (stateDir: string): string => join(resolve(stateDir), JOURNAL_FILE);
+
+/** Frames one value as a journal line: `<crc32 hex> <json>\n`. */
+export function encodeLine(value: unknown): Buffer {
+  const json = Buffer.from(JSON.stringify(value), 'utf8');
+  const line = Buffer.allocUnsafe(json.length + 10);
+  line.write(crc32(json).toString(16).padStart(8, '0'), 0, 'latin1');
+  line[8] = SPACE;
+  json.copy(line, 9);
+  line[line.length - 1] = NEWLINE;
+  return line;
+}
+
+const headerLine = (): Buffer => encodeLine({ format: JOURNAL_FORMAT, version: JOURNAL_VERSION });
+
+/** The 8 hex digits at buf[at..at+8] as a number, or -1. */
+function hex8(buf: Buffer, at: number): number {
+  let n = 0;
+  for (let i = at; i < at + 8; i++) {
+    const c = buf[i]!;
+    const d = c >= 0x30 && c <= 0x39 ? c - 0x30 : c >= 0x61 && c <= 0x66 ? c - 0x57 : -1;
+    if (d < 0) return -1;
+    n = n * 16 + d;
+  }
+  return n;
+}
+
+/**
+ * The JSON text of a framed line whose checksum matches, or undefined.
+ * `ascii`, when given, is the whole buffer decoded and known to be pure
+ * ASCII (byte offsets are character offsets): slicing it is much cheaper
+ * than decoding every line on its own.
+ */
+function verifiedPayload(buf: Buffer, start: number, end: number, ascii?: string): string | undefined {
+  if (end - start < 10 || buf[start + 8] !== SPACE) return undefined;
+  const want = hex8(buf, start);
+  if (want < 0 || crc32(buf.subarray(start + 9, end)) !== want) return undefined;
+  return ascii === undefined ? buf.toString('utf8', start + 9, end) : ascii.slice(start + 9, end);
+}
+
+/** The buffer as a string when it is pure ASCII, else undefined. */
+function asciiText(buf: Buffer): string | undefined {
+  // UTF-8 decoding never yields more UTF-16 units than bytes, and yields
+  // exactly as many only when every byte is its own character. A stray
+  // byte >= 0x80 could still decode 1:1 (to U+FFFD); the text is only used
+  // for lines whose CRC over the raw bytes matched, and a writer only ever
+  // writes valid UTF-8, so such a line cannot pass.
+  const text = buf.toString('utf8');
+  return text.length === buf.length ? text : undefined;
+}
+
+/** Best effort: which task a dropped line was about. */
+function guessId(buf: Buffer, start: number, end: number): TaskId | undefined {
+  const text = buf.toString('utf8', start, end);
+  const brace = text.indexOf('{');
+  if (brace >= 0) {
+    try {
+      const value: unknown = JSON.parse(text.slice(brace));
+      if (typeof value === 'object' && value !== null && 'id' in value && typeof value.id === 'string' && value.id !== '') {
+        return value.id as TaskId;
+      }
+    } catch {
+      // torn or corrupt: fall back to a pattern
+    }
+  }
+  const m = /"id":("(?:[^"\\]|\\.)+")/.exec(text);
+  if (m === null) return undefined;
+  try {
+    const id: unknown = JSON.parse(m[1]!);
+    return typeof id === 'string' && id !== '' ? (id as TaskId) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Whether bytes without any newline are the beginning of a header this
+ * module was writing (a crash while creating the journal), as opposed to
+ * some other file: only the former may be treated as empty and replaced.
+ */
+function isTornHeader(buf: Buffer): boolean {
+  const expected = headerLine();
+  if (buf.length >= expected.length) return false;
+  for (let i = 0; i < buf.length; i++) {
+    const c = buf[i]!;
+    if (i < 8 ? !((c >= 0x30 && c <= 0x39) || (c >= 0x61 && c <= 0x66)) : c !== expected[i]) return false;
+  }
+  return true;
+}
+
+type HeaderCheck = { ok: true } | { ok: false; error: StateUnreadable };
+
+function checkHeader(buf: Buffer, start: number, end: number, path: string): HeaderCheck {
+  const bad = (message: string): HeaderCheck => ({
+    ok: false,
+    error: {
+      reason: 'state-unreadable',
+      path,
+      kind: 'bad-header',
+      message: `${path} is not a readable nodegraph state journal (${message}); it was left untouched — move it aside to start with empty state`,
+    },
+  });
+  const payload = verifiedPayload(buf, start, end);
+  if (payload === undefined) return bad('its header line is corrupt');
+  let header: unknown;
+  try {
+    header = JSON.parse(payload);
+  } catch {
+    return bad('its header line is not JSON');
+  }
+  if (typeof header !== 'object' || header === null) return bad('no header');
+  const { format, version } = header as { format?: unknown; version?: unknown };
+  if (format !== JOURNAL_FORMAT) return bad(`unknown format ${JSON.stringify(format)}`);
+  if (typeof version !== 'number' || !Number.isInteger(version) || version < 1) return bad('invalid version');
+  if (version > JOURNAL_VERSION) return { ok: false, error: newerFormat(path, version) };
+  return { ok: true };
+}
+
+const newerFormat = (path: string, found: number): StateUnreadable => ({
+  reason: 'state-unreadable',
+  path,
+  kind: 'newer-format',
+  found,
+  supported: JOURNAL_VERSION,
+  message: `${path} was written by a newer nodegraph (state format ${found}; this version reads up to ${JOURNAL_VERSION}); upgrade nodegraph — the file was left untouched`,
+});
+
+export interface DecodedJournal {
+  readonly records: Map<TaskId, TaskRecord>;
+  readonly warnings: StateWarning[];
+  /** Record lines (not the header, not empty lines). */
+  readonly lines: number;
+  readonly dropped: number;
+  /** Every accepted record in file order, when asked for (diagnostics and tests). */
+  readonly entries?: { readonly line: number; readonly record: StoredRecord }[];
+}
+
+/**
+ * Decodes and replays a journal's bytes: last good record per id wins,
+ * tombstones delete, torn/corrupt/invalid lines are dropped with a warning.
+ * Pure: no I/O. err only for a journal this build must not read.
+ */
+export function decodeJournal(
+  buf: Buffer,
+  path: string,
+  options: { readonly keepEntries?: boolean } = {},
+): Result<DecodedJournal, StateUnreadable> {
+  const records = new Map<TaskId, TaskRecord>();
+  const warnings: StateWarning[] = [];
+  const entries: { line: number; record: StoredRecord }[] | undefined = options.keepEntries ? [] : undefined;
+  const size = buf.length;
+  if (size === 0) return ok({ records, warnings, lines: 0, dropped: 0, ...(entries ? { entries } : {}) });
+
+  const first = buf.indexOf(NEWLINE);
+  if (first === -1) {
+    // No complete line: a header that lost its newline, or a torn header.
+    // No record can precede the header, so nothing is lost either way.
+    const header = checkHeader(buf, 0, size, path);
+    if (!header.ok && (header.error.kind === 'newer-format' || !isTornHeader(buf))) return err(header.error);
+    if (!header.ok) warnings.push({ kind: 'torn-header', line: 1, message: `line 1: the journal header was cut off; starting from empty state` });
+    return ok({ records, warnings, lines: 0, dropped: 0, ...(entries ? { entries } : {}) });
+  }
+  const header = checkHeader(buf, 0, first, path);
+  if (!header.ok) return err(header.error);
+
+  const ascii = asciiText(buf);
+  // Line number of each id's last good record, and dropped lines attributed to an id.
+  const lastGood = new Map<string, number>();
+  const suspects: { id: TaskId; line: number }[] = [];
+  let lines = 0;
+  let dropped = 0;
+  let lineNo = 1;
+  let pos = first + 1;
+  const drop = (kind: StateWarning['kind'], start: number, end: number, why: string): void => {
+    dropped++;
+    const id = guessId(buf, start, end);
+    if (id !== undefined) suspects.push({ id, line: lineNo });
+    warnings.push({
+      kind,
+      line: lineNo,
+      ...(id === undefined ? {} : { id }),
+      message: `line ${lineNo}: ${why}${id === undefined ? '' : ` (apparently for ${id})`}; dropped`,
+    });
+  };
+
+  while (pos < size) {
+    lineNo++;
+    let end = buf.indexOf(NEWLINE, pos);
+    const terminated = end !== -1;
+    if (!terminated) end = size;
+    if (end === pos) {
+      pos = end + 1; // an empty line carries nothing
+      continue;
+    }
+    lines++;
+    const start = pos;
+    pos = end + 1;
+    const payload = verifiedPayload(buf, start, end, ascii);
+    if (payload === undefined) {
+      if (terminated) drop('corrupt-line', start, end, 'checksum mismatch (corrupted, or cut off by an earlier crash)');
+      else drop('torn-line', start, end, 'the last line was cut off mid-write');
+      continue;
+    }
+    let value: unknown;
+    try {
+      value = JSON.parse(payload);
+    } catch {
+      drop('invalid-record', start, end, 'not JSON despite a good checksum');
+      continue;
+    }
+    if (typeof value === 'object' && value !== null && 'v' in value && typeof value.v === 'number' && value.v > RECORD_VERSION) {
+      return err(newerFormat(path, value.v));
+    }
+    const check = checkRecord(value, false);
+    if (!check.ok) {
+      drop('invalid-record', start, end, `invalid record: ${check.message}`);
+      continue;
+    }
+    const record = check.record;
+    lastGood.set(record.id, lineNo);
+    if (isTombstone(record)) records.delete(record.id);
+    else records.set(record.id, record);
+    entries?.push({ line: lineNo, record });
+  }
+
+  const distrusted = new Set<string>();
+  for (const { id, line } of suspects) {
+    if ((lastGood.get(id) ?? 0) > line || distrusted.has(id)) continue;
+    distrusted.add(id);
+    const record = records.get(id);
+    if (record === undefined) {
+      warnings.push({
+        kind: 'distrusted',
+        id,
+        line,
+        message: `${id}: its newest record (line ${line}) was lost and there is no earlier record to fall back on; it is treated as never run`,
+      });
+      continue;
+    }
+    records.set(id, {
+      ...record,
+      status: 'failed',
+      error: `state record lost (journal line ${line} was unreadable); the task must run again`,
+    });
+    warnings.push({
+      kind: 'distrusted',
+      id,
+      line,
+      message: `${id}: its newest record (line ${line}) was lost; its previous record is kept as 'failed' so it runs again`,
+    });
+  }
+  return ok({ records, warnings, lines, dropped, ...(entries ? { entries } : {}) });
+}
+
+const toLoaded = (decoded: DecodedJournal, bytes: number, compacted: boolean, extra: StateWarning[] = []): LoadedState => {
+  const stats: LoadStats = { lines: decoded.lines, dropped: decoded.dropped, live: decoded.records.size, bytes, compacted };
+  return { records: decoded.records, warnings: [...decoded.warnings, ...extra], stats };
+};
+
+/**
+ * Loads the state read-only, without the lock (e.g. for `plan`): no repair,
+ * no compaction, nothing written. A missing journal is empty state.
+ */
+export function readState(stateDir: string): Result<LoadedState, StateUnreadable> {
+  const path = journalPath(stateDir);
+  let buf: Buffer;
+  try {
+    buf = readFileSync(path);
+  } catch (e) {
+    if (errnoCode(e) === 'ENOENT') return ok(toLoaded({ records: new Map(), warnings: [], lines: 0, dropped: 0 }, 0, false));
+    return err({ reason: 'state-unreadable', path, kind: 'io', code: errnoCode(e), message: `cannot read ${path}: ${errnoMessage(e)}` });
+  }
+  const decoded = decodeJournal(buf, path);
+  if (!decoded.ok) return decoded;
+  return ok(toLoaded(decoded.value, buf.length, false));
+}
+
+export interface CompactionStats {
+  readonly linesBefore: number;
+  readonly live: number;
+  readonly bytesBefore: number;
+  readonly bytesAfter: number;
+}
+
+export interface JournalOptions {
+  /** When load() compacts. Default: more than 2 × live + 1000 lines. */
+  readonly compactWhen?: (stats: { readonly lines: number; readonly live: number }) => boolean;
+  /**
+   * Test hook for crash injection: called after the temp file is written and
+   * fsynced ('written') and after it was renamed over the journal ('renamed').
+   */
+  readonly onCompactStep?: (step: 'written' | 'renamed', tempPath: string) => void;
+}
+
+export interface JournalStore extends StateStore {
+  readonly path: string;
+  /** Rewrites the journal as one line per live task (also done by load() past the threshold). */
+  compact(): Result<CompactionStats, StateError>;
+}
+
+export const defaultCompactWhen = ({ lines, live }: { lines: number; live: number }): boolean => lines > 2 * live + 1000;
+
+function writeAll(fd: number, buf: Buffer): void {
+  let off = 0;
+  // A regular-file write is normally complete in one call; a short write
+  // (disk filling up, a signal) continues where it stopped.
+  while (off < buf.length) off += writeSync(fd, buf, off, buf.length - off);
+}
+
+function readAll(fd: number): Buffer {
+  const size = fstatSync(fd).size;
+  const buf = Buffer.allocUnsafe(size);
+  let off = 0;
+  while (off < size) {
+    const n = readSync(fd, buf, off, size - off, off);
+    if (n === 0) break; // shrank under us; cannot happen while we hold the lock
+    off += n;
+  }
+  return off === size ? buf : buf.subarray(0, off);
+}
+
+function readAt(fd: number, position: number, length: number): Buffer {
+  const buf = Buffer.alloc(length);
+  const n = readSync(fd, buf, 0, length, position);
+  return buf.subarray(0, n);
+}
+
+/**
+ * Makes an existing or new journal ready for appends: writes the header of a
+ * new (or empty, or torn-header) file, refuses a journal of another format,
+ * and terminates a torn last line. Returns err without writing anything when
+ * the journal must not be touched.
+ */
+function prepare(fd: number, path: string, dir: string): Result<void, StateError> {
+  try {
+    const size = fstatSync(fd).size;
+    if (size === 0) {
+      writeAll(fd, headerLine());
+      fsyncSync(fd);
+      fsyncDir(dir);
+      return ok(undefined);
+    }
+    const head = readAt(fd, 0, Math.min(size, 4096));
+    const nl = head.indexOf(NEWLINE);
+    if (nl === -1) {
+      if (size > head.length) return err({ reason: 'state-unreadable', path, kind: 'bad-header', message: `${path} does not start with a nodegraph journal header; it was left untouched` });
+      const header = checkHeader(head, 0, head.length, path);
+      if (!header.ok && (header.error.kind === 'newer-format' || !isTornHeader(head))) return err(header.error);
+      if (header.ok) {
+        writeAll(fd, Buffer.of(NEWLINE)); // a complete header that only lost its newline
+      } else {
+        // A torn header: no record can follow a header that was never
+        // completed, so starting over loses nothing.
+        ftruncateSync(fd, 0);
+        writeAll(fd, headerLine());
+      }
+      fsyncSync(fd);
+      return ok(undefined);
+    }
+    const header = checkHeader(head, 0, nl, path);
+    if (!header.ok) return err(header.error);
+    const last = readAt(fd, size - 1, 1);
+    if (last[0] !== NEWLINE) writeAll(fd, Buffer.of(NEWLINE)); // see "Torn tails" above
+    return ok(undefined);
+  } catch (e) {
+    return err(writeFailed(path, e));
+  }
+}
+
+function sweepCompactionTemps(dir: string): void {
+  try {
+    for (const name of readdirSync(dir)) {
+      if (name.startsWith(COMPACT_TMP_PREFIX) && name.endsWith('.tmp')) unlinkSync(join(dir, name));
+    }
+  } catch {
+    // housekeeping only: readers ignore these files
+  }
+}
+
+/**
+ * Opens the journal for writing. Requires the state lock: only its holder
+ * may append or compact. Creates the state directory and the journal if
+ * needed, and refuses a journal written by a newer format.
+ */
+export function openJournal(lock: Lock, options: JournalOptions = {}): Result<JournalStore, StateError | Locked> {
+  const dir = lock.stateDir;
+  const path = join(dir, JOURNAL_FILE);
+  if (!lock.isHeld()) {
+    const now = readLock(dir);
+    return err(now.ok && now.value !== undefined ? now.value : { reason: 'locked', path: lock.path, holder: undefined, otherHost: false });
+  }
+  const made = ensureStateDir(dir);
+  if (!made.ok) return made;
+  // We hold the lock, so no compaction is in progress: leftovers are from a crash.
+  sweepCompactionTemps(dir);
+  let fd: number;
+  try {
+    fd = openSync(path, 'a+', 0o644); // O_RDWR | O_APPEND | O_CREAT
+  } catch (e) {
+    return err(unwritable(path, e));
+  }
+  const prepared = prepare(fd, path, dir);
+  if (!prepared.ok) {
+    closeSync(fd);
+    return prepared;
+  }
+
+  let open = true;
+  let current: number | undefined = fd;
+  // Set when a write failed part-way: the next line must start on a fresh line.
+  let needsNewline = false;
+  const compactWhen = options.compactWhen ?? defaultCompactWhen;
+
+  const guard = (): void => {
+    if (!open) throw new Error('state journal used after close()');
+  };
+  const decodeCurrent = (fd: number): Result<{ decoded: DecodedJournal; bytes: number }, StateError> => {
+    let buf: Buffer;
+    try {
+      buf = readAll(fd);
+    } catch (e) {
+      return err({ reason: 'state-unreadable', path, kind: 'io', code: errnoCode(e), message: `cannot read ${path}: ${errnoMessage(e)}` });
+    }
+    const decoded = decodeJournal(buf, path);
+    return decoded.ok ? ok({ decoded: decoded.value, bytes: buf.length }) : decoded;
+  };
+
+  const rewrite = (records: ReadonlyMap<TaskId, TaskRecord>, linesBefore: number, bytesBefore: number): Result<CompactionStats, StateError> => {
+    const tmp = join(dir, `${COMPACT_TMP_PREFIX}${process.pid}-${randomUUID().slice(0, 8)}.tmp`);
+    const chunks = [headerLine()];
+    for (const record of records.values()) chunks.push(encodeLine(record));
+    const content = Buffer.concat(chunks);
+    let tfd: number | undefined;
+    try {
+      tfd = openSync(tmp, 'wx', 0o644);
+      writeAll(tfd, content);
+      fsyncSync(tfd);
+      closeSync(tfd);
+      tfd = undefined;
+      options.onCompactStep?.('written', tmp);
+      renameSync(tmp, path);
+    } catch (e) {
+      if (tfd !== undefined) closeSync(tfd);
+      try {
+        unlinkSync(tmp);
+      } catch {
+        // swept by the next writer
+      }
+      return err(writeFailed(tmp, e));
+    }
+    fsyncDir(dir);
+    options.onCompactStep?.('renamed', tmp);
+    // Our fd points at the replaced file now; append to the new one.
+    if (current !== undefined) closeSync(current);
+    current = undefined;
+    try {
+      current = openSync(path, 'a+', 0o644);
+    } catch (e) {
+      return err(unwritable(path, e));
+    }
+    needsNewline = false;
+    return ok({ linesBefore, live: records.size, bytesBefore, bytesAfter: content.length });
+  };
+
+  const reopenError = (): StateError => ({
+    reason: 'state-write-failed',
+    path,
+    code: 'EBADF',
+    message: `the state journal ${path} could not be reopened after compaction`,
+  });
+
+  const store: JournalStore = {
+    path,
+    load() {
+      guard();
+      if (current === undefined) return err(reopenError());
+      const read = decodeCurrent(current);
+      if (!read.ok) return read;
+      const { decoded, bytes } = read.value;
+      if (!compactWhen({ lines: decoded.lines, live: decoded.records.size })) return ok(toLoaded(decoded, bytes, false));
+      const compacted = rewrite(decoded.records, decoded.lines, bytes);
+      if (compacted.ok) return ok(toLoaded(decoded, bytes, true));
+      // The journal is intact (or already replaced by a complete copy); only tidying failed.
+      return ok(toLoaded(decoded, bytes, false, [{ kind: 'compaction-failed', message: `compaction skipped: ${compacted.error.message}` }]));
+    },
+    append(record) {
+      guard();
+      const line = encodeLine(validForAppend(record));
+      if (current === undefined) return err(reopenError());
+      const buf = needsNewline ? Buffer.concat([Buffer.of(NEWLINE), line]) : line;
+      try {
+        writeAll(current, buf);
+        needsNewline = false;
+        return ok(undefined);
+      } catch (e) {
+        needsNewline = true; // whatever part got written is a torn line; do not glue onto it
+        return err(writeFailed(path, e));
+      }
+    },
+    sync() {
+      guard();
+      if (current === undefined) return err(reopenError());
+      try {
+        fsyncSync(current);
+        return ok(undefined);
+      } catch (e) {
+        return err(writeFailed(path, e));
+      }
+    },
+    compact() {
+      guard();
+      if (current === undefined) return err(reopenError());
+      const read = decodeCurrent(current);
+      if (!read.ok) return read;
+      return rewrite(read.value.decoded.records, read.value.decoded.lines, read.value.bytes);
+    },
+    close() {
+      if (!open) return;
+      open = false;
+      if (current !== undefined) closeSync(current);
+      current = undefined;
+    },
+  };
+  return ok(store);
+}

@@ -1,0 +1,108 @@
+// The engine's one entry point to the state: lock (for commands that write),
+// load, and a store to append to; close() syncs, closes and unlocks.
+
+import { resolve } from 'node:path';
+import type { TaskId } from '../ids.ts';
+import { err, ok, type Result } from '../util/result.ts';
+import type { StateDirUnwritable, StateError, StateUnreadable } from './errors.ts';
+import { openJournal, readState } from './journal.ts';
+import { acquire, type Lock, type Locked } from './lock.ts';
+import type { TaskRecord } from './record.ts';
+import type { LoadedState, StateStore, StateWarning } from './store.ts';
+
+/** Each of these is assignable to the matching Failure variant in src/error.ts. */
+export type OpenStateError = StateDirUnwritable | StateUnreadable | Locked;
+
+export interface OpenState {
+  /** The absolute state directory. */
+  readonly dir: string;
+  /** Task id → last record, as loaded; callers keep it current as they append. */
+  readonly records: Map<TaskId, TaskRecord>;
+  /** What the load recovered from, as messages for the user. */
+  readonly warnings: readonly string[];
+  /** The detailed warnings behind `warnings`. */
+  readonly details: readonly StateWarning[];
+  /**
+   * Appends go to the journal. Opened without the lock, the store is
+   * read-only and append() throws (a caller bug).
+   */
+  readonly store: StateStore;
+  /** The held lock, when opened with `lock: true`. */
+  readonly lock: Lock | undefined;
+  /** Syncs the journal, closes it and releases the lock. Idempotent. */
+  close(): void;
+}
+
+export interface OpenStateOptions {
+  /** Take the lock and open for writing (apply, destroy…); false for read-only commands (plan). */
+  readonly lock: boolean;
+  /** Recorded as the lock holder's command. */
+  readonly command?: string;
+}
+
+/** StateWriteFailed is not among the user-facing failures; it reads as an unwritable state dir. */
+const asFailure = (e: StateError | Locked): OpenStateError =>
+  e.reason === 'state-write-failed' ? { reason: 'state-dir-unwritable', path: e.path, code: e.code, message: e.message } : e;
+
+export function openState(stateDir: string, options: OpenStateOptions): Result<OpenState, OpenStateError> {
+  if (!options.lock) {
+    const loaded = readState(stateDir);
+    if (!loaded.ok) return loaded;
+    return ok(assemble(stateDir, loaded.value, readOnlyStore(loaded.value), undefined, []));
+  }
+  const lock = acquire(stateDir, options.command === undefined ? {} : { command: options.command });
+  if (!lock.ok) return lock;
+  const taken = lock.value;
+  const journal = openJournal(taken);
+  if (!journal.ok) {
+    taken.release();
+    return err(asFailure(journal.error));
+  }
+  const loaded = journal.value.load();
+  if (!loaded.ok) {
+    journal.value.close();
+    taken.release();
+    return err(asFailure(loaded.error));
+  }
+  const extra: string[] = [];
+  const from = taken.tookOverFrom;
+  if (from !== undefined) {
+    extra.push(`took over the state lock left by pid ${from.pid} (${from.command}, since ${from.startedAt}), which is no longer running`);
+  }
+  return ok(assemble(taken.stateDir, loaded.value, journal.value, taken, extra));
+}
+
+function assemble(dir: string, loaded: LoadedState, store: StateStore, lock: Lock | undefined, extra: string[]): OpenState {
+  let closed = false;
+  return {
+    dir: lock?.stateDir ?? resolve(dir),
+    records: loaded.records,
+    warnings: [...extra, ...loaded.warnings.map((w) => `state: ${w.message}`)],
+    details: loaded.warnings,
+    store,
+    lock,
+    close() {
+      if (closed) return;
+      closed = true;
+      try {
+        store.sync();
+        store.close();
+      } finally {
+        lock?.release();
+      }
+    },
+  };
+}
+
+function readOnlyStore(loaded: LoadedState): StateStore {
+  return {
+    load: () => ok(loaded),
+    append() {
+      throw new Error('the state was opened read-only (without the lock); it cannot be appended to');
+    },
+    sync: () => ok(undefined),
+    close() {},
+  };
+}
+
+export { forceUnlock } from './lock.ts';

@@ -1,0 +1,158 @@
+// Bad input: one clear error with what and where, a non-zero exit, and
+// nothing lost — the state and every output exactly as they were.
+
+import { readFileSync, readdirSync, statSync } from 'node:fs';
+import path from 'node:path';
+import { afterEach, beforeEach, describe, expect, test } from 'vitest';
+import { apiTypes, Rig } from '../support/rig.ts';
+
+let rig: Rig;
+beforeEach(() => {
+  rig = new Rig();
+});
+afterEach(() => rig.cleanup());
+
+const header = `import type { NodefileApi } from ${JSON.stringify(apiTypes)};\nexport default (ng: NodefileApi) => {\n`;
+
+/** Every file below the rig (but the Nodefile), with its bytes and mtime. */
+function snapshot(): Map<string, string> {
+  const seen = new Map<string, string>();
+  const walk = (dir: string): void => {
+    for (const entry of readdirSync(dir, { withFileTypes: true })) {
+      const full = path.join(dir, entry.name);
+      if (entry.isDirectory()) walk(full);
+      else if (entry.name !== 'Nodefile.ts' && entry.name !== 'hashcache') {
+        seen.set(path.relative(rig.dir, full), `${readFileSync(full, 'base64')} ${statSync(full).mtimeMs}`);
+      }
+    }
+  };
+  walk(rig.dir);
+  return seen;
+}
+
+const cases: { name: string; body: string; expected: (file: string) => string }[] = [
+  {
+    name: 'a cycle names every edge of the loop',
+    body: `  ng.task('a', { inputs: { c: ng.ref('c') }, run: ['true'] });
+  ng.task('b', { inputs: { a: ng.ref('a') }, run: ['true'] });
+  ng.task('c', { after: ['b'], run: ['true'] });
+`,
+    expected: (f) => `error[cycle]: the graph has a cycle of 3 edges:
+  a → b  (b consumes a, ${f}:4:6)
+  b → c  (c runs after b, ${f}:5:6)
+  c → a  (a consumes c, ${f}:3:6)
+`,
+  },
+  {
+    name: 'a duplicate id names both declarations',
+    body: `  ng.task('a', { run: ['true'] });
+  ng.task('a', { run: ['false'] });
+`,
+    expected: (f) => `error[duplicate-task]: task a is declared twice: first at ${f}:3:6, again at ${f}:4:6
+ --> ${f}:4:6
+  |
+4 |   ng.task('a', { run: ['false'] });
+  |      ^
+`,
+  },
+  {
+    name: 'an unknown reference names the task, the field and the missing id',
+    body: `  ng.task('a', { inputs: { x: ng.ref('nope') }, run: ['true'] });
+`,
+    expected: (f) => `error[unknown-task]: task a: inputs.x refers to unknown task nope
+ --> ${f}:3:6
+  |
+3 |   ng.task('a', { inputs: { x: ng.ref('nope') }, run: ['true'] });
+  |      ^
+`,
+  },
+  {
+    name: "an invalid field gives zod's message with the task id and file:line",
+    body: `  ng.task('kube1/containerd.config', {
+    outputs: 'config.toml' as unknown as string[],
+    run: ['true'],
+  });
+`,
+    expected: (f) => `error[invalid-field]: task kube1/containerd.config: field outputs: Invalid input: expected array, received string
+ --> ${f}:3:6
+  |
+3 |   ng.task('kube1/containerd.config', {
+  |      ^
+`,
+  },
+  {
+    name: 'a Nodefile that throws points at the throwing line',
+    body: `  const settings = undefined as unknown as { name: string };
+  ng.task('a', { run: ['echo', settings.name] });
+`,
+    expected: (f) => `error[nodefile-threw]: the Nodefile threw while declaring the graph: TypeError: Cannot read properties of undefined (reading 'name')
+ --> ${f}:4:41
+  |
+4 |   ng.task('a', { run: ['echo', settings.name] });
+  |                                         ^
+`,
+  },
+  {
+    name: 'a Nodefile that fails to type-strip',
+    body: `  ng.task('a', { run: ['true'] }
+`,
+    expected: (f) => `error[nodefile-syntax]: the Nodefile could not be loaded as TypeScript: Expected ',', got '}'
+ --> ${f}:4:1
+  |
+4 | };
+  | ^
+`,
+  },
+  {
+    name: 'a missing input file',
+    body: `  ng.task('a', { inputs: { src: ng.file('does/not/exist.txt') }, run: ['true'] });
+`,
+    expected: (f) => `error[missing-input]: task a: input src: does/not/exist.txt does not exist and no task declares it as an output
+ --> ${f}:3:6
+  |
+3 |   ng.task('a', { inputs: { src: ng.file('does/not/exist.txt') }, run: ['true'] });
+  |      ^
+`,
+  },
+];
+
+describe('bad input', () => {
+  for (const c of cases) {
+    test(c.name, async () => {
+      // A node that was applied before the Nodefile went bad.
+      rig.write('Nodefile.ts', `${header}  ng.task('keep', { outputs: ['out/keep'], run: ['sh', '-c', 'date +%N > out/keep'] });\n};\n`);
+      expect((await rig.run(['apply'])).code).toBe(0);
+      const before = snapshot();
+
+      rig.write('Nodefile.ts', `${header}${c.body}};\n`);
+      for (const command of [['plan'], ['apply'], ['apply', '--json']]) {
+        const result = await rig.run(command);
+        expect(result.code).toBe(1);
+        expect(result.stderr).toBe(c.expected('Nodefile.ts'));
+      }
+      expect(snapshot()).toEqual(before);
+    });
+  }
+
+  test('an unknown command or flag is a usage error', async () => {
+    const command = await rig.run(['aply']);
+    expect(command.code).toBe(1);
+    expect(command.stderr).toBe('error[usage]: unknown command aply; commands: plan, apply, destroy, stop, status, explain, graph, unlock, watch (see nodegraph --help)\n');
+    const flag = await rig.run(['apply', '--jobz', '3']);
+    expect(flag.code).toBe(1);
+    expect(flag.stderr).toBe('error[usage]: unknown option --jobz for apply (see nodegraph apply --help)\n');
+  });
+
+  test('an unknown target', async () => {
+    rig.nodefile(`ng.task('a', { run: ['true'] });`);
+    const result = await rig.run(['apply', 'b']);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toBe('error[unknown-target]: no task matches b\n');
+  });
+
+  test('no Nodefile', async () => {
+    const result = await rig.run(['plan']);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toBe(`error[nodefile-not-found]: no Nodefile at ${rig.path('Nodefile.ts')} (use -f to name one)\n`);
+  });
+});
