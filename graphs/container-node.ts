@@ -20,7 +20,7 @@
 import { existsSync, lstatSync, mkdirSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import type { Json, NodefileApi, TaskContext, TaskRef } from '../src/nodefile/types.ts';
-import { isOciLayout, unpackImage } from '../src/node/archive.ts';
+import { isOciLayout, removeTree, unpackImage } from '../src/node/archive.ts';
 import { bundleConfig, grantableCapabilities, SHARED_PATHS, validateOciSpec, type OciSpec } from '../src/node/bundle.ts';
 import { conflistPath, renderConflist } from '../src/node/cni.ts';
 import { renderContainerdConfig, renderHostsFiles } from '../src/node/containerd.ts';
@@ -75,8 +75,9 @@ function makeNode(configFile: string): Node {
   const host = makeHost(config.root);
   const supervisor: Supervisor = config.supervisor === 'auto' ? (host.hasSystemd() ? 'systemd' : 'runc') : config.supervisor;
   const stateRoot = config.runtime.stateRoot ?? (host.root === '/' ? undefined : '/run/runc');
+  // The runtime is the host's own unless nodegraph installs it: only then does it live below the root prefix.
   const runc: RuncOptions = {
-    binary: host.path(config.runtime.runc),
+    binary: config.runtime.install === undefined ? config.runtime.runc : host.path(config.runtime.runc),
     ...(stateRoot === undefined ? {} : { stateRoot: host.path(stateRoot) }),
   };
   return { config, configFile, host, runc, helper: helperAt(host.path(HELPER_PATH)), supervisor };
@@ -119,7 +120,8 @@ function declareHost(ng: NodefileApi, node: Node): Shared {
       }
       const version = await tryExec(exec, [node.runc.binary, '--version']);
       if (version.exitCode !== 0) {
-        throw new Error(`runc does not run at ${node.runc.binary} (${lastLine(version)}): install it (apt-get install runc) or set runtime.install`);
+        const why = lastLine(version) || (version.exitCode === -1 ? 'not found' : `exit ${version.exitCode}`);
+        throw new Error(`runc does not run at ${node.runc.binary} (${why}): install it (apt-get install runc) or set runtime.install`);
       }
       renderFile(helper.path, HELPER_SCRIPT, { mode: 0o755 });
       return { runc: version.stdout.split('\n')[0] ?? '' };
@@ -128,6 +130,8 @@ function declareHost(ng: NodefileApi, node: Node): Shared {
       const version = await tryExec(execOf(ctx), [node.runc.binary, '--version']);
       return version.exitCode === 0 || `runc --version failed: ${lastLine(version)}`;
     },
+    // Last of all: the helper's folder (with the helper), and nodegraph's own folder if nothing else is in it.
+    destroy: [helper.remove(path.dirname(helper.path)), helper.prune(host.path('/var/lib/nodegraph'))],
   });
 
   const dir = (id: string, nodePath: string, description: string, destroy: string[][]): TaskRef => {
@@ -149,7 +153,10 @@ function declareHost(ng: NodefileApi, node: Node): Shared {
   const runContainerd = host.path('/run/containerd');
   const shared: Shared = {
     runtime,
-    layout: dir('host/layout', config.layoutDir, 'the folder that holds the slots', [helper.removeUnlessMounted(host.path(config.layoutDir))]),
+    layout: dir('host/layout', config.layoutDir, 'the folder that holds the slots', [
+      helper.removeUnlessMounted(host.path(config.layoutDir)),
+      helper.prune(path.dirname(host.path(config.layoutDir))),
+    ]),
     // Pod volumes are mounted below the kubelet directory: unmount them once
     // no slot runs, and keep the directory if one will not go.
     kubeletDir: dir('host/kubelet-dir', '/var/lib/kubelet', 'kubelet state shared by the slots (identity, pods, config)', [
@@ -159,6 +166,7 @@ function declareHost(ng: NodefileApi, node: Node): Shared {
     cni: dir('host/cni', '/opt/cni/bin', 'CNI binaries shared by the slots', [helper.remove(host.path('/opt/cni'))]),
     certsDir: dir('host/certs.d', config.containerd.certsDir, 'containerd registry hosts shared by the slots', [
       helper.remove(host.path(config.containerd.certsDir)),
+      helper.prune(path.dirname(host.path(config.containerd.certsDir))),
     ]),
     runContainerd: dir('host/run-containerd', '/run/containerd', "containerd's sockets, shared with the host", [
       helper.unmountBelow(runContainerd),
@@ -216,7 +224,8 @@ function declareSlot(ng: NodefileApi, node: Node, shared: Shared, slot: Slot, ro
     outputs: [digestFile],
     after: [shared.layout],
     run: async (ctx) => {
-      const result = await unpackImage(execOf(ctx), config.image, rootfsDir);
+      // A running container needs its old rootfs to shut down: the container task removes it after the restart.
+      const result = await unpackImage(execOf(ctx), config.image, rootfsDir, { keepOld: role === 'run' });
       renderFile(digestFile, `${result.digest}\n`);
       ctx.log(`unpacked ${result.kind} ${result.digest}`);
       return { digest: result.digest };
@@ -399,6 +408,7 @@ function declareSlot(ng: NodefileApi, node: Node, shared: Shared, slot: Slot, ro
       if (!up.ok) throw new Error(describeWaitFailure(up.error));
       // kubelet's mount propagation needs a shared root; systemd leaves that to the container manager.
       if (config.sharedRoot) await exec(execInArgv(node.runc, slot, ['mount', '--make-rshared', '/']));
+      removeTree(`${rootfsDir}.old`);
       const state = await containerState(exec, node.runc, slot);
       // A new value each start: the services below learn that the container was (re)started.
       return { started: state.status === 'absent' ? '' : state.created, pid: state.status === 'absent' ? 0 : state.pid };

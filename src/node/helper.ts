@@ -23,6 +23,8 @@ export const HELPER_SCRIPT = String.raw`#!/bin/sh
 #       Remove PATH; refuse (exit 1) when something is mounted at or below it.
 #   remove-unless-mounted PATH
 #       Remove PATH; keep it (exit 0, with a note) when something is mounted below.
+#   prune DIR...
+#       Remove each DIR that is empty (folders nodegraph made on the way); keep the rest.
 #   unit-remove UNIT-FILE UNIT-NAME
 #       Disable and stop a host systemd unit, remove its file, reload systemd.
 set -eu
@@ -113,6 +115,12 @@ case "$cmd" in
     fi
     rm -rf --one-file-system "$target"
     ;;
+  prune)
+    for dir in "$@"; do
+      dir=$(canonical "$dir")
+      if [ -d "$dir" ] && [ ! -L "$dir" ]; then rmdir "$dir" 2>/dev/null || true; fi
+    done
+    ;;
   unit-remove)
     [ $# -eq 2 ] || die "usage: unit-remove UNIT-FILE UNIT-NAME"
     if [ -d /run/systemd/system ]; then systemctl disable --now "$2" 2>/dev/null || true; fi
@@ -120,7 +128,7 @@ case "$cmd" in
     if [ -d /run/systemd/system ]; then systemctl daemon-reload; fi
     ;;
   *)
-    die "unknown command: $cmd (stop-container, service, unmount-below, remove, remove-unless-mounted, unit-remove)"
+    die "unknown command: $cmd (stop-container, service, unmount-below, remove, remove-unless-mounted, prune, unit-remove)"
     ;;
 esac
 `;
@@ -133,6 +141,7 @@ export interface Helper {
   unmountBelow(dir: string): string[];
   remove(target: string): string[];
   removeUnlessMounted(target: string): string[];
+  prune(...dirs: string[]): string[];
   unitRemove(unitFile: string, unitName: string): string[];
 }
 
@@ -145,6 +154,7 @@ export function helperAt(hostPath: string): Helper {
     unmountBelow: (dir) => [hostPath, 'unmount-below', dir],
     remove: (target) => [hostPath, 'remove', target],
     removeUnlessMounted: (target) => [hostPath, 'remove-unless-mounted', target],
+    prune: (...dirs) => [hostPath, 'prune', ...dirs],
     unitRemove: (unitFile, unitName) => [hostPath, 'unit-remove', unitFile, unitName],
   };
 }

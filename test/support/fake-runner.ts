@@ -4,7 +4,7 @@
 // Commands it does not model (tar, sh scripts the tests want to really run)
 // can be passed through to the real runner.
 
-import { rmSync } from 'node:fs';
+import { rmdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import type { Command } from '../../src/nodefile/types.ts';
 import { describeCommand, ExecaRunner, type ProcessRunner, type RunOptions, type RunResult } from '../../src/execute/runner.ts';
@@ -299,6 +299,15 @@ export class FakeRunner implements ProcessRunner {
         this.events.push({ kind: 'remove', path: target });
         return okResult(text);
       }
+      case 'prune':
+        for (const dir of rest) {
+          try {
+            rmdirSync(dir);
+          } catch {
+            // not empty, or not there: kept
+          }
+        }
+        return okResult(text);
       case 'unit-remove':
         rmSync(rest[0]!, { force: true });
         this.hostUnits.delete(rest[1]!);

@@ -69,6 +69,22 @@ describe('image archive to rootfs', () => {
     expect(readdirSync(path.join(dir, 'slot'))).toEqual(['rootfs']);
   });
 
+  it('leaves the replaced rootfs aside when asked, for a container still running on it', async () => {
+    const rootfs = path.join(dir, 'slot/rootfs');
+    const one = path.join(dir, 'one.tar');
+    const two = path.join(dir, 'two.tar');
+    execFileSync('tar', ['-cf', one, '-C', tree('one', { v: '1' }), '.']);
+    execFileSync('tar', ['-cf', two, '-C', tree('two', { v: '2' }), '.']);
+    expect((await unpackImage(realExec(), one, rootfs, { keepOld: true })).old).toBeUndefined();
+    const second = await unpackImage(realExec(), two, rootfs, { keepOld: true });
+    expect(second.old).toBe(`${rootfs}.old`);
+    expect(readFileSync(path.join(rootfs, 'v'), 'utf8')).toBe('2');
+    expect(readFileSync(path.join(`${rootfs}.old`, 'v'), 'utf8')).toBe('1');
+    // The next unpack clears what an earlier one left.
+    await unpackImage(realExec(), one, rootfs);
+    expect(readdirSync(path.join(dir, 'slot'))).toEqual(['rootfs']);
+  });
+
   it('keeps the old rootfs when an archive cannot be unpacked', async () => {
     const rootfs = path.join(dir, 'slot/rootfs');
     const good = path.join(dir, 'good.tar');

@@ -38,7 +38,7 @@ describe('the container node, further', () => {
     const summary = ok(await rig.apply());
     expect(summary.ran).toContain('kube1/unit');
     const unit = path.join(rig.root, 'etc/systemd/system/nodegraph-kube1.service');
-    expect(readFileSync(unit, 'utf8')).toContain(`ExecStart=${rig.root}/usr/sbin/runc --root ${rig.root}/run/runc run --bundle ${rig.root}/var/lib/nodegraph/containers/kube1 kube1`);
+    expect(readFileSync(unit, 'utf8')).toContain(`ExecStart=/usr/sbin/runc --root ${rig.root}/run/runc run --bundle ${rig.root}/var/lib/nodegraph/containers/kube1 kube1`);
     expect(story(rig.runner.events)).toEqual([
       'host daemon-reload ',
       'host daemon-reload ',

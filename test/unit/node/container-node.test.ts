@@ -131,6 +131,8 @@ describe('graphs/container-node.ts with a fake runner', () => {
     expect(readFileSync(path.join(slot, 'rootfs/etc/os-release'), 'utf8')).toContain('BUILD=two');
     // Configuration written into the old rootfs was written again into the new one.
     expect(existsSync(path.join(slot, 'rootfs/etc/containerd/config.toml'))).toBe(true);
+    // The old rootfs stayed until the container had restarted, and went then.
+    expect(existsSync(path.join(slot, 'rootfs.old'))).toBe(false);
   });
 
   it('starts a container that stopped behind its back (drift), and its services with it', async () => {
@@ -168,7 +170,7 @@ describe('graphs/container-node.ts with a fake runner', () => {
     const kubelet = path.join(rig.root, 'var/lib/kubelet');
     const kinds = rig.runner.events.map((e) => (e.kind === 'unmount-below' || e.kind === 'remove' ? `${e.kind} ${path.relative(rig.root, e.path)}` : undefined)).filter(Boolean);
     expect(kinds.indexOf(`unmount-below ${path.relative(rig.root, kubelet)}`)).toBeLessThan(kinds.indexOf(`remove ${path.relative(rig.root, kubelet)}`));
-    for (const p of ['var/lib/kubelet', 'var/lib/nodegraph/containers', 'opt/cni', 'etc/containerd/certs.d', 'run/containerd', 'usr/local/libexec/nodegraph/node-helper']) {
+    for (const p of ['var/lib/kubelet', 'var/lib/nodegraph', 'opt/cni', 'etc/containerd', 'run/containerd', 'usr/local/libexec/nodegraph']) {
       expect(existsSync(path.join(rig.root, p)), p).toBe(false);
     }
   });

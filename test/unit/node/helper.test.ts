@@ -97,6 +97,15 @@ describe('node helper', () => {
     expect((await run(helper.unmountBelow(path.join(dir, 'nothing-mounted')))).exitCode).toBe(0);
   });
 
+  it('prunes empty folders and keeps the others', async () => {
+    mkdirSync(path.join(dir, 'empty'));
+    mkdirSync(path.join(dir, 'full'));
+    writeFileSync(path.join(dir, 'full/f'), 'x');
+    expect((await run(helper.prune(path.join(dir, 'empty'), path.join(dir, 'full'), path.join(dir, 'absent')))).exitCode).toBe(0);
+    expect(existsSync(path.join(dir, 'empty'))).toBe(false);
+    expect(existsSync(path.join(dir, 'full/f'))).toBe(true);
+  });
+
   it('keeps a directory with a mount below it, or refuses to remove it', async () => {
     // /proc is mounted on any Linux machine: a harmless stand-in for a pod volume.
     const keep = await run(helper.removeUnlessMounted('/proc'));
