@@ -1,0 +1,204 @@
+// destroy, stop, saved plans, pools, status, explain, graph, colour.
+
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { afterEach, beforeEach, describe, expect, test } from 'vitest';
+import { Rig } from '../support/rig.ts';
+
+let rig: Rig;
+beforeEach(() => {
+  rig = new Rig();
+});
+afterEach(() => rig.cleanup());
+
+const lines = (stdout: string): { type: string; id?: string; outcome?: string }[] =>
+  stdout
+    .trim()
+    .split('\n')
+    .filter((l) => l.startsWith('{'))
+    .map((l) => JSON.parse(l) as { type: string; id?: string; outcome?: string });
+
+// A log every task appends to when it is destroyed, so the order can be read back.
+const teardownGraph = `
+  const log = (what) => ['sh', '-c', 'echo ' + what + ' >> teardown.log'];
+  const shared = ng.task('shared/data', { outputs: ['out/shared'], run: ['touch', 'out/shared'], destroy: log('shared') });
+  for (const slot of ['kube1', 'kube2']) {
+    const rootfs = ng.task(slot + '/rootfs', { inputs: { shared }, outputs: ['out/' + slot + '-rootfs'], run: ['touch', 'out/' + slot + '-rootfs'], destroy: log(slot + '-rootfs') });
+    ng.task(slot + '/service', { inputs: { rootfs }, run: ['true'], stop: log(slot + '-stop'), destroy: log(slot + '-service') });
+  }
+`;
+
+describe('destroy', () => {
+  test('tears down in reverse graph order, runs stop before destroy, removes outputs, forgets the tasks', async () => {
+    rig.nodefile(teardownGraph);
+    expect((await rig.run(['apply'])).code).toBe(0);
+    const result = await rig.run(['destroy', '--yes']);
+    expect(result.code).toBe(0);
+    const order = rig.read('teardown.log').trim().split('\n');
+    expect(order.indexOf('kube1-stop')).toBeLessThan(order.indexOf('kube1-service'));
+    expect(order.indexOf('kube1-service')).toBeLessThan(order.indexOf('kube1-rootfs'));
+    expect(order.indexOf('kube2-rootfs')).toBeLessThan(order.indexOf('shared'));
+    expect(order.at(-1)).toBe('shared');
+    expect(existsSync(rig.path('out/shared'))).toBe(false);
+    expect(existsSync(rig.path('out/kube1-rootfs'))).toBe(false);
+    expect((await rig.run(['plan'])).stdout).toContain('Plan: 5 to create');
+  });
+
+  test('destroying one slot keeps what the other still needs; the last slot takes it with it', async () => {
+    rig.nodefile(teardownGraph);
+    await rig.run(['apply']);
+    expect((await rig.run(['destroy', '--yes', 'kube2/*'])).code).toBe(0);
+    expect(rig.read('teardown.log').trim().split('\n')).toEqual(['kube2-stop', 'kube2-service', 'kube2-rootfs']);
+    expect(existsSync(rig.path('out/shared'))).toBe(true);
+    expect((await rig.run(['destroy', '--yes', 'kube1/rootfs'])).code).toBe(0);
+    expect(rig.read('teardown.log').trim().split('\n').slice(3)).toEqual(['kube1-stop', 'kube1-service', 'kube1-rootfs', 'shared']);
+  });
+
+  test('tasks removed from the Nodefile are torn down from the state: by apply, and by destroy without any Nodefile', async () => {
+    rig.nodefile(teardownGraph);
+    await rig.run(['apply']);
+    rig.nodefile(`ng.task('shared/data', { outputs: ['out/shared'], run: ['touch', 'out/shared'], destroy: ['sh', '-c', 'echo shared >> teardown.log'] });`);
+    const plan = await rig.run(['plan']);
+    expect(plan.stdout).toContain('- kube1/service  destroy  orphan: no longer in the Nodefile');
+    expect(plan.stdout).toContain('Plan: 0 to create, 0 to update, 4 to destroy; 1 unchanged.');
+    const apply = await rig.run(['apply']);
+    expect(apply.code).toBe(0);
+    expect(rig.read('teardown.log')).not.toContain('shared');
+    expect(rig.read('teardown.log').trim().split('\n')).toHaveLength(6);
+
+    rig.write('Nodefile.ts', '');
+    const gone = await rig.run(['destroy', '--yes', '-f', 'Elsewhere.ts', '--state-dir', '.nodegraph']);
+    expect(gone.code).toBe(0);
+    expect(gone.stdout).toContain('Elsewhere.ts does not exist: tearing down from the state alone');
+    expect(rig.read('teardown.log').trim().split('\n').at(-1)).toBe('shared');
+  });
+
+  test('without a terminal and without --yes, destroy changes nothing', async () => {
+    rig.nodefile(teardownGraph);
+    await rig.run(['apply']);
+    const result = await rig.run(['destroy']);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toBe('destroy needs confirmation: run it on a terminal, or pass --yes\nerror[not-confirmed]: not confirmed: nothing was changed\n');
+    expect(existsSync(rig.path('teardown.log'))).toBe(false);
+  });
+
+  test('stop runs stop actions in reverse order and keeps files; apply brings checked tasks back', async () => {
+    rig.nodefile(`
+      ng.task('svc', { outputs: ['out/conf'], run: { shell: 'touch out/conf out/up' }, check: ['test', '-e', 'out/up'], stop: ['rm', 'out/up'] });
+    `);
+    await rig.run(['apply']);
+    expect((await rig.run(['stop'])).code).toBe(0);
+    expect(existsSync(rig.path('out/up'))).toBe(false);
+    expect(existsSync(rig.path('out/conf'))).toBe(true);
+    expect((await rig.run(['plan'])).stdout).toMatch(/! svc\s+update\s+check failed: test -e out\/up exited with code 1/);
+    await rig.run(['apply']);
+    expect(existsSync(rig.path('out/up'))).toBe(true);
+  });
+});
+
+describe('saved plans', () => {
+  test('apply PLANFILE applies it while nothing changed, and refuses once anything did', async () => {
+    rig.write('in.txt', 'one\n');
+    rig.nodefile(`ng.task('copy', { inputs: { src: ng.file('in.txt') }, outputs: ['out/copy'], run: ['cp', 'in.txt', 'out/copy'] });`);
+    const saved = await rig.run(['plan', '--out', 'plan.json']);
+    expect(saved.stdout).toContain('Saved the plan to plan.json');
+    expect((await rig.run(['apply', 'plan.json'])).code).toBe(0);
+    expect(rig.read('out/copy')).toBe('one\n');
+
+    rig.write('in.txt', 'two\n');
+    await rig.run(['plan', '--out', 'plan.json']);
+    rig.write('in.txt', 'three\n');
+    const stale = await rig.run(['apply', 'plan.json']);
+    expect(stale.code).toBe(1);
+    expect(stale.stderr).toBe(
+      `error[plan-stale]: the saved plan ${rig.path('plan.json')} no longer matches; make a new one with \`nodegraph plan --out\`:\n  - task copy: its definition, inputs, outputs or check changed\n`,
+    );
+    expect(rig.read('out/copy')).toBe('one\n');
+  });
+
+  test('a plan made before another apply is refused: the state changed', async () => {
+    rig.nodefile(`ng.task('a', { outputs: ['out/a'], run: ['touch', 'out/a'] }); ng.task('b', { outputs: ['out/b'], run: ['touch', 'out/b'] });`);
+    await rig.run(['plan', '--out', 'plan.json']);
+    await rig.run(['apply', 'a']);
+    const stale = await rig.run(['apply', '--plan', 'plan.json']);
+    expect(stale.code).toBe(1);
+    expect(stale.stderr).toContain('  - the state changed (another apply or destroy ran)');
+  });
+
+  test('plan --json is a versioned document', async () => {
+    rig.nodefile(`ng.task('a', { outputs: ['out/a'], run: ['touch', 'out/a'] });`);
+    const result = await rig.run(['plan', '--json', '--detailed-exitcode']);
+    expect(result.code).toBe(2);
+    expect(JSON.parse(result.stdout)).toEqual({
+      format: 'nodegraph-plan-json',
+      version: 1,
+      entries: [{ id: 'a', action: 'create', verb: 'create', reasons: ['never ran'] }],
+      counts: { create: 1, update: 0, replace: 0, drift: 0, maybe: 0, destroy: 0, unchanged: 0 },
+    });
+  });
+});
+
+describe('scheduling', () => {
+  test('a pool of depth 1 never runs two of its tasks at once; -j runs the rest in parallel', async () => {
+    // Each pooled task holds a marker while it runs and fails if another one's is there.
+    rig.nodefile(`
+      ng.pool('serial', 1);
+      for (let i = 0; i < 4; i++) {
+        ng.task('pooled/' + i, { pool: 'serial', outputs: ['out/p' + i],
+          run: { shell: 'mkdir running.lock || exit 9; sleep 0.2; rmdir running.lock; touch out/p' + i } });
+      }
+    `);
+    const result = await rig.run(['apply', '-j', '4']);
+    expect(result.code).toBe(0);
+    rig.nodefile(`
+      for (let i = 0; i < 4; i++) {
+        ng.task('free/' + i, { outputs: ['out/f' + i], run: { shell: 'mkdir running.lock 2>/dev/null && sleep 0.5 && rmdir running.lock; touch out/f' + i + '; ls -d running.lock >> seen 2>/dev/null; true' } });
+      }
+    `);
+    await rig.run(['apply', '-j', '4']);
+    // Without the pool some task saw another one's marker.
+    expect(existsSync(rig.path('seen')) && readFileSync(rig.path('seen'), 'utf8').includes('running.lock')).toBe(true);
+  });
+});
+
+describe('inspection', () => {
+  test('status, explain and graph', async () => {
+    rig.write('in.txt', 'x\n');
+    rig.nodefile(`
+      const a = ng.task('a', { inputs: { src: ng.file('in.txt') }, outputs: ['out/a'], run: ['cp', 'in.txt', 'out/a'] });
+      ng.task('b', { inputs: { a }, outputs: ['out/b'], run: ['cp', 'out/a', 'out/b'] });
+      ng.task('c', { after: ['b'], run: ['true'] });
+    `);
+    expect((await rig.run(['status'])).stdout).toBe('a  absent   never ran\nb  absent   never ran\nc  absent   never ran\n');
+    await rig.run(['apply']);
+    writeFileSync(rig.path('out/b'), 'changed\n');
+    expect((await rig.run(['status'])).stdout).toBe(`a  applied\nb  drifted  output ${rig.path('out/b')} modified outside nodegraph\nc  applied\n`);
+    const explain = await rig.run(['explain', 'b']);
+    expect(explain.stdout).toMatch(/^b: update\n  because output \S+out\/b modified outside nodegraph\n  last applied \S+ \(ok, \d+ms\)\n  inputs \(recorded → current\):\n  upstream outputs \(recorded → current\):\n    a\s+[0-9a-f]{8} → [0-9a-f]{8}  same\n  outputs \(recorded → current\):\n    out\/b\s+[0-9a-f]{8} → [0-9a-f]{8}  differs\n$/);
+    expect((await rig.run(['graph'])).stdout).toBe(
+      'digraph nodegraph {\n  rankdir=LR;\n  node [shape=box];\n  "a";\n  "b";\n  "a" -> "b";\n  "c";\n  "b" -> "c" [style=dashed];\n}\n',
+    );
+    expect((await rig.run(['graph', '--format', 'mermaid'])).stdout).toBe('flowchart LR\n  t0["a"]\n  t1["b"]\n  t0 --> t1\n  t2["c"]\n  t1 -.-> t2\n');
+  });
+
+  test('FORCE_COLOR colours, NO_COLOR does not', async () => {
+    rig.nodefile(`ng.task('a', { outputs: ['out/a'], run: ['touch', 'out/a'] });`);
+    expect((await rig.run(['plan'], { FORCE_COLOR: '1' })).stdout).toContain('\x1b[32m+\x1b[39m');
+    expect((await rig.run(['plan'], { NO_COLOR: '1' })).stdout).not.toContain('\x1b[');
+  });
+
+  test('--version and --help', async () => {
+    expect((await rig.run(['--version'])).stdout).toMatch(/^nodegraph \d+\.\d+\.\d+\n$/);
+    expect((await rig.run(['apply', '--help'])).stdout).toContain('Usage: nodegraph apply [options] [TARGET...]');
+  });
+
+  test('--json streams events as JSON lines', async () => {
+    rig.nodefile(`ng.task('a', { outputs: ['out/a'], run: ['touch', 'out/a'] });`);
+    const result = await rig.run(['apply', '--json']);
+    expect(lines(result.stdout).map((e) => `${e.type}${e.id === undefined ? '' : ` ${e.id}`}${e.outcome === undefined ? '' : ` ${e.outcome}`}`)).toEqual([
+      'plan',
+      'task-start a',
+      'task-done a ran',
+      'summary',
+    ]);
+  });
+});
