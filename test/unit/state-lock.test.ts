@@ -1,0 +1,181 @@
+// The state lock, on real temp dirs.
+
+import { spawnSync } from 'node:child_process';
+import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { hostname, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, expect, test } from 'vitest';
+import { acquire, breakLock, forceUnlock, openState, readLock, readState, type Lock } from '../../src/state/index.ts';
+
+let dir: string;
+const held: Lock[] = [];
+
+beforeEach(() => {
+  dir = mkdtempSync(join(tmpdir(), 'nodegraph-lock-'));
+});
+afterEach(() => {
+  for (const l of held.splice(0)) l.release();
+  chmodSync(dir, 0o755);
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const lockFile = (): string => join(dir, 'lock');
+
+function take(command = 'nodegraph apply'): Lock {
+  const l = acquire(dir, { command });
+  if (!l.ok) throw new Error(JSON.stringify(l.error));
+  held.push(l.value);
+  return l.value;
+}
+
+/** A pid that certainly belonged to a process that has exited. */
+function deadPid(): number {
+  const child = spawnSync(process.execPath, ['-e', '']);
+  expect(child.status).toBe(0);
+  return child.pid!;
+}
+
+test('the lock file holds pid, host, command and start time', () => {
+  const l = take('nodegraph apply --jobs 2');
+  const info = JSON.parse(readFileSync(lockFile(), 'utf8'));
+  expect(info).toMatchObject({ pid: process.pid, host: hostname(), command: 'nodegraph apply --jobs 2' });
+  expect(new Date(info.startedAt).toString()).not.toBe('Invalid Date');
+  expect(info.token).toBe(l.info.token);
+  expect(l.tookOverFrom).toBeUndefined();
+  expect(l.isHeld()).toBe(true);
+});
+
+test('a second acquire is refused with the holder', () => {
+  take('nodegraph apply');
+  const second = acquire(dir, { command: 'nodegraph destroy' });
+  expect(second.ok).toBe(false);
+  if (!second.ok) {
+    expect(second.error).toMatchObject({
+      reason: 'locked',
+      path: lockFile(),
+      holder: { pid: process.pid, host: hostname(), command: 'nodegraph apply' },
+      otherHost: false,
+    });
+  }
+});
+
+test('the state dir is created (mkdir -p)', () => {
+  const deep = join(dir, 'a', 'b', 'state');
+  const l = acquire(deep);
+  expect(l.ok).toBe(true);
+  if (l.ok) {
+    expect(existsSync(join(deep, 'lock'))).toBe(true);
+    l.value.release();
+  }
+});
+
+test('a lock left by a dead process on this host is taken over', () => {
+  const pid = deadPid();
+  writeFileSync(
+    lockFile(),
+    JSON.stringify({ pid, host: hostname(), command: 'nodegraph apply', startedAt: '2026-01-01T00:00:00.000Z', token: 'old' }),
+  );
+  const l = take();
+  expect(l.tookOverFrom).toMatchObject({ pid, command: 'nodegraph apply' });
+  expect(JSON.parse(readFileSync(lockFile(), 'utf8')).pid).toBe(process.pid);
+  expect(readdirSync(dir).filter((n) => n.startsWith('lock.'))).toEqual([]);
+});
+
+test('a lock from an earlier boot is stale even if its pid is alive now', () => {
+  const boot = (() => {
+    try {
+      return readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim();
+    } catch {
+      return undefined;
+    }
+  })();
+  if (boot === undefined) return; // not Linux
+  // pid 1 is always alive, but the lock says it is from another boot.
+  writeFileSync(lockFile(), JSON.stringify({ pid: 1, host: hostname(), command: 'x', startedAt: 's', token: 't', bootId: 'another-boot' }));
+  expect(take().tookOverFrom?.pid).toBe(1);
+});
+
+test('a live holder on this host is not taken over', () => {
+  writeFileSync(lockFile(), JSON.stringify({ pid: 1, host: hostname(), command: 'init', startedAt: 's', token: 't' }));
+  const r = acquire(dir);
+  expect(r).toMatchObject({ ok: false, error: { reason: 'locked', holder: { pid: 1 }, otherHost: false } });
+});
+
+test('a lock from another host is never taken over automatically', () => {
+  const pid = deadPid();
+  writeFileSync(lockFile(), JSON.stringify({ pid, host: 'elsewhere', command: 'nodegraph apply', startedAt: 's', token: 't' }));
+  const r = acquire(dir);
+  expect(r).toMatchObject({ ok: false, error: { reason: 'locked', holder: { pid, host: 'elsewhere' }, otherHost: true } });
+  expect(existsSync(lockFile())).toBe(true);
+});
+
+test('an unreadable lock is refused, not taken over, and reported with its content', () => {
+  writeFileSync(lockFile(), '{"pid": 12');
+  const r = acquire(dir);
+  expect(r).toMatchObject({ ok: false, error: { reason: 'locked', holder: undefined, unreadable: { content: '{"pid": 12' } } });
+  writeFileSync(lockFile(), JSON.stringify({ pid: 0, host: hostname(), command: 'x', startedAt: 's' }));
+  expect(acquire(dir)).toMatchObject({ ok: false, error: { unreadable: { message: expect.stringMatching(/pid/) } } });
+  expect(existsSync(lockFile())).toBe(true);
+});
+
+test('release removes the lock only if it is still ours', () => {
+  const l = take();
+  expect(l.release()).toEqual({ ok: true, value: 'released' });
+  expect(existsSync(lockFile())).toBe(false);
+  expect(l.release()).toEqual({ ok: true, value: 'missing' });
+
+  const mine = take();
+  // Someone forces the lock and another run takes it.
+  expect(breakLock(dir).ok).toBe(true);
+  const theirs = take('nodegraph destroy');
+  expect(mine.isHeld()).toBe(false);
+  expect(mine.release()).toEqual({ ok: true, value: 'not-ours' });
+  expect(existsSync(lockFile())).toBe(true);
+  expect(theirs.isHeld()).toBe(true);
+});
+
+test('breakLock / forceUnlock remove any lock and return the holder they removed', () => {
+  expect(breakLock(dir)).toEqual({ ok: true, value: { removed: false } });
+  writeFileSync(lockFile(), JSON.stringify({ pid: 1, host: 'elsewhere', command: 'nodegraph apply', startedAt: '2026-01-01T00:00:00.000Z', token: 'x' }));
+  const r = breakLock(dir);
+  expect(r).toMatchObject({ ok: true, value: { removed: true, holder: { pid: 1, host: 'elsewhere', command: 'nodegraph apply' } } });
+  expect(existsSync(lockFile())).toBe(false);
+  expect(readdirSync(dir)).toEqual([]);
+
+  // The CLI-facing form: the holder, or undefined when there was no lock.
+  expect(forceUnlock(dir)).toEqual({ ok: true, value: undefined });
+  take('nodegraph apply');
+  expect(forceUnlock(dir)).toMatchObject({ ok: true, value: { pid: process.pid, command: 'nodegraph apply' } });
+  writeFileSync(lockFile(), 'garbage');
+  const g = forceUnlock(dir);
+  expect(g.ok && g.value?.command).toMatch(/unreadable lock file/);
+});
+
+test('readLock reports without touching', () => {
+  expect(readLock(dir)).toEqual({ ok: true, value: undefined });
+  take('nodegraph apply');
+  expect(readLock(dir)).toMatchObject({ ok: true, value: { holder: { pid: process.pid } } });
+});
+
+test('an unwritable state dir is an error value, not a throw', () => {
+  // Tests may run as root, which ignores permission bits: use a path under a regular file.
+  const blocker = join(dir, 'blocker');
+  writeFileSync(blocker, 'a file, not a folder\n');
+  const r = acquire(join(blocker, 'state'));
+  expect(r).toMatchObject({ ok: false, error: { reason: 'state-dir-unwritable', path: join(blocker, 'state'), code: 'ENOTDIR' } });
+  if (!r.ok) expect(r.error.reason === 'state-dir-unwritable' && r.error.message).toMatch(/ENOTDIR/);
+
+  // The state dir itself being a file.
+  expect(acquire(blocker)).toMatchObject({ ok: false, error: { reason: 'state-dir-unwritable' } });
+
+  // Through openState too, and nothing is written.
+  expect(openState(join(blocker, 'state'), { lock: true })).toMatchObject({ ok: false, error: { reason: 'state-dir-unwritable', code: 'ENOTDIR' } });
+  expect(readState(join(blocker, 'state'))).toMatchObject({ ok: false, error: { reason: 'state-unreadable', kind: 'io' } });
+  expect(readFileSync(blocker, 'utf8')).toBe('a file, not a folder\n');
+});
+
+test('a read-only state dir is an error value (when not root)', () => {
+  if (process.getuid?.() === 0) return; // root bypasses permission bits
+  chmodSync(dir, 0o555);
+  expect(acquire(dir)).toMatchObject({ ok: false, error: { reason: 'state-dir-unwritable', code: 'EACCES' } });
+});
