@@ -130,8 +130,9 @@ function declareHost(ng: NodefileApi, node: Node): Shared {
       const version = await tryExec(execOf(ctx), [node.runc.binary, '--version']);
       return version.exitCode === 0 || `runc --version failed: ${lastLine(version)}`;
     },
-    // Last of all: the helper's folder (with the helper), and nodegraph's own folder if nothing else is in it.
-    destroy: [helper.remove(path.dirname(helper.path)), helper.prune(host.path('/var/lib/nodegraph'))],
+    // Last of all: nodegraph's own folder if nothing else is in it, then the helper and its folder
+    // (plain rm: the helper cannot remove itself and then go on).
+    destroy: [helper.prune(host.path('/var/lib/nodegraph')), ['rm', '-rf', '--one-file-system', path.dirname(helper.path)]],
   });
 
   const dir = (id: string, nodePath: string, description: string, destroy: string[][]): TaskRef => {

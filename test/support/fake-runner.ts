@@ -114,6 +114,7 @@ export class FakeRunner implements ProcessRunner {
     if (program === 'runc') return this.#runc(stripGlobals(argv.slice(1)), text);
     if (program === 'systemctl') return this.#hostSystemctl(argv.slice(1), text);
     if (program === 'node-helper') return this.#helper(argv.slice(1), text);
+    if (program === 'rm' && argv[1] === '-rf') return this.#helper(['remove', argv.at(-1)!], text);
     return failResult(text, 127, `fake runner: no model for ${text}\n`);
   }
 
