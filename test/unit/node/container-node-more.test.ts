@@ -131,6 +131,38 @@ describe('the container node, further', () => {
     expect(done && 'error' in done && done.error).toMatch(/timed out after .* waiting for kubelet in kube1; last probe: kubelet is inactive/);
   });
 
+  it('switches slots: the old slot stops and goes before the new one starts, shared files stay', async () => {
+    rig = makeRig();
+    ok(await rig.apply());
+    rig.writeConfig((c) => ({ ...c, slot: 'kube2' }));
+    const plan = ok(await rig.plan()).plan;
+    expect(plan.entries.filter((e) => e.action === 'destroy').map((e) => e.id)).toEqual(
+      expect.arrayContaining(['kube1/kubelet', 'kube1/containerd', 'kube1/container', 'kube1/rootfs']),
+    );
+    rig.runner.reset();
+    const summary = ok(await rig.apply());
+    expect(summary.failed).toEqual([]);
+    expect(story(rig.runner.events)).toEqual([
+      'stop kubelet',
+      'stop containerd',
+      'container-stop kube1',
+      'container-start kube2',
+      'start containerd',
+      'start kubelet',
+    ]);
+    expect([...rig.runner.containers.keys()]).toEqual(['kube2']);
+    expect(existsSync(path.join(rig.root, 'var/lib/nodegraph/containers/kube1'))).toBe(false);
+    expect(existsSync(path.join(rig.root, 'var/lib/kubelet/config.yaml'))).toBe(true);
+    expect(existsSync(path.join(rig.root, 'etc/containerd/certs.d/docker.io/hosts.toml'))).toBe(true);
+  });
+
+  it('accepts the example configuration', async () => {
+    const { validateNodeConfig } = await import('../../../graphs/node-config.ts');
+    const example = JSON.parse(readFileSync(new URL('../../../graphs/node.example.json', import.meta.url), 'utf8'));
+    const checked = validateNodeConfig(example);
+    expect(checked.ok ? [] : checked.error).toEqual([]);
+  });
+
   it('says which configuration fields are wrong', async () => {
     rig = makeRig();
     writeFileSync(rig.configFile, JSON.stringify({ ...rig.config, slot: 'kube3', clusterDNS: [], nodeName: 'Bad_Name' }));
