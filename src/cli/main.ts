@@ -35,6 +35,21 @@ const optionsFor: Record<CommandName, ParseArgsConfig['options']> = {
   watch: { ...common, jobs: { type: 'string', short: 'j' }, debounce: { type: 'string' } },
 };
 
+type Run = (args: { values: Record<string, unknown>; positionals: string[] }, io: CliIo) => Promise<number>;
+
+// One literal import per command, so only the command asked for is loaded (and compiling to JS can rewrite them).
+const load: Record<CommandName, () => Promise<{ run: Run }>> = {
+  plan: () => import('./plan.ts'),
+  apply: () => import('./apply.ts'),
+  destroy: () => import('./destroy.ts'),
+  stop: () => import('./stop.ts'),
+  status: () => import('./status.ts'),
+  explain: () => import('./explain.ts'),
+  graph: () => import('./graph.ts'),
+  unlock: () => import('./unlock.ts'),
+  watch: () => import('./watch.ts'),
+};
+
 export async function main(argv: readonly string[], io: CliIo): Promise<number> {
   const [first, ...rest] = argv;
   if (first === undefined || first === '--help' || first === '-h' || first === 'help') {
@@ -65,9 +80,7 @@ export async function main(argv: readonly string[], io: CliIo): Promise<number> 
     io.stdout.write(commandHelp(name));
     return 0;
   }
-  const { run } = (await import(`./${name}.ts`)) as {
-    run: (args: { values: Record<string, unknown>; positionals: string[] }, io: CliIo) => Promise<number>;
-  };
+  const { run } = await load[name]();
   return run({ values: parsed.values as Record<string, unknown>, positionals: parsed.positionals }, io);
 }
 
