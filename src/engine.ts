@@ -58,6 +58,8 @@ export interface Session {
   readonly jobs: number;
   readonly targets: ReadonlySet<TaskId> | undefined;
   readonly replace: ReadonlySet<TaskId>;
+  /** What `env` inputs read. */
+  readonly env: Readonly<Record<string, string | undefined>>;
 }
 
 export async function loadGraph(nodefile: string): Promise<Result<TaskGraph, Failure[]>> {
@@ -119,6 +121,7 @@ export async function openSession(
     jobs: Math.max(1, options.jobs ?? defaultJobs()),
     targets: targets.value,
     replace: replace.value ?? new Set(),
+    env: options.env ?? process.env,
   });
 }
 
@@ -137,7 +140,7 @@ export async function observeAndPlan(session: Session): Promise<Result<Observed,
     runner: session.runner,
     jobs: session.jobs,
     signal: session.signal,
-    env: process.env,
+    env: session.env,
   });
   if (!observations.ok) return observations;
   const plan = makePlan(session.graph, observations.value, session.state.records, {

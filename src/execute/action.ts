@@ -114,13 +114,19 @@ function makeContext(node: TaskNode, context: ActionContext, log: string[]): Tas
         env: { ...spec.env, ...options.env },
         signal: context.signal,
         ...(options.input === undefined ? {} : { input: options.input }),
+        ...(options.output === undefined ? {} : { output: options.output }),
       });
       log.push(`$ ${result.command}\n${result.output}`);
       if (!result.ok && options.reject !== false) {
         const tail = result.output.trim().split('\n').slice(-5).join('\n');
         throw new Error(`${result.command}: ${result.failure ?? 'failed'}${tail === '' ? '' : `\n${tail}`}`);
       }
-      return { exitCode: result.exitCode ?? -1, stdout: result.stdout, stderr: result.stderr };
+      return {
+        exitCode: result.exitCode ?? -1,
+        stdout: result.stdout,
+        stderr: result.stderr,
+        ...(result.failure === undefined ? {} : { failure: result.failure }),
+      };
     },
     writeIfChanged: async (file, content, options = {}) => writeIfChanged(path.resolve(node.cwd, file), content, options.mode),
   };

@@ -10,6 +10,8 @@ export interface RunOptions {
   readonly env?: Readonly<Record<string, string>>;
   readonly signal?: AbortSignal;
   readonly input?: string;
+  /** 'ignore': stdout and stderr go nowhere (nothing is captured). */
+  readonly output?: 'capture' | 'ignore';
 }
 
 export interface RunResult {
@@ -52,6 +54,7 @@ export class ExecaRunner implements ProcessRunner {
       cancelSignal: options.signal,
       forceKillAfterDelay: 5000,
       ...(options.input === undefined ? { stdin: 'ignore' as const } : { input: options.input }),
+      ...(options.output === 'ignore' ? { stdout: 'ignore' as const, stderr: 'ignore' as const, all: false } : {}),
     };
     const result =
       'shell' in command

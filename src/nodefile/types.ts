@@ -48,12 +48,20 @@ export interface ExecOptions {
   readonly input?: string;
   /** A non-zero exit is returned instead of thrown. */
   readonly reject?: boolean;
+  /**
+   * 'ignore' connects stdout and stderr to nothing: for a program that hands
+   * its stdio to something long-lived (runc run --detach), so no pipe is left open.
+   */
+  readonly output?: 'capture' | 'ignore';
 }
 
 export interface ExecResult {
+  /** -1 when the process did not exit by itself (killed, or never started). */
   readonly exitCode: number;
   readonly stdout: string;
   readonly stderr: string;
+  /** Why it failed, in words (`exited with code 1`, `spawn foo ENOENT`), when it did. */
+  readonly failure?: string;
 }
 
 /** What a function action receives. */

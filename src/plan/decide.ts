@@ -109,10 +109,8 @@ export function decide(
   if (pending.length > 0) {
     return result('maybe', pending.map((id) => `known after ${id}`), changedInputs, changedUpstream);
   }
-  if (fingerprint !== record.fingerprint) {
-    // Only reachable when the fingerprint scheme itself changed.
-    return result('update', ['fingerprint changed'], changedInputs, changedUpstream);
-  }
+  // Definition, inputs and upstream outputs all match: the fingerprint is only
+  // derived from them, so a change in how it is derived re-runs nothing.
 
   const drift: string[] = [];
   for (const [output, hash] of observation.outputs) {
