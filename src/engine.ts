@@ -62,10 +62,29 @@ export interface Session {
   readonly env: Readonly<Record<string, string | undefined>>;
 }
 
+/**
+ * Loads and checks the Nodefile. Declarations are first loaded without their
+ * sites (fast); when something is wrong they are loaded again with them, so
+ * the diagnostics can point into the Nodefile.
+ */
 export async function loadGraph(nodefile: string): Promise<Result<TaskGraph, Failure[]>> {
-  const declarations = await loadNodefile(nodefile);
-  if (!declarations.ok) return declarations;
-  return analyze(declarations.value);
+  const fast = await loadNodefile(nodefile, { sites: false });
+  if (!fast.ok) return fast;
+  const graph = analyze(fast.value);
+  if (graph.ok) return graph;
+  const slow = await loadNodefile(nodefile, { sites: true });
+  if (!slow.ok) return slow;
+  const again = analyze(slow.value);
+  return again.ok ? err(graph.error) : again;
+}
+
+/** Fills in the Nodefile sites of failures found after loading (a missing input, say). */
+export async function withSites(nodefile: string, failures: Failure[]): Promise<Failure[]> {
+  if (!failures.some((f) => f.reason === 'missing-input' && f.site === undefined)) return failures;
+  const slow = await loadNodefile(nodefile, { sites: true });
+  if (!slow.ok) return failures;
+  const byId = new Map(slow.value.tasks.map((t) => [t.id as string, t]));
+  return failures.map((f) => (f.reason === 'missing-input' && f.site === undefined ? { ...f, site: byId.get(f.task)?.site.get() } : f));
 }
 
 /** Resolves target words to task ids: exact ids, or `prefix/*` for every task below a prefix. */
@@ -142,7 +161,7 @@ export async function observeAndPlan(session: Session): Promise<Result<Observed,
     signal: session.signal,
     env: session.env,
   });
-  if (!observations.ok) return observations;
+  if (!observations.ok) return err(await withSites(session.graph.file, observations.error));
   const plan = makePlan(session.graph, observations.value, session.state.records, {
     ...(session.targets === undefined ? {} : { targets: session.targets }),
     replace: session.replace,

@@ -1,5 +1,5 @@
 import { loadGraph } from '../engine.ts';
-import type { TaskGraph } from '../graph/graph.ts';
+import { toGraphology, type TaskGraph } from '../graph/graph.ts';
 import type { CliIo } from './main.ts';
 import { printFailures, str, type Args } from './shared.ts';
 import path from 'node:path';
@@ -7,24 +7,28 @@ import path from 'node:path';
 const quote = (s: string): string => JSON.stringify(s);
 
 export function toDot(graph: TaskGraph): string {
+  const g = toGraphology(graph);
   const lines = ['digraph nodegraph {', '  rankdir=LR;', '  node [shape=box];'];
-  for (const node of graph.ordered) {
-    lines.push(`  ${quote(node.id)};`);
-    for (const up of node.needs) lines.push(`  ${quote(up)} -> ${quote(node.id)};`);
-    for (const up of node.after) lines.push(`  ${quote(up)} -> ${quote(node.id)} [style=dashed];`);
-  }
+  g.forEachNode((id) => {
+    lines.push(`  ${quote(id)};`);
+    g.forEachInEdge(id, (_edge, attributes, source) => {
+      lines.push(`  ${quote(source)} -> ${quote(id)}${attributes.kind === 'after' ? ' [style=dashed]' : ''};`);
+    });
+  });
   lines.push('}');
   return lines.join('\n');
 }
 
 export function toMermaid(graph: TaskGraph): string {
-  const index = new Map(graph.ordered.map((n, i) => [n.id, `t${i}`]));
+  const g = toGraphology(graph);
+  const index = new Map(g.nodes().map((id, i) => [id, `t${i}`]));
   const lines = ['flowchart LR'];
-  for (const node of graph.ordered) {
-    lines.push(`  ${index.get(node.id)}[${quote(node.id)}]`);
-    for (const up of node.needs) lines.push(`  ${index.get(up)} --> ${index.get(node.id)}`);
-    for (const up of node.after) lines.push(`  ${index.get(up)} -.-> ${index.get(node.id)}`);
-  }
+  g.forEachNode((id) => {
+    lines.push(`  ${index.get(id)}[${quote(id)}]`);
+    g.forEachInEdge(id, (_edge, attributes, source) => {
+      lines.push(`  ${index.get(source)} ${attributes.kind === 'after' ? '-.->' : '-->'} ${index.get(id)}`);
+    });
+  });
   return lines.join('\n');
 }
 

@@ -34,7 +34,7 @@ export function analyze(declarations: Declarations): Result<TaskGraph, Failure[]
     }
     byId.set(decl.id, decl);
     const cwd = decl.spec.cwd === undefined ? dir : path.resolve(dir, decl.spec.cwd);
-    const outputs = decl.outputs.map((o) => path.resolve(dir, o));
+    const outputs = decl.outputs.map((o) => join(dir, o));
     for (const output of outputs) {
       const other = producers.get(output);
       if (other !== undefined) {
@@ -98,12 +98,20 @@ export function analyze(declarations: Declarations): Result<TaskGraph, Failure[]
 /** A file or tree input that names another task's output (or lies inside one) is a trigger edge. */
 function resolveInput(input: InputSpec, dir: string, producers: ReadonlyMap<string, TaskId>): InputSpec {
   if (input.kind !== 'file' && input.kind !== 'tree') return input;
-  const absolute = path.resolve(dir, input.path);
-  for (let p = absolute; ; p = path.dirname(p)) {
+  const absolute = join(dir, input.path);
+  for (let p = absolute; p.length > 1; p = p.slice(0, Math.max(1, p.lastIndexOf('/')))) {
     const producer = producers.get(p);
     if (producer !== undefined) return { kind: 'task', id: producer, path: absolute };
-    if (path.dirname(p) === p) return input;
   }
+  return input;
+}
+
+const needsNormalising = /(^|\/)\.\.?(\/|$)|\/\/|\/$/;
+
+/** path.resolve for the common case of a plain relative path, without its cost. */
+export function join(dir: string, p: string): string {
+  if (p.startsWith('/') || needsNormalising.test(p)) return path.resolve(dir, p);
+  return dir === '/' ? `/${p}` : `${dir}/${p}`;
 }
 
 /** Finds one loop and lists every edge of it, upstream to downstream. */

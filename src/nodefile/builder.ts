@@ -5,8 +5,8 @@ import path from 'node:path';
 import type { Failure } from '../error.ts';
 import { taskId, type TaskId } from '../ids.ts';
 import { validateTaskId, validateTaskSpec } from './schema.ts';
-import { captureSite, type LazySite } from './site.ts';
-import type { InputSpec, Json, NodefileApi, TaskInput, TaskRef, TaskSpec } from './types.ts';
+import { captureSite, NO_SITE, type SiteRef } from './site.ts';
+import type { InputSpec, Json, NodefileApi, SourceSite, TaskInput, TaskRef, TaskSpec } from './types.ts';
 
 export interface DeclaredTask {
   readonly id: TaskId;
@@ -15,7 +15,8 @@ export interface DeclaredTask {
   readonly inputs: ReadonlyMap<string, InputSpec>;
   readonly after: readonly TaskId[];
   readonly outputs: readonly string[];
-  readonly site: LazySite;
+  /** Undefined sites unless loaded with `sites: true`. */
+  readonly site: SiteRef;
 }
 
 export interface Declarations {
@@ -49,9 +50,17 @@ export class Builder {
   readonly #pools = new Map<string, number>();
   readonly #failures: Failure[] = [];
 
-  constructor(file: string, dir: string = path.dirname(file)) {
+  readonly #sites: boolean;
+
+  /**
+   * With `sites`, every declaration remembers where it was made. That costs a
+   * stack capture per task (seconds at 50,000 tasks), so graphs load without
+   * it and are loaded again with it only when a diagnostic needs a place.
+   */
+  constructor(file: string, dir: string = path.dirname(file), options: { sites?: boolean } = {}) {
     this.#file = file;
     this.#dir = dir;
+    this.#sites = options.sites ?? true;
   }
 
   #fail(failure: Failure): void {
@@ -59,9 +68,10 @@ export class Builder {
   }
 
   api(): NodefileApi {
+    const task = (id: string, spec: TaskSpec): TaskRef => this.#task(id, spec, task);
     return {
       dir: this.#dir,
-      task: (id, spec) => this.#task(id, spec),
+      task,
       ref: (id) => makeRef(taskId(id)),
       pool: (name, depth) => {
         const site = captureSite(this.#file);
@@ -79,36 +89,41 @@ export class Builder {
     };
   }
 
-  #task(rawId: string, rawSpec: TaskSpec): TaskRef {
-    const site = captureSite(this.#file);
+  #task(rawId: string, rawSpec: TaskSpec, entry: (...args: never[]) => unknown): TaskRef {
+    // A failure is reported while the call is on the stack, so its site is taken then.
+    const site = this.#sites ? captureSite(this.#file, entry) : NO_SITE;
+    const here = (): SourceSite | undefined => (this.#sites ? site.get() : captureSite(this.#file, entry).get());
     const id = taskId(String(rawId));
     const ref = makeRef(id);
     const checkedId = validateTaskId(rawId);
     if (!checkedId.ok) {
       for (const issue of checkedId.error) {
-        this.#fail({ reason: 'invalid-field', task: String(rawId), field: issue.field, message: issue.message, site: site.get() });
+        this.#fail({ reason: 'invalid-field', task: String(rawId), field: issue.field, message: issue.message, site: here() });
       }
       return ref;
     }
     if (typeof rawSpec !== 'object' || rawSpec === null) {
-      this.#fail({ reason: 'invalid-field', task: id, field: '', message: 'a task needs a spec object', site: site.get() });
+      this.#fail({ reason: 'invalid-field', task: id, field: '', message: 'a task needs a spec object', site: here() });
       return ref;
     }
     const inputs = new Map<string, InputSpec>();
     let spec: TaskSpec = rawSpec;
     if (rawSpec.inputs !== undefined && typeof rawSpec.inputs === 'object' && rawSpec.inputs !== null) {
-      const plain: Record<string, InputSpec> = {};
-      for (const [name, input] of Object.entries(rawSpec.inputs)) {
-        const normal = typeof input === 'object' && input !== null ? normaliseInput(input) : input;
-        plain[name] = normal;
+      // Task handles become plain specs; the user's object is copied only when it holds one.
+      let plain: Record<string, InputSpec> | undefined;
+      for (const name in rawSpec.inputs) {
+        const input = rawSpec.inputs[name]!;
+        const normal = typeof input === 'object' && input !== null && 'output' in input ? normaliseInput(input) : (input as InputSpec);
+        if (normal !== input) plain ??= { ...(rawSpec.inputs as Record<string, InputSpec>) };
+        if (plain !== undefined) plain[name] = normal;
         inputs.set(name, normal);
       }
-      spec = { ...rawSpec, inputs: plain };
+      if (plain !== undefined) spec = { ...rawSpec, inputs: plain };
     }
     const checked = validateTaskSpec(spec);
     if (!checked.ok) {
       for (const issue of checked.error) {
-        this.#fail({ reason: 'invalid-field', task: id, field: issue.field, message: issue.message, site: site.get() });
+        this.#fail({ reason: 'invalid-field', task: id, field: issue.field, message: issue.message, site: here() });
       }
       return ref;
     }

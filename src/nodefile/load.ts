@@ -12,7 +12,7 @@ import type { SourceSite } from './types.ts';
 
 let generation = 0;
 
-export async function loadNodefile(file: string): Promise<Result<Declarations, Failure[]>> {
+export async function loadNodefile(file: string, options: { sites?: boolean } = {}): Promise<Result<Declarations, Failure[]>> {
   const absolute = path.resolve(file);
   if (!existsSync(absolute)) return err([{ reason: 'nodefile-not-found', path: absolute }]);
 
@@ -26,7 +26,7 @@ export async function loadNodefile(file: string): Promise<Result<Declarations, F
   }
   if (typeof module.default !== 'function') return err([{ reason: 'nodefile-no-default', path: absolute }]);
 
-  const builder = new Builder(absolute);
+  const builder = new Builder(absolute, path.dirname(absolute), options);
   try {
     await (module.default as (api: unknown) => unknown)(builder.api());
   } catch (error) {

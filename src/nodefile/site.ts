@@ -8,7 +8,15 @@ import type { SourceSite } from './types.ts';
 const apiDir = new URL('.', import.meta.url).href;
 const frame = /\(?((?:file:\/\/|\/)[^()\s]+?):(\d+):(\d+)\)?$/;
 
-export class LazySite {
+/** Where a declaration was made, parsed only when a diagnostic asks. */
+export interface SiteRef {
+  get(): SourceSite | undefined;
+}
+
+/** The site of a declaration loaded without sites (see Builder's `sites` option). */
+export const NO_SITE: SiteRef = { get: () => undefined };
+
+export class LazySite implements SiteRef {
   readonly #trace: Error;
   readonly #prefer: string | undefined;
   #site: SourceSite | undefined | null = null;
@@ -24,18 +32,23 @@ export class LazySite {
   }
 }
 
-/** Captures the caller's stack; `prefer` is the Nodefile path, whose frame wins when present. */
-export function captureSite(prefer: string | undefined): LazySite {
+/**
+ * Captures the stack above `entry` (the API function the Nodefile called), so
+ * the first frame is the Nodefile's own — or a helper's that it called, a few
+ * frames up at most. `prefer` is the Nodefile path, whose frame wins.
+ */
+export function captureSite(prefer: string | undefined, entry?: (...args: never[]) => unknown): LazySite {
   const previous = Error.stackTraceLimit;
-  Error.stackTraceLimit = 12;
-  const trace = new Error();
+  Error.stackTraceLimit = 6;
+  const trace = {} as Error;
+  Error.captureStackTrace(trace, entry ?? captureSite);
   Error.stackTraceLimit = previous;
   return new LazySite(trace, prefer);
 }
 
 function parseSite(stack: string, prefer: string | undefined): SourceSite | undefined {
   let fallback: SourceSite | undefined;
-  for (const line of stack.split('\n').slice(1)) {
+  for (const line of stack.split('\n')) {
     const match = frame.exec(line.trim());
     if (match === null) continue;
     const [, where = '', row = '0', col = '0'] = match;
