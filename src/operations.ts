@@ -17,9 +17,22 @@ import { openState } from './state/open.ts';
 import type { TaskRecord } from './state/record.ts';
 import { err, ok, type Result } from './util/result.ts';
 
+/** What a run cost in file-system work: stats, and files whose content was read. */
+export interface IoCounters {
+  readonly stats: number;
+  readonly contentReads: number;
+  readonly bytesRead: number;
+}
+
+const ioOf = (session: Session): IoCounters => {
+  const { stats, contentReads, bytesRead } = session.cache.counters;
+  return { stats, contentReads, bytesRead };
+};
+
 export interface PlanResult {
   readonly plan: Plan;
   readonly saved: SavedPlan;
+  readonly io: IoCounters;
 }
 
 export async function planNodefile(options: EngineOptions & { readonly out?: string }): Promise<Result<PlanResult, Failure[]>> {
@@ -31,12 +44,13 @@ export async function planNodefile(options: EngineOptions & { readonly out?: str
       replace: options.replace ?? [],
     });
     if (options.out !== undefined) writeFileSync(options.out, `${JSON.stringify(saved)}\n`);
-    return ok({ plan: observed.value.plan, saved });
+    return ok({ plan: observed.value.plan, saved, io: ioOf(session) });
   });
 }
 
 export interface ApplySummary extends ExecuteSummary {
   readonly plan: Plan;
+  readonly io: IoCounters;
   readonly destroyed: TaskId[];
   readonly durationMs: number;
 }
@@ -101,7 +115,7 @@ export async function applyNodefile(options: EngineOptions & { readonly planFile
         destroyed: destroyed.length,
       },
     });
-    return ok({ ...summary, plan, destroyed, durationMs });
+    return ok({ ...summary, plan, destroyed, durationMs, io: ioOf(session) });
   });
 }
 

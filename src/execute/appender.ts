@@ -14,6 +14,7 @@ export interface Appender {
 
 export function appender(store: StateStore): Appender {
   let failure: Failure | undefined;
+  let appended = false;
   const remember = (result: { ok: boolean; error?: unknown }): void => {
     if (result.ok || failure !== undefined) return;
     const e = result.error as { reason: string; path: string; message: string };
@@ -23,9 +24,13 @@ export function appender(store: StateStore): Appender {
   };
   return {
     append: (record) => {
+      appended = true;
       if (failure === undefined) remember(store.append(record));
     },
-    sync: () => remember(store.sync()),
+    // A run that recorded nothing has nothing to make durable: a no-op writes no state.
+    sync: () => {
+      if (appended) remember(store.sync());
+    },
     get failure() {
       return failure;
     },

@@ -1,0 +1,91 @@
+// What keeps a no-op nearly free, asserted structurally (nothing here is
+// timed: the machines are shared and noisy). A no-op reads no file content,
+// stats each file once, writes no state, and loads no module it does not use.
+
+import { readFileSync, rmSync, statSync } from 'node:fs';
+import path from 'node:path';
+import { afterEach, beforeEach, expect, test } from 'vitest';
+import { applyNodefile } from '../../src/operations.ts';
+import { repo, Rig } from '../support/rig.ts';
+
+let rig: Rig;
+beforeEach(() => {
+  rig = new Rig();
+});
+afterEach(() => rig.cleanup());
+
+const TASKS = 20;
+const graph = `
+  for (let i = 0; i < ${TASKS}; i++) {
+    ng.task('copy/' + i, {
+      inputs: { src: ng.file('in/' + i + '.txt'), header: ng.file('in/header.h') },
+      outputs: ['out/' + i + '.o'],
+      run: ['cp', 'in/' + i + '.txt', 'out/' + i + '.o'],
+    });
+  }
+`;
+
+const settle = (): Promise<void> => new Promise((r) => setTimeout(r, 400));
+
+test('a no-op reads no content, stats each input and output once, and writes no state', async () => {
+  for (let i = 0; i < TASKS; i++) rig.write(`in/${i}.txt`, `${i}\n`);
+  rig.write('in/header.h', 'h\n');
+  const nodefile = rig.nodefile(graph);
+  const first = await applyNodefile({ nodefile, jobs: 4 });
+  expect(first.ok && first.value.ran.length).toBe(TASKS);
+  // Files written moments ago are "racy" to the hash cache (they could change
+  // again within the clock's tick): one more run re-reads them, then they settle.
+  await settle();
+  await applyNodefile({ nodefile });
+
+  const journal = path.join(rig.dir, '.nodegraph/state.jsonl');
+  const cache = path.join(rig.dir, '.nodegraph/hashcache');
+  const before = [statSync(journal), statSync(cache)].map((s) => `${s.size} ${s.mtimeMs} ${s.ino}`);
+  const noop = await applyNodefile({ nodefile });
+  if (!noop.ok) throw new Error(JSON.stringify(noop.error));
+  expect(noop.value.ran).toEqual([]);
+  expect(noop.value.io.contentReads).toBe(0);
+  // The header is one file input of every task, but the cache stats it once per task:
+  // inputs (2 per task) plus outputs (1 per task).
+  expect(noop.value.io.stats).toBe(TASKS * 3);
+  expect([statSync(journal), statSync(cache)].map((s) => `${s.size} ${s.mtimeMs} ${s.ino}`)).toEqual(before);
+});
+
+/** Runs the CLI with a hook that records every module it loads; returns their URLs. */
+async function modulesLoaded(args: string[]): Promise<string[]> {
+  const log = rig.path('modules.log');
+  rmSync(log, { force: true });
+  const hook = rig.write(
+    'record-modules.mjs',
+    `import { registerHooks } from 'node:module';
+import { appendFileSync } from 'node:fs';
+registerHooks({ load(url, context, next) { appendFileSync(${JSON.stringify(log)}, url + '\\n'); return next(url, context); } });
+`,
+  );
+  const { spawnSync } = await import('node:child_process');
+  const result = spawnSync(process.execPath, ['--import', hook, path.join(repo, 'bin/nodegraph.js'), ...args], {
+    cwd: rig.dir,
+    env: { ...process.env, CI: '1', NO_COLOR: '1' },
+    encoding: 'utf8',
+  });
+  expect(result.status).toBe(0);
+  return readFileSync(log, 'utf8').trim().split('\n');
+}
+
+const loadedPackage = (urls: string[], name: string): boolean => urls.some((u) => u.includes(`/node_modules/${name}/`));
+
+test('--version loads no engine module and no dependency', async () => {
+  const urls = await modulesLoaded(['--version']);
+  for (const name of ['zod', 'graphology', 'execa', 'listr2', 'chokidar']) expect(loadedPackage(urls, name)).toBe(false);
+  expect(urls.filter((u) => u.includes('/src/')).map((u) => u.slice(u.indexOf('/src/')))).toEqual(['/src/cli/main.ts', '/src/cli/help.ts']);
+});
+
+test('a no-op apply loads neither the process runner, nor the terminal view, nor the watcher', async () => {
+  for (let i = 0; i < TASKS; i++) rig.write(`in/${i}.txt`, `${i}\n`);
+  rig.write('in/header.h', 'h\n');
+  rig.nodefile(graph);
+  await modulesLoaded(['apply']);
+  const urls = await modulesLoaded(['apply']);
+  for (const name of ['execa', 'listr2', 'chokidar', 'smol-toml', 'yaml']) expect(loadedPackage(urls, name)).toBe(false);
+  expect(urls.some((u) => u.includes('/src/report/tty.ts') || u.includes('/src/report/json.ts'))).toBe(false);
+});
