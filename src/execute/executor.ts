@@ -72,6 +72,8 @@ export async function execute(options: ExecuteOptions): Promise<ExecuteSummary> 
   const poolUse = new Map<string, number>();
   let running = 0;
   let stopping = false;
+  // Output folders already made in this run: ninja-style, but once per folder.
+  const made = new Set<string>();
 
   for (const node of selected) {
     let count = 0;
@@ -146,7 +148,12 @@ export async function execute(options: ExecuteOptions): Promise<ExecuteSummary> 
   ): Promise<TaskOutcome> => {
     const startedAt = new Date();
     const observation = options.observations.get(node.id)!;
-    for (const output of node.outputs) mkdirSync(path.dirname(output), { recursive: true });
+    for (const output of node.outputs) {
+      const parent = path.dirname(output);
+      if (made.has(parent)) continue;
+      mkdirSync(parent, { recursive: true });
+      made.add(parent);
+    }
     const result: ActionResult = await runAction(node, {
       runner: options.runner,
       signal,

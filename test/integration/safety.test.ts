@@ -57,8 +57,10 @@ test('Ctrl-C kills the running task, records nothing as done, releases the lock,
   `);
   const child = rig.spawn(['apply', '--json']);
   const done = collect(child);
+  let events = '';
+  child.stdout?.on('data', (d: Buffer) => (events += d.toString()));
   await until(() => existsSync(rig.path('out/pid')) && readFileSync(rig.path('out/pid'), 'utf8').endsWith('\n'));
-  await until(() => existsSync(rig.path('out/quick')));
+  await until(() => events.includes('"type":"task-done","id":"quick","outcome":"ran"'));
   const sleeper = Number(readFileSync(rig.path('out/pid'), 'utf8'));
   child.kill('SIGINT');
   const result = await done;
