@@ -39,7 +39,7 @@ export interface EngineOptions {
   readonly command?: string;
 }
 
-export const defaultJobs = (): number => availableParallelism() + 2;
+export const defaultJobs = (): number => availableParallelism();
 
 export function stateDirOf(options: Pick<EngineOptions, 'nodefile' | 'stateDir'>): string {
   return path.resolve(options.stateDir ?? path.join(path.dirname(path.resolve(options.nodefile)), '.nodegraph'));

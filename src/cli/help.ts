@@ -21,7 +21,7 @@ Options:
       --out FILE           save the plan, bound to what it observed, for \`apply --plan FILE\`
       --detailed-exitcode  exit 0 when there is nothing to do, 2 when there are changes, 1 on error
       --replace ID         plan ID as forced to run (repeatable)
-  -j, --jobs N             checks to run at once (default: cores + 2)
+  -j, --jobs N             checks to run at once (default: the number of cores)
   -v, --verbose            list unchanged tasks too
 ${COMMON}
 Exit codes: 0 ok, 1 error, 2 changes (with --detailed-exitcode).
@@ -33,7 +33,7 @@ Runs the stale tasks (and what they need), in dependency order, in parallel.
 With a saved plan, applies it only if nothing it observed has changed.
 
 Options:
-  -j, --jobs N         tasks to run at once (default: cores + 2)
+  -j, --jobs N         tasks to run at once (default: the number of cores)
   -k, --keep-going     after a failure, go on with everything that does not depend on it
       --replace ID     run ID even if it is up to date (repeatable)
       --plan FILE      apply a plan saved by \`plan --out\`
