@@ -37,19 +37,25 @@
 // with future mtimes (clock skew, archives) racy: re-read every run until their
 // time has passed — slow but never wrong.
 //
-// After reading, the file is stat-ed again: if it changed while being read, it is
-// read again (up to 3 times) and, if it keeps changing, recorded racy.
+// The stat recorded is an fstat of the open file taken after reading it: if it
+// differs from the path's stat taken before, the file changed (or was replaced)
+// while being read, and it is read again (up to 3 times); if it keeps changing,
+// the last read is returned and recorded racy.
 //
-// PERSISTENCE. A line file: a header `nodegraph-hashcache 2 <count> <sha256 of
-// body>`, then one `<path>\t<hex>\t<r|->\t<dev>\t<ino>\t<size>\t<mtimeNs>\t<ctimeNs>`
-// per entry (a path holding a tab, newline or leading quote is JSON-quoted).
-// Loading checks the checksum and count, splits off the paths and keeps the rest
-// of each line unparsed until that path is asked for. A file that fails any check
-// is ignored with a warning. Saving happens only when an entry changed (a no-op
-// run writes nothing), into a temporary file that is fsynced and renamed over.
+// PERSISTENCE. A text header line `nodegraph-hashcache 3 <count> <sha256 of the
+// body>`, then a binary body of records: u32 LE path length, the path (UTF-8),
+// the 32-byte digest, a flags byte (1 = racy), then dev, ino, size, mtime ns and
+// ctime ns as 64-bit LE integers. Binary because parsing decimal bigints cost
+// more than the stats of a no-op run. Loading checks the checksum and the count,
+// decodes only the paths, and parses a record when its path is first asked for;
+// saving copies unchanged records byte for byte. A file that fails any check is
+// ignored with a warning. Saving happens only when an entry changed (a no-op run
+// writes nothing), into a temporary file that is fsynced and renamed over.
 
 import {
   closeSync,
+  constants,
+  fstatSync,
   fsyncSync,
   mkdirSync,
   openSync,
@@ -62,8 +68,9 @@ import {
 } from 'node:fs';
 import { hash as oneShot } from 'node:crypto';
 import path from 'node:path';
+import { open } from 'node:fs/promises';
 import { contentHash, type ContentHash } from '../ids.ts';
-import { sha256FileAsync, sha256FileSync, type FileDigest } from './file.ts';
+import { sha256FdSync, sha256HandleAsync, type FileDigest } from './file.ts';
 
 export type FileObservation =
   | { readonly kind: 'file'; readonly hash: ContentHash; readonly size: number; readonly mode: number }
@@ -73,7 +80,7 @@ export type FileObservation =
 
 /** What the cache did, for tests and benchmarks (a no-op run: stats = files, contentReads = 0). */
 export interface HashCacheStats {
-  /** Path stats (one per hashFile call, plus one after each content read). */
+  /** stat calls: one per hashFile call, plus an fstat after each content read. */
   stats: number;
   /** Files whose content was read. */
   contentReads: number;
@@ -84,16 +91,23 @@ export interface HashCacheStats {
 /** @deprecated the earlier name of HashCacheStats */
 export type HashCacheCounters = HashCacheStats;
 
-/** Stats a path, following symlinks; undefined when nothing is there. */
-export type StatFunction = (file: string) => BigIntStats | undefined;
-
 export interface HashCacheOptions {
   /** Fixed racy margin in ns (see the rule above); default: 3 s on whole-second filesystems, else 100 ms. */
   readonly racyMarginNs?: bigint;
   /** Wall clock in ns since the epoch; default Date.now. For tests. */
   readonly now?: () => bigint;
-  /** How paths are stat-ed; default statSync(p, { bigint: true }). For tests that simulate coarse filesystems. */
-  readonly stat?: StatFunction;
+  /**
+   * Rewrites every stat result (of a path or of an open file) before the cache
+   * sees it. For tests that simulate another filesystem, e.g. whole-second
+   * timestamps or a ctime that never moves.
+   */
+  readonly simulateStat?: (st: BigIntStats) => BigIntStats;
+}
+
+interface Read {
+  readonly digest: FileDigest;
+  /** fstat of the file read, after reading it. */
+  readonly after: BigIntStats;
 }
 
 interface Entry {
@@ -102,93 +116,102 @@ interface Entry {
   readonly size: bigint;
   readonly mtimeNs: bigint;
   readonly ctimeNs: bigint;
-  readonly hex: string;
+  readonly hash: ContentHash;
   readonly racy: boolean;
   /** Looked at in this run. */
   seen: boolean;
 }
 
 const FORMAT = 'nodegraph-hashcache';
-const VERSION = 2;
+const VERSION = 3;
 const COARSE_MARGIN_NS = 3_000_000_000n;
 const FINE_MARGIN_NS = 100_000_000n;
 const SECOND_NS = 1_000_000_000n;
 /** Files above this size are read off the main thread by hashFileAsync. */
-const ASYNC_THRESHOLD = 8 * 1024 * 1024;
+const ASYNC_THRESHOLD = 8n * 1024n * 1024n;
 const READ_ATTEMPTS = 3;
 const HEX64 = /^[0-9a-f]{64}$/;
-const NEEDS_QUOTING = /[\t\n\r]|^"/;
+/** Record bytes after the path: digest, flags, dev, ino, size, mtime, ctime. */
+const FIXED = 32 + 1 + 5 * 8;
 
-const defaultStat: StatFunction = (file) => statSync(file, { bigint: true, throwIfNoEntry: false });
+/** O_NONBLOCK: if a fifo took the file's place since the stat, open must not wait for a writer. */
+const OPEN_FLAGS = constants.O_RDONLY | constants.O_NONBLOCK;
 const defaultNow = (): bigint => BigInt(Date.now()) * 1_000_000n;
 
-const permissions = (st: BigIntStats): number => Number(st.mode & 0o7777n);
+// File types from the mode as a number: BigIntStats.isFile() builds bigints on every call.
+const S_IFMT = 0o170000;
+const S_IFREG = 0o100000;
+const S_IFDIR = 0o040000;
+const isRegular = (st: BigIntStats): boolean => (Number(st.mode) & S_IFMT) === S_IFREG;
+const permissions = (st: BigIntStats): number => Number(st.mode) & 0o7777;
+
+/** Matches what path.resolve would change in an absolute path: `//`, `/./`, `/../`, a trailing `/`. */
+const NOT_NORMAL = /\/\/|\/\.\.?(?:\/|$)|.\/$/;
+/** The cache key: the absolute, normalized path (path.resolve only when needed: it costs as much as a hit). */
+const keyOf = (file: string): string =>
+  path.sep === '/' && file.charCodeAt(0) === 47 && !NOT_NORMAL.test(file) ? file : path.resolve(file);
 
 const sameFile = (a: BigIntStats, b: BigIntStats): boolean =>
   a.dev === b.dev && a.ino === b.ino && a.size === b.size && a.mtimeNs === b.mtimeNs && a.ctimeNs === b.ctimeNs;
 
-const encodePath = (p: string): string => (NEEDS_QUOTING.test(p) ? JSON.stringify(p) : p);
-
-const formatEntry = (p: string, e: Entry): string =>
-  `${encodePath(p)}\t${e.hex}\t${e.racy ? 'r' : '-'}\t${e.dev}\t${e.ino}\t${e.size}\t${e.mtimeNs}\t${e.ctimeNs}\n`;
-
-/** Parses the part of a line after the path; undefined when malformed. */
-function parseEntry(rest: string): Entry | undefined {
-  const f = rest.split('\t');
-  if (f.length !== 7) return undefined;
-  const [hex, flag, dev, ino, size, mtime, ctime] = f as [string, string, string, string, string, string, string];
-  if (!HEX64.test(hex) || (flag !== 'r' && flag !== '-')) return undefined;
-  try {
-    return {
-      hex,
-      racy: flag === 'r',
-      dev: BigInt(dev),
-      ino: BigInt(ino),
-      size: BigInt(size),
-      mtimeNs: BigInt(mtime),
-      ctimeNs: BigInt(ctime),
-      seen: false,
-    };
-  } catch {
-    return undefined;
-  }
+/** Parses the record at `at` in a loaded body (its checksum vouches for the bytes). */
+function parseRecord(body: Buffer, at: number): Entry {
+  const f = at + 4 + body.readUInt32LE(at);
+  return {
+    hash: contentHash(body.toString('hex', f, f + 32)),
+    racy: (body[f + 32]! & 1) === 1,
+    dev: body.readBigInt64LE(f + 33),
+    ino: body.readBigInt64LE(f + 41),
+    size: body.readBigInt64LE(f + 49),
+    mtimeNs: body.readBigInt64LE(f + 57),
+    ctimeNs: body.readBigInt64LE(f + 65),
+    seen: false,
+  };
 }
 
-type Loaded = { ok: true; entries: Map<string, Entry | string> } | { ok: false; reason: string };
+/** Writes a record at `at`; returns where the next one starts. */
+function writeRecord(out: Buffer, at: number, key: string, pathBytes: number, e: Entry): number {
+  out.writeUInt32LE(pathBytes, at);
+  out.write(key, at + 4, pathBytes, 'utf8');
+  const f = at + 4 + pathBytes;
+  out.write(e.hash.slice(7), f, 32, 'hex');
+  out[f + 32] = e.racy ? 1 : 0;
+  // Signed: Node's BigIntStats fields come from a BigInt64Array, so any value round-trips.
+  out.writeBigInt64LE(e.dev, f + 33);
+  out.writeBigInt64LE(e.ino, f + 41);
+  out.writeBigInt64LE(e.size, f + 49);
+  out.writeBigInt64LE(e.mtimeNs, f + 57);
+  out.writeBigInt64LE(e.ctimeNs, f + 65);
+  return f + FIXED;
+}
+
+/** Loaded: path → offset of its record in `body`, until parsed. */
+type Loaded = { ok: true; body: Buffer; entries: Map<string, Entry | number> } | { ok: false; reason: string };
 
 function decode(data: Buffer): Loaded {
+  if (data.length === 0) return { ok: false, reason: 'empty file' };
   const headerEnd = data.indexOf(10);
-  if (headerEnd < 0) return { ok: false, reason: 'no header line' };
-  const header = data.toString('latin1', 0, headerEnd).split(' ');
+  const header = data.toString('latin1', 0, headerEnd < 0 ? Math.min(data.length, 200) : headerEnd).split(' ');
   if (header[0] !== FORMAT) return { ok: false, reason: 'not a nodegraph hash cache' };
+  if (headerEnd < 0) return { ok: false, reason: 'truncated header' };
   if (header[1] !== String(VERSION)) return { ok: false, reason: `format version ${header[1] ?? '?'} is not ${VERSION}` };
   const count = Number(header[2]);
   const sum = header[3];
-  if (header.length !== 4 || !Number.isSafeInteger(count) || count < 0 || sum === undefined || !HEX64.test(sum)) {
+  if (header.length !== 4 || !Number.isSafeInteger(count) || count < 0 || sum === undefined || !/^[0-9a-f]{64}$/.test(sum)) {
     return { ok: false, reason: 'malformed header' };
   }
   const body = data.subarray(headerEnd + 1);
   if (oneShot('sha256', body, 'hex') !== sum) return { ok: false, reason: 'checksum mismatch (torn or corrupt)' };
-  const text = body.toString('utf8');
-  const entries = new Map<string, Entry | string>();
+  const entries = new Map<string, Entry | number>();
   let at = 0;
-  while (at < text.length) {
-    const end = text.indexOf('\n', at);
-    const tab = text.indexOf('\t', at);
-    if (end < 0 || tab < 0 || tab > end) return { ok: false, reason: `malformed entry ${entries.size + 1}` };
-    let key = text.slice(at, tab);
-    if (key.startsWith('"')) {
-      try {
-        key = JSON.parse(key) as string;
-      } catch {
-        return { ok: false, reason: `malformed path in entry ${entries.size + 1}` };
-      }
-    }
-    entries.set(key, text.slice(tab + 1, end));
-    at = end + 1;
+  while (at < body.length) {
+    const pathEnd = at + 4 + (at + 4 <= body.length ? body.readUInt32LE(at) : 0);
+    if (at + 4 > body.length || pathEnd + FIXED > body.length) return { ok: false, reason: `record ${entries.size + 1} is cut short` };
+    entries.set(body.toString('utf8', at + 4, pathEnd), at);
+    at = pathEnd + FIXED;
   }
   if (entries.size !== count) return { ok: false, reason: `${entries.size} entries where the header says ${count}` };
-  return { ok: true, entries };
+  return { ok: true, body, entries };
 }
 
 export class HashCache {
@@ -197,19 +220,23 @@ export class HashCache {
   readonly counters: HashCacheStats = { stats: 0, contentReads: 0, bytesRead: 0, hits: 0 };
   /** Why the last save() failed, if it did (a failed save loses nothing but time). */
   saveError: string | undefined;
-  /** Parsed entries, or the unparsed rest of their line as loaded. */
-  readonly #entries: Map<string, Entry | string>;
+  /** Parsed entries, or the offset of their record in #body as loaded. */
+  #entries: Map<string, Entry | number>;
+  /** The body of the loaded cache file. */
+  #body: Buffer;
   readonly #racyMargin: bigint | undefined;
   readonly #now: () => bigint;
-  readonly #stat: StatFunction;
+  readonly #simulate: ((st: BigIntStats) => BigIntStats) | undefined;
   #dirty: boolean;
 
-  constructor(file?: string, options: HashCacheOptions = {}, entries?: Map<string, Entry | string>) {
+  /** An empty cache; `file` is where save() writes (none: never saved). Use load() to start from a saved one. */
+  constructor(file?: string, options: HashCacheOptions = {}) {
     this.file = file;
-    this.#entries = entries ?? new Map();
+    this.#entries = new Map();
+    this.#body = Buffer.alloc(0);
     this.#racyMargin = options.racyMarginNs;
     this.#now = options.now ?? defaultNow;
-    this.#stat = options.stat ?? defaultStat;
+    this.#simulate = options.simulateStat;
     this.#dirty = false;
   }
 
@@ -232,7 +259,10 @@ export class HashCache {
       cache.#dirty = true;
       return { cache, warning: `ignoring the hash cache ${file}: ${loaded.reason}; files will be hashed again` };
     }
-    return { cache: new HashCache(file, options, loaded.entries) };
+    const cache = new HashCache(file, options);
+    cache.#entries = loaded.entries;
+    cache.#body = loaded.body;
+    return { cache };
   }
 
   /** Entries held (loaded or recorded). */
@@ -251,46 +281,39 @@ export class HashCache {
    * large files when the event loop must stay free.
    */
   hashFile(file: string): FileObservation {
-    const key = path.resolve(file);
-    const st = this.#statOf(key);
-    if (st === undefined || !st.isFile()) return this.#notFile(key, st);
+    const key = keyOf(file);
+    let st = this.#statOf(key);
+    if (st === undefined || !isRegular(st)) return this.#notFile(key, st);
     const hit = this.#lookup(key, st);
     if (hit !== undefined) return hit;
-    let current = st;
     for (let attempt = 1; ; attempt++) {
       const started = this.#now();
-      const digest = this.#read(key, () => sha256FileSync(key));
-      if (digest === undefined) return this.#vanished(key);
-      const after = this.#statOf(key);
-      if (after === undefined || !after.isFile()) return this.#notFile(key, after);
-      if (sameFile(current, after) || attempt === READ_ATTEMPTS) {
-        return this.#record(key, after, digest, started, !sameFile(current, after));
-      }
-      current = after;
+      const read = this.#attempt(attempt, () => this.#readSync(key));
+      const done = this.#conclude(key, st, read, started, attempt);
+      if (done !== undefined) return done;
+      // Changed (or replaced) while we read it: look again.
+      st = this.#statOf(key);
+      if (st === undefined || !isRegular(st)) return this.#notFile(key, st);
     }
   }
 
   /** As hashFile, but a large file's content is read off the main thread. */
   async hashFileAsync(file: string): Promise<FileObservation> {
-    const key = path.resolve(file);
-    const st = this.#statOf(key);
-    if (st === undefined || !st.isFile()) return this.#notFile(key, st);
+    const key = keyOf(file);
+    let st = this.#statOf(key);
+    if (st === undefined || !isRegular(st)) return this.#notFile(key, st);
     const hit = this.#lookup(key, st);
     if (hit !== undefined) return hit;
-    let current = st;
     for (let attempt = 1; ; attempt++) {
       const started = this.#now();
-      const digest =
-        current.size > BigInt(ASYNC_THRESHOLD)
-          ? await this.#readAsync(key)
-          : this.#read(key, () => sha256FileSync(key));
-      if (digest === undefined) return this.#vanished(key);
-      const after = this.#statOf(key);
-      if (after === undefined || !after.isFile()) return this.#notFile(key, after);
-      if (sameFile(current, after) || attempt === READ_ATTEMPTS) {
-        return this.#record(key, after, digest, started, !sameFile(current, after));
-      }
-      current = after;
+      const read =
+        st.size > ASYNC_THRESHOLD
+          ? await this.#attemptAsync(attempt, () => this.#readAsync(key))
+          : this.#attempt(attempt, () => this.#readSync(key));
+      const done = this.#conclude(key, st, read, started, attempt);
+      if (done !== undefined) return done;
+      st = this.#statOf(key);
+      if (st === undefined || !isRegular(st)) return this.#notFile(key, st);
     }
   }
 
@@ -298,7 +321,7 @@ export class HashCache {
   prune(): number {
     let dropped = 0;
     for (const [key, entry] of this.#entries) {
-      if (typeof entry === 'string' || !entry.seen) {
+      if (typeof entry === 'number' || !entry.seen) {
         this.#entries.delete(key);
         dropped++;
       }
@@ -315,12 +338,24 @@ export class HashCache {
    */
   save(): boolean {
     if (!this.#dirty || this.file === undefined) return false;
-    const lines: string[] = [];
+    // Sizes first, then one buffer: loaded records are copied as they are.
+    const body = this.#body;
+    let total = 0;
+    const sizes: number[] = [];
     for (const [key, entry] of this.#entries) {
-      lines.push(typeof entry === 'string' ? `${encodePath(key)}\t${entry}\n` : formatEntry(key, entry));
+      const n = typeof entry === 'number' ? 4 + body.readUInt32LE(entry) + FIXED : Buffer.byteLength(key, 'utf8');
+      sizes.push(n);
+      total += typeof entry === 'number' ? n : 4 + n + FIXED;
     }
-    const body = Buffer.from(lines.join(''), 'utf8');
-    const header = `${FORMAT} ${VERSION} ${lines.length} ${oneShot('sha256', body, 'hex')}\n`;
+    const out = Buffer.allocUnsafe(total);
+    let at = 0;
+    let i = 0;
+    for (const [key, entry] of this.#entries) {
+      const n = sizes[i++]!;
+      if (typeof entry === 'number') at += body.copy(out, at, entry, entry + n);
+      else at = writeRecord(out, at, key, n, entry);
+    }
+    const header = `${FORMAT} ${VERSION} ${this.#entries.size} ${oneShot('sha256', out, 'hex')}\n`;
     const dir = path.dirname(this.file);
     const temp = `${this.file}.${process.pid}.${Math.random().toString(36).slice(2)}.tmp`;
     try {
@@ -328,7 +363,7 @@ export class HashCache {
       const fd = openSync(temp, 'w', 0o644);
       try {
         writeAll(fd, Buffer.from(header, 'latin1'));
-        writeAll(fd, body);
+        writeAll(fd, out);
         fsyncSync(fd);
       } finally {
         closeSync(fd);
@@ -336,7 +371,11 @@ export class HashCache {
       renameSync(temp, this.file);
       syncDirectory(dir);
     } catch (error) {
-      rmSync(temp, { force: true });
+      try {
+        rmSync(temp, { force: true });
+      } catch {
+        // Nothing was created.
+      }
       this.saveError = (error as Error).message;
       return false;
     }
@@ -347,34 +386,29 @@ export class HashCache {
 
   #statOf(key: string): BigIntStats | undefined {
     this.counters.stats++;
+    let st: BigIntStats | undefined;
     try {
-      return this.#stat(key);
+      st = statSync(key, { bigint: true, throwIfNoEntry: false });
     } catch {
       // ENOTDIR, ELOOP, EACCES on a parent…: nothing we can read is there.
       return undefined;
     }
+    return st === undefined || this.#simulate === undefined ? st : this.#simulate(st);
   }
 
   #notFile(key: string, st: BigIntStats | undefined): FileObservation {
     if (this.#entries.delete(key)) this.#dirty = true;
     if (st === undefined) return { kind: 'missing' };
-    if (st.isDirectory()) return { kind: 'directory', mode: permissions(st) };
+    if ((Number(st.mode) & S_IFMT) === S_IFDIR) return { kind: 'directory', mode: permissions(st) };
     return { kind: 'other' };
-  }
-
-  #vanished(key: string): FileObservation {
-    if (this.#entries.delete(key)) this.#dirty = true;
-    return { kind: 'missing' };
   }
 
   #lookup(key: string, st: BigIntStats): FileObservation | undefined {
     let entry = this.#entries.get(key);
     if (entry === undefined) return undefined;
-    if (typeof entry === 'string') {
-      const parsed = parseEntry(entry);
-      if (parsed === undefined) return undefined;
-      this.#entries.set(key, parsed);
-      entry = parsed;
+    if (typeof entry === 'number') {
+      entry = parseRecord(this.#body, entry);
+      this.#entries.set(key, entry);
     }
     entry.seen = true;
     if (
@@ -388,43 +422,79 @@ export class HashCache {
       return undefined;
     }
     this.counters.hits++;
-    return { kind: 'file', hash: contentHash(entry.hex), size: Number(st.size), mode: permissions(st) };
+    return { kind: 'file', hash: entry.hash, size: Number(st.size), mode: permissions(st) };
   }
 
-  #read(key: string, read: () => FileDigest): FileDigest | undefined {
+  /** Reads and hashes the file, then fstats it: the stat recorded is of the very file read. */
+  #readSync(key: string): Read {
+    const fd = openSync(key, OPEN_FLAGS);
     try {
-      return this.#count(read());
-    } catch (error) {
-      if (vanishedError(error)) return undefined;
-      throw error;
+      const digest = sha256FdSync(fd);
+      this.counters.stats++;
+      return this.#counted(digest, fstatSync(fd, { bigint: true }));
+    } finally {
+      closeSync(fd);
     }
   }
 
-  async #readAsync(key: string): Promise<FileDigest | undefined> {
+  async #readAsync(key: string): Promise<Read> {
+    const handle = await open(key, OPEN_FLAGS);
     try {
-      return this.#count(await sha256FileAsync(key));
-    } catch (error) {
-      if (vanishedError(error)) return undefined;
-      throw error;
+      const digest = await sha256HandleAsync(handle);
+      this.counters.stats++;
+      return this.#counted(digest, await handle.stat({ bigint: true }));
+    } finally {
+      await handle.close();
     }
   }
 
-  #count(digest: FileDigest): FileDigest {
+  #counted(digest: FileDigest, after: BigIntStats): Read {
     this.counters.contentReads++;
     this.counters.bytesRead += digest.bytes;
-    return digest;
+    return { digest, after: this.#simulate === undefined ? after : this.#simulate(after) };
+  }
+
+  /**
+   * The answer once a read is done: the file as read if it did not change while
+   * being read (or, on the last attempt, if it is still a file: recorded racy);
+   * undefined to look again.
+   */
+  #conclude(key: string, st: BigIntStats, read: Read | undefined, started: bigint, attempt: number): FileObservation | undefined {
+    if (read === undefined) return undefined;
+    const last = attempt === READ_ATTEMPTS;
+    if (!isRegular(read.after)) return last ? this.#notFile(key, read.after) : undefined;
+    const settled = sameFile(st, read.after);
+    return settled || last ? this.#record(key, read.after, read.digest, started, !settled) : undefined;
+  }
+
+  /** Runs a read; undefined when the file changed under it in a way a new look may explain. */
+  #attempt(attempt: number, read: () => Read): Read | undefined {
+    try {
+      return read();
+    } catch (error) {
+      if (attempt < READ_ATTEMPTS && changedUnderUs(error)) return undefined;
+      throw error;
+    }
+  }
+
+  async #attemptAsync(attempt: number, read: () => Promise<Read>): Promise<Read | undefined> {
+    try {
+      return await read();
+    } catch (error) {
+      if (attempt < READ_ATTEMPTS && changedUnderUs(error)) return undefined;
+      throw error;
+    }
   }
 
   #record(key: string, st: BigIntStats, digest: FileDigest, started: bigint, unsettled: boolean): FileObservation {
-    const hex = digest.hash.slice(7);
     const changed = st.mtimeNs > st.ctimeNs ? st.mtimeNs : st.ctimeNs;
     const margin = this.#racyMargin ?? (st.ctimeNs % SECOND_NS === 0n ? COARSE_MARGIN_NS : FINE_MARGIN_NS);
     const racy = unsettled || changed >= started - margin;
     const old = this.#entries.get(key);
-    const previous = typeof old === 'string' ? parseEntry(old) : old;
+    const previous = typeof old === 'number' ? parseRecord(this.#body, old) : old;
     if (
       previous === undefined ||
-      previous.hex !== hex ||
+      previous.hash !== digest.hash ||
       previous.racy !== racy ||
       previous.dev !== st.dev ||
       previous.ino !== st.ino ||
@@ -440,7 +510,7 @@ export class HashCache {
       size: st.size,
       mtimeNs: st.mtimeNs,
       ctimeNs: st.ctimeNs,
-      hex,
+      hash: digest.hash,
       racy,
       seen: true,
     });
@@ -448,9 +518,10 @@ export class HashCache {
   }
 }
 
-const vanishedError = (error: unknown): boolean => {
+/** Errors from opening or reading a path that was a regular file at its stat and is no longer. */
+const changedUnderUs = (error: unknown): boolean => {
   const code = (error as NodeJS.ErrnoException | undefined)?.code;
-  return code === 'ENOENT' || code === 'ENOTDIR';
+  return code === 'ENOENT' || code === 'ENOTDIR' || code === 'EISDIR' || code === 'ELOOP' || code === 'EAGAIN' || code === 'ENXIO';
 };
 
 function writeAll(fd: number, data: Buffer): void {

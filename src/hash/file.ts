@@ -1,14 +1,14 @@
 // Streamed SHA-256 of a file's content.
 //
 // Sync: one reused 4 MiB buffer, read(2) then hash, chunk by chunk; a file that
-// fits in one read is hashed one-shot. Async: two buffers, so the next chunk is
+// fits in the buffer is hashed one-shot (no Hash object). Async: two buffers, so the next chunk is
 // read on libuv's thread pool while this one is hashed — the reads overlap the
 // hashing. OpenSSL's SHA-256 (SHA-NI where the CPU has it) does the hashing.
 // bench/hash.ts compares both with `sha256sum`.
 
 import { closeSync, openSync, readSync } from 'node:fs';
-import { open } from 'node:fs/promises';
-import { createHash, hash as oneShot } from 'node:crypto';
+import { open, type FileHandle } from 'node:fs/promises';
+import { createHash, hash as oneShot, type Hash } from 'node:crypto';
 import { contentHash, type ContentHash } from '../ids.ts';
 
 export interface FileDigest {
@@ -22,24 +22,48 @@ export const CHUNK_BYTES = 4 * 1024 * 1024;
 
 let shared: Buffer | undefined;
 
+/**
+ * Reads into `buffer` until it is full or the file ends; returns the bytes read.
+ * (A short read is not taken as the end: FUSE and network filesystems return them.)
+ */
+function fill(fd: number, buffer: Buffer): number {
+  let filled = 0;
+  while (filled < buffer.length) {
+    const n = readSync(fd, buffer, filled, buffer.length - filled, null);
+    if (n === 0) break;
+    filled += n;
+  }
+  return filled;
+}
+
+async function fillAsync(handle: FileHandle, buffer: Buffer): Promise<number> {
+  let filled = 0;
+  while (filled < buffer.length) {
+    const { bytesRead } = await handle.read(buffer, filled, buffer.length - filled, null);
+    if (bytesRead === 0) break;
+    filled += bytesRead;
+  }
+  return filled;
+}
+
 /** SHA-256 of what can be read from `fd`, from its current position to the end. Does not close it. */
 export function sha256FdSync(fd: number): FileDigest {
   // One buffer for every sync call: there is no reentrancy in sync code.
   const buffer = (shared ??= Buffer.allocUnsafeSlow(CHUNK_BYTES));
-  const first = readSync(fd, buffer, 0, CHUNK_BYTES, null);
-  // A short read from a regular file is its end: hash small files in one shot.
-  if (first < CHUNK_BYTES) return { hash: contentHash(oneShot('sha256', buffer.subarray(0, first), 'hex')), bytes: first };
-  const digest = createHash('sha256');
-  digest.update(buffer);
-  let bytes = first;
+  let digest: Hash | undefined;
+  let bytes = 0;
   for (;;) {
-    const n = readSync(fd, buffer, 0, CHUNK_BYTES, null);
-    if (n === 0) break;
-    digest.update(n === CHUNK_BYTES ? buffer : buffer.subarray(0, n));
+    const n = fill(fd, buffer);
     bytes += n;
-    if (n < CHUNK_BYTES) break;
+    if (n === CHUNK_BYTES) {
+      (digest ??= createHash('sha256')).update(buffer);
+      continue;
+    }
+    // The end. A file that fits in one buffer is hashed in one shot.
+    if (digest === undefined) return { hash: contentHash(oneShot('sha256', buffer.subarray(0, n), 'hex')), bytes };
+    digest.update(buffer.subarray(0, n));
+    return { hash: contentHash(digest.digest('hex')), bytes };
   }
-  return { hash: contentHash(digest.digest('hex')), bytes };
 }
 
 /** SHA-256 of a file's content (following symlinks). Throws the fs error if it cannot be read. */
@@ -60,25 +84,28 @@ export function sha256FileSync(file: string): FileDigest {
 export async function sha256FileAsync(file: string): Promise<FileDigest> {
   const handle = await open(file, 'r');
   try {
-    let buffer = Buffer.allocUnsafeSlow(CHUNK_BYTES);
-    let spare = Buffer.allocUnsafeSlow(CHUNK_BYTES);
-    let n = (await handle.read(buffer, 0, CHUNK_BYTES, null)).bytesRead;
-    if (n < CHUNK_BYTES) return { hash: contentHash(oneShot('sha256', buffer.subarray(0, n), 'hex')), bytes: n };
-    const digest = createHash('sha256');
-    let bytes = 0;
-    for (;;) {
-      // Start the next read into the spare buffer before hashing this chunk.
-      const more = n === CHUNK_BYTES;
-      const next = more ? handle.read(spare, 0, CHUNK_BYTES, null) : undefined;
-      digest.update(more ? buffer : buffer.subarray(0, n));
-      bytes += n;
-      if (next === undefined) break;
-      n = (await next).bytesRead;
-      if (n === 0) break;
-      [buffer, spare] = [spare, buffer];
-    }
-    return { hash: contentHash(digest.digest('hex')), bytes };
+    return await sha256HandleAsync(handle);
   } finally {
     await handle.close();
   }
+}
+
+/** SHA-256 of what can be read from an open file, from its current position. Does not close it. */
+export async function sha256HandleAsync(handle: FileHandle): Promise<FileDigest> {
+  let buffer = Buffer.allocUnsafeSlow(CHUNK_BYTES);
+  let n = await fillAsync(handle, buffer);
+  if (n < CHUNK_BYTES) return { hash: contentHash(oneShot('sha256', buffer.subarray(0, n), 'hex')), bytes: n };
+  let spare = Buffer.allocUnsafeSlow(CHUNK_BYTES);
+  const digest = createHash('sha256');
+  let bytes = 0;
+  for (;;) {
+    // Start filling the spare buffer before hashing this one: the read overlaps the hash.
+    const next = n === CHUNK_BYTES ? fillAsync(handle, spare) : undefined;
+    digest.update(n === CHUNK_BYTES ? buffer : buffer.subarray(0, n));
+    bytes += n;
+    if (next === undefined) break;
+    n = await next;
+    [buffer, spare] = [spare, buffer];
+  }
+  return { hash: contentHash(digest.digest('hex')), bytes };
 }

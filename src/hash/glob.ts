@@ -1,5 +1,10 @@
-// The hash of the files a glob matches: which ones (sorted relative paths)
-// and their content. A glob that matches nothing has a hash too.
+// The hash of the files a glob matches (node:fs globSync): which files — their
+// paths as matched, relative to the base, '/' separators, sorted — with each
+// one's executable bit and content hash (through the cache). Only files count
+// (symlinks are followed to see if they are one); matched directories add
+// nothing, so `src/**` hashes the files under src. Dotfiles match only where the
+// pattern names a dot, as globSync does. A glob that matches no file hashes to
+// EMPTY_GLOB_HASH.
 
 import { globSync } from 'node:fs';
 import path from 'node:path';
@@ -7,15 +12,30 @@ import type { ContentHash } from '../ids.ts';
 import type { HashCache } from './cache.ts';
 import { hashParts } from './value.ts';
 
-export function hashGlob(pattern: string, base: string, cache: HashCache): { hash: ContentHash; files: string[] } {
-  const files = globSync(pattern, { cwd: base }).map((f) => f.split(path.sep).join('/')).sort();
-  const parts: string[] = [];
-  const matched: string[] = [];
-  for (const file of files) {
-    const seen = cache.hashFile(path.resolve(base, file));
+export interface GlobHash {
+  readonly hash: ContentHash;
+  /** The matched files, as matched (relative to the base unless the pattern was absolute), sorted. */
+  readonly files: readonly string[];
+}
+
+const HEADER = 'nodegraph-glob 1';
+
+/** The hash of a glob that matches no file. */
+export const EMPTY_GLOB_HASH: ContentHash = hashParts([HEADER]);
+
+export function hashGlob(pattern: string | readonly string[], base: string, cache: HashCache): GlobHash {
+  const cwd = path.resolve(base);
+  const matched = globSync(pattern, { cwd });
+  const unique = [...new Set(path.sep === '/' ? matched : matched.map((m) => m.split(path.sep).join('/')))].sort((a, b) =>
+    a < b ? -1 : a > b ? 1 : 0,
+  );
+  const parts: string[] = [HEADER];
+  const files: string[] = [];
+  for (const file of unique) {
+    const seen = cache.hashFile(path.resolve(cwd, file));
     if (seen.kind !== 'file') continue;
-    matched.push(file);
-    parts.push(file, seen.hash);
+    files.push(file);
+    parts.push(file, (seen.mode & 0o111) !== 0 ? 'x' : '-', seen.hash);
   }
-  return { hash: hashParts(parts), files: matched };
+  return { hash: hashParts(parts), files };
 }

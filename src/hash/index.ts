@@ -1,6 +1,13 @@
-// Content hashing: values, files (with the stat-keyed cache), trees, globs.
+// Content hashing: values, files (streamed, and through the stat-keyed cache), trees, globs.
 
 export { canonicalJson, hashParts, hashString, hashValue } from './value.ts';
-export { HashCache, sha256File, type FileObservation, type HashCacheCounters } from './cache.ts';
-export { hashTree } from './tree.ts';
-export { hashGlob } from './glob.ts';
+export { CHUNK_BYTES, sha256FdSync, sha256FileAsync, sha256FileSync, sha256HandleAsync, type FileDigest } from './file.ts';
+export {
+  HashCache,
+  type FileObservation,
+  type HashCacheCounters,
+  type HashCacheOptions,
+  type HashCacheStats,
+} from './cache.ts';
+export { hashTree, walkTree, type TreeEntry, type TreeHash } from './tree.ts';
+export { EMPTY_GLOB_HASH, hashGlob, type GlobHash } from './glob.ts';

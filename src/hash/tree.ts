@@ -1,36 +1,108 @@
-// The hash of a directory tree: every entry's relative path, its type, the
-// executable bit and content of files (through the cache), and the target of
-// symlinks (not followed). Empty directories count.
+// The hash of a directory tree: every entry's path relative to the root ('/'
+// separators), its type, and for files the executable bit and the content hash
+// (through the cache: one stat per unchanged file, no read); for symlinks the
+// target text (links are not followed); empty directories count. Entries are
+// visited depth-first with names sorted by UTF-16 code unit, so the order, and
+// the hash, depend only on the tree.
+//
+// Entries that vanish while the tree is walked are left out. A root that is not
+// there, or is not a directory, hashes to its own digest, distinct from any tree.
 
-import { lstatSync, readdirSync, readlinkSync } from 'node:fs';
+import { readdirSync, readlinkSync, type Dirent } from 'node:fs';
 import path from 'node:path';
 import type { ContentHash } from '../ids.ts';
 import type { HashCache } from './cache.ts';
 import { hashParts } from './value.ts';
 
-export function hashTree(root: string, cache: HashCache): ContentHash {
-  const parts: string[] = [];
-  walk(root, '', cache, parts);
-  return hashParts(parts);
+export type TreeEntry =
+  | { readonly path: string; readonly type: 'file'; readonly executable: boolean; readonly hash: ContentHash }
+  | { readonly path: string; readonly type: 'directory' }
+  | { readonly path: string; readonly type: 'symlink'; readonly target: string }
+  /** A socket, fifo or device: its presence counts, not its content. */
+  | { readonly path: string; readonly type: 'other' };
+
+export interface TreeHash {
+  readonly hash: ContentHash;
+  /** 'ok', or why the root could not be listed. */
+  readonly root: 'ok' | 'missing' | 'not-a-directory';
+  readonly entries: readonly TreeEntry[];
 }
 
-function walk(dir: string, rel: string, cache: HashCache, parts: string[]): void {
-  const entries = readdirSync(dir, { withFileTypes: true }).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
-  for (const entry of entries) {
-    const full = path.join(dir, entry.name);
-    const name = rel === '' ? entry.name : `${rel}/${entry.name}`;
-    if (entry.isDirectory()) {
-      parts.push(`d ${name}`);
-      walk(full, name, cache, parts);
-    } else if (entry.isSymbolicLink()) {
-      parts.push(`l ${name} ${readlinkSync(full)}`);
-    } else if (entry.isFile()) {
-      const seen = cache.hashFile(full);
-      if (seen.kind === 'file') parts.push(`f ${name} ${seen.mode & 0o111 ? 'x' : '-'} ${seen.hash}`);
-      else parts.push(`? ${name}`); // vanished while we looked
-    } else {
-      // Sockets, fifos, devices: their presence and kind, not their content.
-      parts.push(`o ${name} ${lstatSync(full).mode & 0o170000}`);
+const HEADER = 'nodegraph-tree 1';
+
+const byName = (a: Dirent, b: Dirent): number => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0);
+
+const code = (error: unknown): string | undefined => (error as NodeJS.ErrnoException | undefined)?.code;
+
+/** The hash of the tree under `root` (see the top of this file). */
+export function hashTree(root: string, cache: HashCache): ContentHash {
+  return walk(root, cache, undefined).hash;
+}
+
+/** The tree's hash together with the entries it was computed from, in order. */
+export function walkTree(root: string, cache: HashCache): TreeHash {
+  return walk(root, cache, []);
+}
+
+function walk(root: string, cache: HashCache, entries: TreeEntry[] | undefined): TreeHash {
+  const base = path.resolve(root);
+  const parts: string[] = [HEADER];
+  let rootError: 'missing' | 'not-a-directory' = 'missing';
+  const list = (dir: string): Dirent[] | undefined => {
+    try {
+      return readdirSync(dir, { withFileTypes: true }).sort(byName);
+    } catch (error) {
+      if (code(error) === 'ENOENT') return undefined;
+      if (code(error) === 'ENOTDIR') {
+        rootError = 'not-a-directory';
+        return undefined;
+      }
+      throw error;
     }
-  }
+  };
+  const directory = (full: string, rel: string): void => {
+    const inner = list(full);
+    if (inner === undefined) return; // vanished
+    entries?.push({ path: rel, type: 'directory' });
+    parts.push('d', rel);
+    visit(full, `${rel}/`, inner);
+  };
+  const visit = (dir: string, prefix: string, children: Dirent[]): void => {
+    for (const child of children) {
+      const full = `${dir}${path.sep}${child.name}`;
+      const rel = `${prefix}${child.name}`;
+      if (child.isFile()) {
+        const seen = cache.hashFile(full);
+        if (seen.kind === 'file') {
+          const executable = (seen.mode & 0o111) !== 0;
+          entries?.push({ path: rel, type: 'file', executable, hash: seen.hash });
+          parts.push('f', rel, executable ? 'x' : '-', seen.hash);
+        } else if (seen.kind === 'directory') {
+          directory(full, rel); // replaced by a directory since the listing
+        } else if (seen.kind === 'other') {
+          entries?.push({ path: rel, type: 'other' });
+          parts.push('o', rel);
+        } // 'missing': vanished
+      } else if (child.isDirectory()) {
+        directory(full, rel);
+      } else if (child.isSymbolicLink()) {
+        let target: string;
+        try {
+          target = readlinkSync(full);
+        } catch (error) {
+          if (code(error) === 'ENOENT' || code(error) === 'EINVAL') continue; // vanished or replaced
+          throw error;
+        }
+        entries?.push({ path: rel, type: 'symlink', target });
+        parts.push('l', rel, target);
+      } else {
+        entries?.push({ path: rel, type: 'other' });
+        parts.push('o', rel);
+      }
+    }
+  };
+  const top = list(base);
+  if (top === undefined) return { hash: hashParts([HEADER, rootError]), root: rootError, entries: entries ?? [] };
+  visit(base, '', top);
+  return { hash: hashParts(parts), root: 'ok', entries: entries ?? [] };
 }

@@ -1,0 +1,438 @@
+// The stat-keyed hash cache on real temp dirs: hits read nothing, every kind of
+// change is caught (content, touch, same-size rewrite with mtime restored, an
+// inode renamed over), racy entries are not trusted, and the saved cache
+// round-trips, is written only when it changed, and is ignored when damaged.
+
+import { createHash } from 'node:crypto';
+import { execFileSync } from 'node:child_process';
+import {
+  chmodSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  statSync,
+  utimesSync,
+  writeFileSync,
+  type BigIntStats,
+} from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterEach, beforeEach, describe, expect, test } from 'vitest';
+import { HashCache, type FileObservation, type HashCacheOptions } from '../../src/hash/index.ts';
+
+let dir: string;
+beforeEach(() => {
+  dir = mkdtempSync(path.join(tmpdir(), 'ng-hash-cache-'));
+});
+afterEach(() => rmSync(dir, { recursive: true, force: true }));
+
+const sha = (s: string | Buffer): string => `sha256:${createHash('sha256').update(s).digest('hex')}`;
+const NS = 1_000_000_000n;
+
+/** A clock a minute ahead: every file looks old, so no entry is racy. */
+const later: HashCacheOptions = { now: () => (BigInt(Date.now()) + 60_000n) * 1_000_000n };
+
+function write(name: string, content: string | Buffer): string {
+  const file = path.join(dir, name);
+  mkdirSync(path.dirname(file), { recursive: true });
+  writeFileSync(file, content);
+  return file;
+}
+
+const hashOf = (o: FileObservation): string => (o.kind === 'file' ? o.hash : `<${o.kind}>`);
+
+/** A copy of real stats with some fields replaced, keeping isFile() and friends. */
+function altered(st: BigIntStats, fields: Partial<Record<'mtimeNs' | 'ctimeNs' | 'ino' | 'dev', bigint>>): BigIntStats {
+  return Object.assign(Object.create(Object.getPrototypeOf(st) as object) as BigIntStats, st, fields);
+}
+
+/**
+ * A simulated whole-second filesystem that keeps no separate ctime (ctime reads as
+ * the mtime): the worst case for racy detection, since a same-size rewrite with the
+ * mtime put back leaves every stat field as it was.
+ */
+const coarseNoCtime = (st: BigIntStats): BigIntStats => {
+  const mtime = (st.mtimeNs / NS) * NS;
+  return altered(st, { mtimeNs: mtime, ctimeNs: mtime });
+};
+
+describe('hashFile', () => {
+  test('hashes content; an unchanged file is answered with one stat and no read', () => {
+    const file = write('a.txt', 'hello');
+    const { cache } = HashCache.load(path.join(dir, 'cache'), later);
+    const first = cache.hashFile(file);
+    expect(first).toEqual({ kind: 'file', hash: sha('hello'), size: 5, mode: statSync(file).mode & 0o7777 });
+    expect(cache.counters).toMatchObject({ contentReads: 1, bytesRead: 5 });
+    const stats = cache.counters.stats;
+    expect(cache.hashFile(file)).toEqual(first);
+    expect(cache.counters).toMatchObject({ stats: stats + 1, contentReads: 1, bytesRead: 5, hits: 1 });
+  });
+
+  test('a content change changes the hash', () => {
+    const file = write('a.txt', 'one');
+    const cache = new HashCache(undefined, later);
+    expect(hashOf(cache.hashFile(file))).toBe(sha('one'));
+    writeFileSync(file, 'three');
+    expect(hashOf(cache.hashFile(file))).toBe(sha('three'));
+    expect(cache.counters.contentReads).toBe(2);
+  });
+
+  test('a same-size rewrite with the mtime put back is caught (ctime moved)', () => {
+    const file = write('a.txt', 'AAAA');
+    utimesSync(file, 1_000_000, 1_000_000);
+    const cache = new HashCache(undefined, later);
+    expect(hashOf(cache.hashFile(file))).toBe(sha('AAAA'));
+    writeFileSync(file, 'BBBB');
+    utimesSync(file, 1_000_000, 1_000_000);
+    expect(hashOf(cache.hashFile(file))).toBe(sha('BBBB'));
+  });
+
+  test('a touch without a content change reads again and gives the same hash', () => {
+    const file = write('a.txt', 'same');
+    const cache = new HashCache(undefined, later);
+    const before = cache.hashFile(file);
+    utimesSync(file, new Date(), new Date(Date.now() - 3_600_000));
+    expect(cache.hashFile(file)).toEqual(before);
+    expect(cache.counters.contentReads).toBe(2);
+    expect(cache.hashFile(file)).toEqual(before);
+    expect(cache.counters.contentReads).toBe(2);
+  });
+
+  test('a file renamed over it is caught by its inode, even with size, mtime and ctime equal', () => {
+    // ctime pinned, so only the inode can tell the two files apart.
+    const simulateStat = (st: BigIntStats): BigIntStats => altered(st, { ctimeNs: 5n * NS });
+    const file = write('a.txt', 'first');
+    const other = write('b.txt', 'other');
+    utimesSync(file, 2_000_000, 2_000_000);
+    utimesSync(other, 2_000_000, 2_000_000);
+    const cache = new HashCache(undefined, { ...later, simulateStat });
+    expect(hashOf(cache.hashFile(file))).toBe(sha('first'));
+    renameSync(other, file);
+    expect(hashOf(cache.hashFile(file))).toBe(sha('other'));
+  });
+
+  test('missing, directory, other; a vanished file leaves the cache', () => {
+    const cache = new HashCache(path.join(dir, 'cache'), later);
+    expect(cache.hashFile(path.join(dir, 'nope'))).toEqual({ kind: 'missing' });
+    expect(cache.hashFile(path.join(dir, 'nope', 'deeper'))).toEqual({ kind: 'missing' });
+    mkdirSync(path.join(dir, 'sub'));
+    expect(cache.hashFile(path.join(dir, 'sub')).kind).toBe('directory');
+    execFileSync('mkfifo', [path.join(dir, 'fifo')]);
+    expect(cache.hashFile(path.join(dir, 'fifo'))).toEqual({ kind: 'other' });
+    const file = write('gone.txt', 'x');
+    cache.hashFile(file);
+    expect(cache.size).toBe(1);
+    expect(cache.save()).toBe(true);
+    rmSync(file);
+    expect(cache.hashFile(file)).toEqual({ kind: 'missing' });
+    expect(cache.size).toBe(0);
+    expect(cache.dirty).toBe(true);
+  });
+
+  test('follows symlinks; relative paths are resolved', () => {
+    const file = write('target.txt', 'via link');
+    const cache = new HashCache(undefined, later);
+    execFileSync('ln', ['-s', 'target.txt', path.join(dir, 'link')]);
+    expect(hashOf(cache.hashFile(path.join(dir, 'link')))).toBe(sha('via link'));
+    expect(hashOf(cache.hashFile(path.relative(process.cwd(), file)))).toBe(sha('via link'));
+    expect(cache.counters.contentReads).toBe(2); // the link and the file are two keys
+  });
+
+  test('mode is reported and a chmod is seen (ctime moves)', () => {
+    const file = write('tool', '#!/bin/sh\n');
+    const cache = new HashCache(undefined, later);
+    chmodSync(file, 0o644);
+    expect(cache.hashFile(file)).toMatchObject({ kind: 'file', mode: 0o644 });
+    chmodSync(file, 0o755);
+    expect(cache.hashFile(file)).toMatchObject({ kind: 'file', mode: 0o755 });
+  });
+
+  test('hashFileAsync agrees with hashFile and shares the cache, large files included', async () => {
+    const big = write('big.bin', Buffer.alloc(9 * 1024 * 1024 + 3, 7));
+    const small = write('small.txt', 'small');
+    const cache = new HashCache(undefined, later);
+    expect(await cache.hashFileAsync(big)).toMatchObject({ kind: 'file', hash: sha(readFileSync(big)), size: 9 * 1024 * 1024 + 3 });
+    expect(await cache.hashFileAsync(small)).toMatchObject({ kind: 'file', hash: sha('small') });
+    expect(cache.counters.contentReads).toBe(2);
+    expect(cache.hashFile(big)).toMatchObject({ hash: sha(readFileSync(big)) });
+    expect(await cache.hashFileAsync(small)).toMatchObject({ hash: sha('small') });
+    expect(cache.counters.contentReads).toBe(2);
+    expect(await cache.hashFileAsync(path.join(dir, 'nope'))).toEqual({ kind: 'missing' });
+  });
+});
+
+describe('racy entries', () => {
+  test('a file just written is not trusted: it is read again until it is old enough', () => {
+    const file = write('fresh.txt', 'fresh');
+    let offset = 0n; // how far the test clock runs ahead of the real one
+    const cache = new HashCache(undefined, { now: () => BigInt(Date.now()) * 1_000_000n + offset });
+    cache.hashFile(file);
+    cache.hashFile(file);
+    expect(cache.counters.contentReads).toBe(2); // racy: read again
+    offset = 10n * NS;
+    cache.hashFile(file); // read once more, now old enough: the entry becomes clean
+    cache.hashFile(file);
+    cache.hashFile(file);
+    expect(cache.counters.contentReads).toBe(3);
+  });
+
+  test('a same-size rewrite in the same tick, with every stat field unchanged, is caught', () => {
+    // The deliberate racy case: on a whole-second filesystem without ctime, write,
+    // hash, rewrite the same size and put the mtime back with utimes: stat cannot
+    // tell. The entry was racy (its mtime is not older than the read less the
+    // margin), so it is read again.
+    const file = write('racy.txt', 'AAAA');
+    const second = Math.floor(Date.now() / 1000);
+    utimesSync(file, second, second);
+    const cache = new HashCache(undefined, { simulateStat: coarseNoCtime });
+    expect(hashOf(cache.hashFile(file))).toBe(sha('AAAA'));
+    const before = coarseNoCtime(statSync(file, { bigint: true }));
+    writeFileSync(file, 'BBBB');
+    utimesSync(file, second, second);
+    const after = coarseNoCtime(statSync(file, { bigint: true }));
+    expect([after.dev, after.ino, after.size, after.mtimeNs, after.ctimeNs]).toEqual([
+      before.dev,
+      before.ino,
+      before.size,
+      before.mtimeNs,
+      before.ctimeNs,
+    ]);
+    expect(hashOf(cache.hashFile(file))).toBe(sha('BBBB'));
+  });
+
+  test('the same rewrite of a file last changed long ago is trusted: the racy rule is what protects', () => {
+    // Control for the test above: identical stat, but the entry was clean, so the
+    // cache answers without reading — the one-stat no-op that makes it fast.
+    const file = write('old.txt', 'AAAA');
+    const second = Math.floor(Date.now() / 1000) - 3600;
+    utimesSync(file, second, second);
+    const cache = new HashCache(undefined, { simulateStat: coarseNoCtime });
+    expect(hashOf(cache.hashFile(file))).toBe(sha('AAAA'));
+    writeFileSync(file, 'BBBB');
+    utimesSync(file, second, second);
+    expect(hashOf(cache.hashFile(file))).toBe(sha('AAAA'));
+    expect(cache.counters.contentReads).toBe(1);
+  });
+
+  test('the boundary: clean only when max(mtime, ctime) < start − margin', () => {
+    const file = write('edge.txt', 'edge');
+    const st = statSync(file, { bigint: true });
+    const changed = st.mtimeNs > st.ctimeNs ? st.mtimeNs : st.ctimeNs;
+    const margin = 5n * NS;
+    const reads = (now: bigint): number => {
+      const cache = new HashCache(undefined, { racyMarginNs: margin, now: () => now });
+      cache.hashFile(file);
+      cache.hashFile(file);
+      return cache.counters.contentReads;
+    };
+    expect(reads(changed + margin)).toBe(2); // not strictly older: racy
+    expect(reads(changed + margin + 1n)).toBe(1); // strictly older: clean
+  });
+
+  test('default margins: 3 s on whole-second timestamps, 100 ms otherwise', () => {
+    const file = write('m.txt', 'm');
+    const base = statSync(file, { bigint: true });
+    const at = (changed: bigint, now: bigint): number => {
+      const simulateStat = (): BigIntStats => altered(base, { mtimeNs: changed, ctimeNs: changed });
+      const cache = new HashCache(undefined, { simulateStat, now: () => now });
+      cache.hashFile(file);
+      cache.hashFile(file);
+      return cache.counters.contentReads;
+    };
+    const whole = 1_700_000_000n * NS;
+    expect(at(whole, whole + 3n * NS)).toBe(2);
+    expect(at(whole, whole + 3n * NS + 1n)).toBe(1);
+    const fine = whole + 123_456_789n;
+    expect(at(fine, fine + 100_000_000n)).toBe(2);
+    expect(at(fine, fine + 100_000_001n)).toBe(1);
+  });
+
+  test('racy entries are saved as racy, and re-reading one that is still racy and unchanged writes nothing', () => {
+    const file = write('fresh.txt', 'fresh');
+    const cacheFile = path.join(dir, 'cache');
+    const first = HashCache.load(cacheFile).cache;
+    first.hashFile(file);
+    expect(first.save()).toBe(true);
+    const second = HashCache.load(cacheFile).cache;
+    second.hashFile(file);
+    expect(second.counters.contentReads).toBe(1); // racy: not trusted after loading either
+    expect(second.save()).toBe(false); // same stat, same hash, still racy: nothing changed
+  });
+  test('a file that changes while it is read is read again, and recorded racy if it never settles', () => {
+    const file = write('busy.txt', 'busy');
+    // Every stat (path or fstat) sees a newer ctime, as if a writer never stopped.
+    let tick = 0n;
+    const simulateStat = (st: BigIntStats): BigIntStats => altered(st, { ctimeNs: st.ctimeNs - 3600n * NS + ++tick });
+    const cache = new HashCache(undefined, { ...later, simulateStat });
+    expect(hashOf(cache.hashFile(file))).toBe(sha('busy'));
+    expect(cache.counters.contentReads).toBe(3);
+    expect(cache.hashFile(file)).toMatchObject({ kind: 'file', hash: sha('busy') });
+    expect(cache.counters.contentReads).toBe(6); // racy: never trusted
+
+    // One change during the first read only: the second read settles, and is trusted.
+    let calls = 0;
+    const once = new HashCache(undefined, {
+      ...later,
+      simulateStat: (st) => (++calls === 2 ? altered(st, { ctimeNs: st.ctimeNs + 1n }) : st),
+    });
+    once.hashFile(file);
+    expect(once.counters.contentReads).toBe(2);
+    once.hashFile(file);
+    expect(once.counters.contentReads).toBe(2);
+  });
+});
+
+describe('persistence', () => {
+  test('round-trips: after loading, unchanged files cost one stat each and no read; a no-op saves nothing', () => {
+    const files = Array.from({ length: 50 }, (_, i) => write(`d${i % 5}/f${i}.txt`, `content ${i}`));
+    const cacheFile = path.join(dir, '.nodegraph', 'hashcache');
+    const first = HashCache.load(cacheFile, later);
+    expect(first.warning).toBeUndefined();
+    const hashes = files.map((f) => hashOf(first.cache.hashFile(f)));
+    expect(first.cache.save()).toBe(true);
+    expect(first.cache.save()).toBe(false);
+
+    const written = statSync(cacheFile, { bigint: true });
+    const second = HashCache.load(cacheFile, later);
+    expect(second.warning).toBeUndefined();
+    expect(second.cache.size).toBe(50);
+    expect(files.map((f) => hashOf(second.cache.hashFile(f)))).toEqual(hashes);
+    expect(second.cache.counters).toMatchObject({ stats: 50, contentReads: 0, bytesRead: 0, hits: 50 });
+    expect(second.cache.save()).toBe(false);
+    const after = statSync(cacheFile, { bigint: true });
+    expect([after.ino, after.mtimeNs]).toEqual([written.ino, written.mtimeNs]);
+
+    // One change: saved again, the rest kept.
+    writeFileSync(files[3]!, 'changed');
+    expect(hashOf(second.cache.hashFile(files[3]!))).toBe(sha('changed'));
+    expect(second.cache.save()).toBe(true);
+    const third = HashCache.load(cacheFile, later).cache;
+    expect(files.map((f) => hashOf(third.hashFile(f)))).toEqual(hashes.map((h, i) => (i === 3 ? sha('changed') : h)));
+    expect(third.counters.contentReads).toBe(0);
+  });
+
+  test('entries not looked at are kept unless pruned', () => {
+    const a = write('a', 'a');
+    const b = write('b', 'b');
+    const cacheFile = path.join(dir, 'cache');
+    const first = HashCache.load(cacheFile, later).cache;
+    first.hashFile(a);
+    first.hashFile(b);
+    first.save();
+    const second = HashCache.load(cacheFile, later).cache;
+    second.hashFile(a);
+    expect(second.save()).toBe(false);
+    expect(second.prune()).toBe(1);
+    expect(second.save()).toBe(true);
+    expect(HashCache.load(cacheFile, later).cache.size).toBe(1);
+  });
+
+  test('records not looked at are carried over byte for byte when another one changes', () => {
+    const files = ['a', 'b', 'c', 'd'].map((n) => write(`${n}.txt`, n.repeat(10)));
+    const cacheFile = path.join(dir, 'cache');
+    const first = HashCache.load(cacheFile, later).cache;
+    for (const f of files) first.hashFile(f);
+    first.save();
+    const second = HashCache.load(cacheFile, later).cache;
+    writeFileSync(files[1]!, 'changed');
+    second.hashFile(files[1]!); // the only record parsed; a, c, d stay raw
+    expect(second.save()).toBe(true);
+    const third = HashCache.load(cacheFile, later);
+    expect(third.warning).toBeUndefined();
+    expect(files.map((f) => hashOf(third.cache.hashFile(f)))).toEqual([sha('a'.repeat(10)), sha('changed'), sha('c'.repeat(10)), sha('d'.repeat(10))]);
+    expect(third.cache.counters.contentReads).toBe(0);
+  });
+
+  test('paths with tabs, newlines and quotes survive', () => {
+    const names = ['tab\there', 'new\nline', '"quoted"', 'back\\slash', 'ünïcødé'];
+    const files = names.map((n) => write(n, n));
+    const cacheFile = path.join(dir, 'cache');
+    const first = HashCache.load(cacheFile, later).cache;
+    for (const f of files) first.hashFile(f);
+    first.save();
+    const second = HashCache.load(cacheFile, later);
+    expect(second.warning).toBeUndefined();
+    expect(files.map((f) => hashOf(second.cache.hashFile(f)))).toEqual(names.map((n) => sha(n)));
+    expect(second.cache.counters.contentReads).toBe(0);
+  });
+
+  test('a missing cache file is an empty cache, without a warning', () => {
+    const loaded = HashCache.load(path.join(dir, 'none', 'cache'));
+    expect(loaded.warning).toBeUndefined();
+    expect(loaded.cache.size).toBe(0);
+    expect(loaded.cache.save()).toBe(false); // nothing to write
+  });
+
+  describe('a damaged cache file is ignored with a warning, never trusted', () => {
+    let cacheFile: string;
+    let file: string;
+    let good: Buffer;
+    beforeEach(() => {
+      file = write('a.txt', 'real');
+      cacheFile = path.join(dir, 'cache');
+      const { cache } = HashCache.load(cacheFile, later);
+      cache.hashFile(file);
+      write('b.txt', 'b');
+      cache.hashFile(path.join(dir, 'b.txt'));
+      cache.save();
+      good = readFileSync(cacheFile);
+    });
+
+    const damaged = (bytes: Buffer | string, reason: RegExp): void => {
+      writeFileSync(cacheFile, bytes);
+      const loaded = HashCache.load(cacheFile, later);
+      expect(loaded.warning).toMatch(/^ignoring the hash cache /);
+      expect(loaded.warning).toMatch(reason);
+      expect(loaded.cache.size).toBe(0);
+      expect(hashOf(loaded.cache.hashFile(file))).toBe(sha('real'));
+      expect(loaded.cache.counters.contentReads).toBe(1);
+      expect(loaded.cache.save()).toBe(true); // replaced by a good one
+      expect(HashCache.load(cacheFile, later).warning).toBeUndefined();
+    };
+
+    test('torn (truncated)', () => damaged(good.subarray(0, good.length - 20), /checksum/));
+    test('a flipped byte', () => {
+      const bad = Buffer.from(good);
+      bad.writeUInt8(bad.readUInt8(bad.length - 30) ^ 1, bad.length - 30);
+      damaged(bad, /checksum/);
+    });
+    test('a stat field changed (the last byte: the ctime of the last record)', () => {
+      const bad = Buffer.from(good);
+      bad.writeUInt8(bad.readUInt8(bad.length - 1) ^ 0x40, bad.length - 1);
+      damaged(bad, /checksum/);
+    });
+    test('trailing bytes', () => damaged(Buffer.concat([good, Buffer.from([0])]), /checksum/));
+    test('garbage', () => damaged('{"format":"nodegraph-hashcache","version":1,"entries":[]}', /not a nodegraph hash cache/));
+    test('the earlier text format (version 2)', () => damaged(`nodegraph-hashcache 2 0 ${'0'.repeat(64)}\n`, /version 2 is not 3/));
+    test('empty', () => damaged('', /empty file/));
+    test('a torn header', () => damaged('nodegraph-hashcache 3 1', /truncated header/));
+    test('a count that does not match, checksum right', () => {
+      const headerEnd = good.indexOf(10);
+      const header = good.toString('latin1', 0, headerEnd).split(' ');
+      expect(header.slice(0, 3)).toEqual(['nodegraph-hashcache', '3', '2']);
+      damaged(Buffer.concat([Buffer.from(`${header[0]} 3 3 ${header[3]}`), good.subarray(headerEnd)]), /2 entries where the header says 3/);
+    });
+    test('a record cut short, checksum right', () => {
+      const headerEnd = good.indexOf(10);
+      const body = good.subarray(headerEnd + 1, good.length - 1);
+      const sum = createHash('sha256').update(body).digest('hex');
+      damaged(Buffer.concat([Buffer.from(`nodegraph-hashcache 3 2 ${sum}\n`), body]), /record 2 is cut short/);
+    });
+  });
+
+  test('save writes atomically: no temporary file is left, and a failed save reports why', () => {
+    const file = write('a', 'a');
+    const cacheFile = path.join(dir, 'state', 'hashcache');
+    const { cache } = HashCache.load(cacheFile, later);
+    cache.hashFile(file);
+    expect(cache.save()).toBe(true);
+    expect(execFileSync('ls', ['-A', path.dirname(cacheFile)], { encoding: 'utf8' })).toBe('hashcache\n');
+
+    const blocked = new HashCache(path.join(dir, 'a', 'cannot-be-under-a-file'), later);
+    blocked.hashFile(file);
+    expect(blocked.save()).toBe(false);
+    expect(blocked.saveError).toMatch(/ENOTDIR|EEXIST/);
+  });
+});

@@ -1,0 +1,65 @@
+// Streamed file hashes against sha256sum, at the chunk boundaries.
+
+import { execFileSync } from 'node:child_process';
+import { closeSync, mkdtempSync, openSync, readSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { CHUNK_BYTES, sha256FdSync, sha256FileAsync, sha256FileSync } from '../../src/hash/index.ts';
+
+let dir: string;
+beforeAll(() => {
+  dir = mkdtempSync(path.join(tmpdir(), 'ng-hash-file-'));
+});
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+const sha256sum = (file: string): string => `sha256:${execFileSync('sha256sum', [file], { encoding: 'utf8' }).slice(0, 64)}`;
+
+/** Deterministic, non-repeating-looking bytes. */
+function bytes(n: number, seed: number): Buffer {
+  const b = Buffer.allocUnsafe(n);
+  let x = seed >>> 0 || 1;
+  for (let i = 0; i < n; i++) {
+    x ^= x << 13;
+    x ^= x >>> 17;
+    x ^= x << 5;
+    b[i] = x & 0xff;
+  }
+  return b;
+}
+
+describe('sha256 of files', () => {
+  const sizes = [0, 1, 4095, CHUNK_BYTES - 1, CHUNK_BYTES, CHUNK_BYTES + 1, 2 * CHUNK_BYTES, 2 * CHUNK_BYTES + 12345];
+  for (const size of sizes) {
+    test(`${size} bytes: sync and async equal sha256sum`, async () => {
+      const file = path.join(dir, `f${size}`);
+      writeFileSync(file, bytes(size, size + 7));
+      const expected = sha256sum(file);
+      expect(sha256FileSync(file)).toEqual({ hash: expected, bytes: size });
+      expect(await sha256FileAsync(file)).toEqual({ hash: expected, bytes: size });
+    });
+  }
+
+  test('sha256FdSync hashes from the current position', () => {
+    const file = path.join(dir, 'offset');
+    writeFileSync(file, 'skip:hash me');
+    const fd = openSync(file, 'r');
+    try {
+      readSync(fd, Buffer.alloc(5), 0, 5, null);
+      expect(sha256FdSync(fd).hash).toBe(sha256FileSync(writeAndName('rest', 'hash me')).hash);
+    } finally {
+      closeSync(fd);
+    }
+  });
+
+  test('a missing file throws the fs error', async () => {
+    expect(() => sha256FileSync(path.join(dir, 'nope'))).toThrow(/ENOENT/);
+    await expect(sha256FileAsync(path.join(dir, 'nope'))).rejects.toThrow(/ENOENT/);
+  });
+});
+
+function writeAndName(name: string, content: string): string {
+  const file = path.join(dir, name);
+  writeFileSync(file, content);
+  return file;
+}
