@@ -445,7 +445,8 @@ function declareSlot(ng: NodefileApi, node: Node, shared: Shared, slot: Slot, ro
         return state === 'active' || `${name} is ${state}`;
       },
       stop: [helper.service(node.runc, slot, 'stop', name)],
-      verbs: { create: 'start', update: 'restart' },
+      // A (re)started container starts its services with it: the plan says so.
+      verbs: { create: 'start', update: 'restart', upstream: { [id('container')]: 'start' } },
     });
 
   const containerd = service('containerd', { config: containerdConfig }, [], false);

@@ -256,7 +256,7 @@ export async function execute(options: ExecuteOptions): Promise<ExecuteSummary> 
         list.push(node);
         continue;
       }
-      const verb = verbFor(node, decision.action);
+      const verb = verbFor(node, decision.action, decision.onlyBecauseOf);
       start(node, decision.reasons.join('; '), verb, records.get(node.id) === undefined, decision);
     }
     if (running === 0) break;

@@ -46,7 +46,9 @@ export const taskSpecSchema = z.strictObject({
   destroy: commands.optional(),
   removeOutputs: z.boolean().optional(),
   pool: z.string().min(1).optional(),
-  verbs: z.strictObject({ create: z.string().optional(), update: z.string().optional() }).optional(),
+  verbs: z
+    .strictObject({ create: z.string().optional(), update: z.string().optional(), upstream: z.record(z.string(), z.string()).optional() })
+    .optional(),
 });
 
 export interface FieldIssue {

@@ -119,8 +119,13 @@ export interface TaskSpec {
   readonly removeOutputs?: boolean;
   /** Tasks in one pool run at most `depth` at a time (see `ng.pool`). */
   readonly pool?: string;
-  /** Words the plan uses for this task: e.g. { create: 'start', update: 'restart' } for a service. */
-  readonly verbs?: { readonly create?: string; readonly update?: string };
+  /**
+   * Words the plan uses for this task: e.g. { create: 'start', update: 'restart' } for a service.
+   * `upstream` names the word for when the only cause is a change in those tasks — a
+   * service whose container restarts is started with it, not restarted:
+   * `{ update: 'restart', upstream: { 'kube1/container': 'start' } }`.
+   */
+  readonly verbs?: { readonly create?: string; readonly update?: string; readonly upstream?: Readonly<Record<string, string>> };
 }
 
 /** What a Nodefile's default export receives. */

@@ -32,6 +32,8 @@ export interface Decision {
   readonly upstream: Readonly<Record<string, ContentHash>>;
   readonly changedInputs: readonly string[];
   readonly changedUpstream: readonly TaskId[];
+  /** When the task acts only because of upstream tasks (changed or still to run): which. */
+  readonly onlyBecauseOf: readonly TaskId[] | undefined;
 }
 
 export function fingerprintOf(
@@ -67,13 +69,20 @@ export function decide(
   const allUpstream = [...node.needs];
 
   const fingerprint = pending.length === 0 ? fingerprintOf(definition, observation.inputs, upstream) : undefined;
-  const result = (action: Action, reasons: string[], changedInputs = allInputs, changedUpstream = allUpstream): Decision => ({
+  const result = (
+    action: Action,
+    reasons: string[],
+    changedInputs = allInputs,
+    changedUpstream = allUpstream,
+    onlyBecauseOf?: TaskId[],
+  ): Decision => ({
     action,
     reasons,
     fingerprint,
     upstream,
     changedInputs,
     changedUpstream,
+    onlyBecauseOf,
   });
 
   if (forced) return result('replace', ['forced by --replace']);
@@ -102,12 +111,18 @@ export function decide(
     changedUpstream.push(id as TaskId);
     reasons.push(before === undefined ? `now consumes ${id}` : `upstream ${id} changed ${change(before, hash)}`);
   }
+  let ownReasons = reasons.length - changedUpstream.length;
   for (const id of Object.keys(record.upstream)) {
-    if (!node.needs.includes(id as TaskId)) reasons.push(`no longer consumes ${id}`);
+    if (!node.needs.includes(id as TaskId)) {
+      reasons.push(`no longer consumes ${id}`);
+      ownReasons++;
+    }
   }
-  if (reasons.length > 0) return result('update', reasons, changedInputs, changedUpstream);
+  if (reasons.length > 0) {
+    return result('update', reasons, changedInputs, changedUpstream, ownReasons === 0 ? [...changedUpstream, ...pending] : undefined);
+  }
   if (pending.length > 0) {
-    return result('maybe', pending.map((id) => `known after ${id}`), changedInputs, changedUpstream);
+    return result('maybe', pending.map((id) => `known after ${id}`), changedInputs, changedUpstream, pending);
   }
   // Definition, inputs and upstream outputs all match: the fingerprint is only
   // derived from them, so a change in how it is derived re-runs nothing.

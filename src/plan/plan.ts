@@ -39,8 +39,14 @@ export interface PlanOptions {
   readonly replace?: ReadonlySet<TaskId>;
 }
 
-export function verbFor(node: TaskNode | undefined, action: PlanAction): string {
+export function verbFor(node: TaskNode | undefined, action: PlanAction, onlyBecauseOf?: readonly TaskId[]): string {
   const verbs = node?.decl.spec.verbs;
+  const byUpstream = verbs?.upstream;
+  if (byUpstream !== undefined && onlyBecauseOf !== undefined && onlyBecauseOf.length > 0 && (action === 'update' || action === 'maybe')) {
+    const words = new Set(onlyBecauseOf.map((id) => byUpstream[id]));
+    const [word] = words;
+    if (words.size === 1 && word !== undefined) return action === 'maybe' ? `may ${word}` : word;
+  }
   switch (action) {
     case 'create':
       return verbs?.create ?? 'create';
@@ -92,7 +98,7 @@ export function makePlan(
     );
     if (decision.action === 'unchanged' && record !== undefined) settled.set(node.id, record.outputHash);
     counts[decision.action]++;
-    entries.push({ id: node.id, action: decision.action, verb: verbFor(node, decision.action), reasons: decision.reasons });
+    entries.push({ id: node.id, action: decision.action, verb: verbFor(node, decision.action, decision.onlyBecauseOf), reasons: decision.reasons });
   }
 
   if (options.targets === undefined || options.targets.size === 0) {

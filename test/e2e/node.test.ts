@@ -386,11 +386,9 @@ describe('graphs/container-node.ts on real runc, systemd and containerd', () => 
     expect(p.get(`${SLOT}/container`)).toMatchObject({ action: 'maybe', verb: 'may restart', reasons: [`known after ${SLOT}/bundle`] });
     expect(p.get(`${SLOT}/containerd.config`)?.action).toBe('unchanged');
     expect(p.get(`${SLOT}/kubelet.config`)?.action).toBe('unchanged');
-    // What the plan says of the services here is only "may restart, known after the container": a task's verb
-    // is fixed per task in the engine, so the plan cannot say "started with the container" although that is
-    // what apply does (below). The reason names the container, which is the truth of why they will run.
-    expect(p.get(`${SLOT}/containerd`)).toMatchObject({ action: 'maybe', verb: 'may restart', reasons: [`known after ${SLOT}/container`] });
-    expect(p.get(`${SLOT}/kubelet`)).toMatchObject({ action: 'maybe', verb: 'may restart', reasons: [`known after ${SLOT}/container`] });
+    // The services are started with the new container, not restarted on their own: the plan says so.
+    expect(p.get(`${SLOT}/containerd`)).toMatchObject({ action: 'maybe', verb: 'may start', reasons: [`known after ${SLOT}/container`] });
+    expect(p.get(`${SLOT}/kubelet`)).toMatchObject({ action: 'maybe', verb: 'may start', reasons: [`known after ${SLOT}/container`] });
 
     const before = snapshot();
     const summary = await apply('bundle annotation changed');

@@ -156,3 +156,31 @@ describe('teardownOrder', () => {
     expect(teardownOrder([taskId('a'), taskId('b'), taskId('c')], records)).toEqual(['c', 'b', 'a']);
   });
 });
+
+describe('verbs', () => {
+  test('a verb per upstream names what a task does when only that upstream moved', () => {
+    const graph = graphOf((ng) => {
+      const config = ng.task('config', { inputs: { v: ng.value(1) }, outputs: ['out/config'], run: ['true'] });
+      const container = ng.task('container', { inputs: { v: ng.value(1) }, run: ['true'] });
+      ng.task('service', { inputs: { config, container, own: ng.value(1) }, run: ['true'], verbs: { update: 'restart', upstream: { container: 'start' } } });
+    });
+    const seen = new Map<TaskId, TaskObservation>([
+      [taskId('config'), obs({ v: h('1') }, { '/n/out/config': h('c1') })],
+      [taskId('container'), obs({ v: h('1') })],
+      [taskId('service'), obs({ own: h('1') })],
+    ]);
+    const records = new Map<TaskId, TaskRecord>([
+      [taskId('config'), recordFor(graph, 'config', seen.get(taskId('config'))!, {}, h('C'))],
+      [taskId('container'), recordFor(graph, 'container', seen.get(taskId('container'))!, {}, h('K'))],
+      [taskId('service'), recordFor(graph, 'service', seen.get(taskId('service'))!, { config: h('C'), container: h('K') }, h('S'))],
+    ]);
+    const verb = (): string | undefined => makePlan(graph, seen, records).entries.find((e) => e.id === 'service')?.verb;
+    seen.set(taskId('container'), obs({ v: h('2') }));
+    expect(verb()).toBe('may start');
+    seen.set(taskId('config'), obs({ v: h('2') }, { '/n/out/config': h('c1') }));
+    expect(verb()).toBe('may restart'); // the config moved too: a restart, not just a start
+    seen.set(taskId('config'), obs({ v: h('1') }, { '/n/out/config': h('c1') }));
+    seen.set(taskId('service'), obs({ own: h('2') }));
+    expect(verb()).toBe('restart'); // its own input changed
+  });
+});
