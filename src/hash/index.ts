@@ -1,7 +1,7 @@
 // Content hashing: values, files (streamed, and through the stat-keyed cache), trees, globs.
 
 export { canonicalJson, hashParts, hashString, hashValue } from './value.ts';
-export { CHUNK_BYTES, sha256FdSync, sha256FileAsync, sha256FileSync, sha256HandleAsync, type FileDigest } from './file.ts';
+export { ASYNC_CHUNK_BYTES, CHUNK_BYTES, sha256FdSync, sha256FileAsync, sha256FileSync, sha256HandleAsync, type FileDigest } from './file.ts';
 export {
   HashCache,
   type FileObservation,

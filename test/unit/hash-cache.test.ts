@@ -6,6 +6,7 @@
 import { createHash } from 'node:crypto';
 import { execFileSync } from 'node:child_process';
 import {
+  appendFileSync,
   chmodSync,
   mkdirSync,
   mkdtempSync,
@@ -13,6 +14,7 @@ import {
   renameSync,
   rmSync,
   statSync,
+  truncateSync,
   utimesSync,
   writeFileSync,
   type BigIntStats,
@@ -281,6 +283,56 @@ describe('racy entries', () => {
     expect(once.counters.contentReads).toBe(2);
     once.hashFile(file);
     expect(once.counters.contentReads).toBe(2);
+  });
+});
+
+describe('a file changed between its stat and its read', () => {
+  // The side effect in simulateStat runs right after the path's stat, before the read.
+  const between = (file: string, change: () => void): HashCacheOptions => {
+    let done = false;
+    return {
+      ...later,
+      simulateStat: (st) => {
+        if (!done) {
+          done = true;
+          change();
+        }
+        return st;
+      },
+    };
+  };
+
+  test('grown: the read stops at the stat size, the fstat sees more, it is read again', () => {
+    const file = write('grow.txt', 'start');
+    const cache = new HashCache(undefined, between(file, () => appendFileSync(file, '+more')));
+    expect(cache.hashFile(file)).toMatchObject({ kind: 'file', hash: sha('start+more'), size: 10 });
+    expect(cache.counters.contentReads).toBe(2);
+  });
+
+  test('shrunk', () => {
+    const file = write('shrink.txt', 'a longer start');
+    const cache = new HashCache(undefined, between(file, () => truncateSync(file, 3)));
+    expect(cache.hashFile(file)).toMatchObject({ kind: 'file', hash: sha('a l'), size: 3 });
+  });
+
+  test('replaced by a directory, or removed', () => {
+    const file = write('swap', 'x');
+    const cache = new HashCache(undefined, between(file, () => {
+      rmSync(file);
+      mkdirSync(file);
+    }));
+    expect(cache.hashFile(file).kind).toBe('directory');
+    const gone = write('gone', 'x');
+    expect(new HashCache(undefined, between(gone, () => rmSync(gone))).hashFile(gone)).toEqual({ kind: 'missing' });
+  });
+
+  test('replaced by a fifo: opened without blocking, seen as other', () => {
+    const file = write('pipe', 'x');
+    const cache = new HashCache(undefined, between(file, () => {
+      rmSync(file);
+      execFileSync('mkfifo', [file]);
+    }));
+    expect(cache.hashFile(file)).toEqual({ kind: 'other' });
   });
 });
 

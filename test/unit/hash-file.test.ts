@@ -5,7 +5,7 @@ import { closeSync, mkdtempSync, openSync, readSync, rmSync, writeFileSync } fro
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { CHUNK_BYTES, sha256FdSync, sha256FileAsync, sha256FileSync } from '../../src/hash/index.ts';
+import { ASYNC_CHUNK_BYTES, CHUNK_BYTES, sha256FdSync, sha256FileAsync, sha256FileSync } from '../../src/hash/index.ts';
 
 let dir: string;
 beforeAll(() => {
@@ -29,7 +29,8 @@ function bytes(n: number, seed: number): Buffer {
 }
 
 describe('sha256 of files', () => {
-  const sizes = [0, 1, 4095, CHUNK_BYTES - 1, CHUNK_BYTES, CHUNK_BYTES + 1, 2 * CHUNK_BYTES, 2 * CHUNK_BYTES + 12345];
+  const around = (chunk: number): number[] => [chunk - 1, chunk, chunk + 1, 2 * chunk, 2 * chunk + 12345];
+  const sizes = [...new Set([0, 1, 4095, ...around(CHUNK_BYTES), ...around(ASYNC_CHUNK_BYTES)])].sort((a, b) => a - b);
   for (const size of sizes) {
     test(`${size} bytes: sync and async equal sha256sum`, async () => {
       const file = path.join(dir, `f${size}`);
@@ -47,6 +48,26 @@ describe('sha256 of files', () => {
     try {
       readSync(fd, Buffer.alloc(5), 0, 5, null);
       expect(sha256FdSync(fd).hash).toBe(sha256FileSync(writeAndName('rest', 'hash me')).hash);
+    } finally {
+      closeSync(fd);
+    }
+  });
+
+  test('sha256FdSync with a size stops there (the caller checks the size after)', () => {
+    const file = writeAndName('sized', 'exactly this and more');
+    for (const size of [0, 7, 12]) {
+      const fd = openSync(file, 'r');
+      try {
+        expect(sha256FdSync(fd, size)).toEqual({ hash: sha256FileSync(writeAndName(`p${size}`, 'exactly this and more'.slice(0, size))).hash, bytes: size });
+      } finally {
+        closeSync(fd);
+      }
+    }
+    const big = path.join(dir, 'sized-big');
+    writeFileSync(big, bytes(2 * CHUNK_BYTES + 12345, 3));
+    const fd = openSync(big, 'r');
+    try {
+      expect(sha256FdSync(fd, 2 * CHUNK_BYTES + 12345)).toEqual(sha256FileSync(big));
     } finally {
       closeSync(fd);
     }
