@@ -25,10 +25,11 @@
 //   BENCH_SCENARIOS=noop,leaf  a subset (full always runs first: the others need its state)
 //   BENCH_VERIFY_FULL_MAX=N    re-run nodegraph's full build with --json up to this N (default 1000)
 //   BENCH_HASH=0               skip bench/hash.ts
+//   BENCH_ENGINE=live          measure the checkout itself, not a snapshot taken at the start
 //   BENCH_KEEP=1               keep the generated copies (by default removed once their size is done)
 
 import { spawn, type StdioOptions } from 'node:child_process';
-import { closeSync, existsSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { closeSync, cpSync, existsSync, mkdirSync, openSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import {
@@ -47,7 +48,12 @@ import {
 const REPO = path.resolve(import.meta.dirname, '..');
 /** The pinned Node 24, called directly: `npx` would add about half a second of npm to every run. */
 const NODE = path.join(REPO, 'node_modules', '.bin', 'node');
-const NODEGRAPH = path.join(REPO, 'bin', 'nodegraph.js');
+/**
+ * The engine measured: a snapshot of the checkout's bin/ and src/ (committed and uncommitted),
+ * taken when the run starts, so that edits made to src/ while a run of the better part of an
+ * hour goes on do not change what is measured half-way. BENCH_ENGINE=live runs the checkout.
+ */
+const live = process.env.BENCH_ENGINE === 'live';
 const HYPERFINE = '/usr/bin/hyperfine';
 const GNU_TIME = '/usr/bin/time';
 
@@ -73,6 +79,9 @@ const wanted = new Set<ScenarioKey>(
 );
 const stamp = new Date().toISOString().replace(/\.\d+Z$/, 'Z').replaceAll(':', '');
 const resultsDir = path.join(REPO, 'bench', 'results', stamp);
+
+const ENGINE = live ? REPO : path.join(workRoot, 'engine');
+const NODEGRAPH = path.join(ENGINE, 'bin', 'nodegraph.js');
 
 if (/\s/.test(workRoot) || /\s/.test(REPO)) throw new Error('the paths must not contain spaces (hyperfine -N splits commands on them)');
 
@@ -545,7 +554,7 @@ interface HashRun {
 }
 
 async function hashBench(): Promise<HashRun | undefined> {
-  const script = path.join(REPO, 'bench', 'hash.ts');
+  const script = path.join(ENGINE, 'bench', 'hash.ts');
   if (process.env.BENCH_HASH === '0' || !existsSync(script)) return undefined;
   const argv = [NODE, script];
   log('hashing: bench/hash.ts');
@@ -569,6 +578,9 @@ interface Machine {
   readonly hyperfine: string;
   readonly commit: string;
   readonly dirtySources: number;
+  /** Files under src/ and bin/ that differ from the commit (measured as they were). */
+  readonly dirtyFiles: readonly string[];
+  readonly engine: string;
   readonly jobs: number;
   readonly workRoot: string;
 }
@@ -584,6 +596,10 @@ async function machine(): Promise<Machine> {
       return '?';
     }
   };
+  const dirty = (await git('status', '--porcelain', '--', 'src', 'bin', 'bench/hash.ts'))
+    .split('\n')
+    .filter((l) => l.trim() !== '')
+    .map((l) => l.trim());
   return {
     date: new Date().toISOString(),
     cores: os.availableParallelism(),
@@ -595,7 +611,9 @@ async function machine(): Promise<Machine> {
     make: (await must(['make', '--version'], REPO)).split('\n')[0]!.trim(),
     hyperfine: (await must([HYPERFINE, '--version'], REPO)).trim(),
     commit: await git('rev-parse', '--short', 'HEAD'),
-    dirtySources: (await git('status', '--porcelain', '--', 'src', 'bin')).split('\n').filter((l) => l.trim() !== '').length,
+    dirtySources: dirty.length,
+    dirtyFiles: dirty,
+    engine: live ? 'the checkout itself (BENCH_ENGINE=live)' : `a snapshot of the checkout's bin/ and src/ in ${ENGINE}`,
     jobs,
     workRoot,
   };
@@ -748,6 +766,8 @@ function report(m: Machine, results: readonly SizeResult[], start: Startup | und
   const lines: string[] = [
     `Run of ${m.date} (commit ${m.commit}${m.dirtySources > 0 ? ` with ${m.dirtySources} uncommitted change(s) under src/ and bin/` : ''}); took ${minutes.toFixed(0)} min. Raw data: [${rel(resultsDir)}/](${rel(resultsDir)}/).`,
     '',
+    `Engine: ${live ? 'the checkout itself' : 'a snapshot of the checkout\'s `bin/` and `src/` (with `bench/hash.ts`) taken at the start of the run, so that edits during the run do not change what is measured'}${m.dirtyFiles.length > 0 ? `; uncommitted at the time: ${m.dirtyFiles.map((f) => `\`${f}\``).join(', ')}` : ''}.`,
+    '',
     `Machine: ${m.cores} cores (${m.cpu}), ${m.memory} memory, ${m.kernel}; Node ${m.node}, ninja ${m.ninja}, ${m.make}, ${m.hyperfine}. Job count for all three tools: ${m.jobs} (cores + 2).`,
     '',
     'Medians; each nodegraph figure is also given as a ratio to ninja\'s and make\'s from the same run. "tasks run" is read from each tool\'s output of its last measured run (nodegraph\'s summary line, ninja\'s `[k/n]` lines, make\'s echoed commands); in brackets, nodegraph run once more with `--json` (after the same prepare), counting `task-done` events with outcome `ran` (for the full build only up to N = ' +
@@ -784,7 +804,7 @@ function report(m: Machine, results: readonly SizeResult[], start: Startup | und
     '```',
     `${HYPERFINE} -N --style basic --warmup W --runs R [--prepare 'sh prep-<scenario>.sh'] --output=<file> --export-json <json> <command>`,
     '',
-    `nodegraph: ${ng.argv.map((a) => (a === NODE ? 'node_modules/.bin/node' : a === NODEGRAPH ? '<repo>/bin/nodegraph.js' : a)).join(' ')}`,
+    `nodegraph: ${ng.argv.map((a) => (a === NODE ? 'node_modules/.bin/node' : a === NODEGRAPH ? (live ? '<repo>/bin/nodegraph.js' : '<snapshot>/bin/nodegraph.js') : a)).join(' ')}`,
     `ninja:     ${tool('ninja').argv.join(' ')}`,
     `make:      ${tool('make').argv.join(' ')}`,
     '',
@@ -815,6 +835,16 @@ function splice(markdown: string): void {
   writeFileSync(file, next);
 }
 
+/** Copies bin/, src/, bench/hash.ts and package.json to ENGINE, with node_modules linked. */
+function snapshotEngine(): void {
+  rmSync(ENGINE, { recursive: true, force: true });
+  mkdirSync(path.join(ENGINE, 'bench'), { recursive: true });
+  for (const part of ['bin', 'src']) cpSync(path.join(REPO, part), path.join(ENGINE, part), { recursive: true });
+  cpSync(path.join(REPO, 'package.json'), path.join(ENGINE, 'package.json'));
+  if (existsSync(path.join(REPO, 'bench', 'hash.ts'))) cpSync(path.join(REPO, 'bench', 'hash.ts'), path.join(ENGINE, 'bench', 'hash.ts'));
+  symlinkSync(path.join(REPO, 'node_modules'), path.join(ENGINE, 'node_modules'));
+}
+
 // ---- main -----------------------------------------------------------------------
 
 async function main(): Promise<void> {
@@ -822,6 +852,7 @@ async function main(): Promise<void> {
     if (!existsSync(bin)) throw new Error(`${bin} is missing (hyperfine and time are Debian packages; npm ci installs node)`);
   }
   mkdirSync(resultsDir, { recursive: true });
+  if (!live) snapshotEngine();
   const m = await machine();
   log(`results in ${path.relative(REPO, resultsDir)}/; sizes ${sizes.join(', ')}; -j ${jobs}; copies under ${workRoot}`);
   writeFileSync(path.join(resultsDir, 'machine.json'), JSON.stringify(m, null, 2) + '\n');
