@@ -37,7 +37,8 @@ export async function runAction(node: TaskNode, context: ActionContext): Promise
   if (typeof run !== 'function') {
     const command = describeCommand(run);
     context.emit({ type: 'task-start', id: node.id, verb: context.verb, reason: context.reason, command });
-    const result = await context.runner.run(run, { cwd: node.cwd, env: spec.env, signal: context.signal });
+    const options = { cwd: node.cwd, env: spec.env, signal: context.signal };
+    const result = await (context.runner.runTask === undefined ? context.runner.run(run, options) : context.runner.runTask(run, options));
     if (result.ok) return { ok: true, value: undefined, command, output: result.output };
     return { ok: false, canceled: result.canceled || context.signal.aborted, error: result.failure ?? 'failed', command, output: result.output };
   }

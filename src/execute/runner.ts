@@ -1,7 +1,14 @@
-// The process runner: the one module that imports execa. Commands run
+// The process runner: the one module that starts processes. Commands run
 // without a shell unless a task asks for one; output is buffered (stdout and
 // stderr interleaved) so it can be shown with the command when it fails.
+//
+// Two ways in. execa serves everything a function task, a check or a teardown
+// runs. A task's own command — the hot path of a build, one per task — goes
+// through spawnCommand below: execa costs about 6 ms of CPU per process here
+// (9.3 ms against 2.9 ms wall per `true` on this 2-core machine), which at
+// 50,000 tasks is minutes a build spends on bookkeeping rather than work.
 
+import { spawn } from 'node:child_process';
 import type { Command } from '../nodefile/types.ts';
 
 export interface RunOptions {
@@ -31,6 +38,71 @@ export interface RunResult {
 
 export interface ProcessRunner {
   run(command: Command, options: RunOptions): Promise<RunResult>;
+  /** A task's own command: no input, output captured. Defaults to run(). */
+  runTask?(command: Command, options: RunOptions): Promise<RunResult>;
+}
+
+/** How long a canceled process gets between SIGTERM and SIGKILL. */
+const KILL_AFTER_MS = 5000;
+
+/** Spawns an argv (or `sh -c` line) with the least machinery: stdin closed, stdout and stderr captured together. */
+export function spawnCommand(command: Command, options: RunOptions): Promise<RunResult> {
+  const [file, ...args] = 'shell' in command ? ['/bin/sh', '-c', command.shell] : command;
+  const described = describeCommand(command);
+  return new Promise((resolve) => {
+    const chunks: Buffer[] = [];
+    const out: Buffer[] = [];
+    const err: Buffer[] = [];
+    let canceled = false;
+    let killer: NodeJS.Timeout | undefined;
+    const child = spawn(file!, args, {
+      cwd: options.cwd,
+      env: options.env === undefined ? process.env : { ...process.env, ...options.env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    child.stdout.on('data', (d: Buffer) => {
+      chunks.push(d);
+      out.push(d);
+    });
+    child.stderr.on('data', (d: Buffer) => {
+      chunks.push(d);
+      err.push(d);
+    });
+    const onAbort = (): void => {
+      canceled = true;
+      child.kill('SIGTERM');
+      killer = setTimeout(() => child.kill('SIGKILL'), KILL_AFTER_MS);
+      killer.unref();
+    };
+    if (options.signal?.aborted) onAbort();
+    else options.signal?.addEventListener('abort', onAbort, { once: true });
+    let spawnError: Error | undefined;
+    child.on('error', (error) => {
+      spawnError = error;
+    });
+    child.on('close', (code, signal) => {
+      clearTimeout(killer);
+      options.signal?.removeEventListener('abort', onAbort);
+      const ok = spawnError === undefined && code === 0 && !canceled;
+      let failure: string | undefined;
+      if (!ok) {
+        if (canceled) failure = 'canceled';
+        else if (spawnError !== undefined) failure = spawnError.message;
+        else if (signal !== null) failure = `killed by ${signal}`;
+        else failure = `exited with code ${code}`;
+      }
+      resolve({
+        command: described,
+        exitCode: typeof code === 'number' ? code : null,
+        stdout: Buffer.concat(out).toString(),
+        stderr: Buffer.concat(err).toString(),
+        output: Buffer.concat(chunks).toString(),
+        ok,
+        canceled,
+        failure,
+      });
+    });
+  });
 }
 
 export function describeCommand(command: Command): string {
@@ -42,6 +114,10 @@ export function describeCommand(command: Command): string {
 let loaded: Promise<typeof import('execa')> | undefined;
 
 export class ExecaRunner implements ProcessRunner {
+  runTask(command: Command, options: RunOptions): Promise<RunResult> {
+    return spawnCommand(command, options);
+  }
+
   async run(command: Command, options: RunOptions): Promise<RunResult> {
     const { execa } = await (loaded ??= import('execa'));
     const common = {
