@@ -15,7 +15,7 @@ import { taskId, type TaskId } from './ids.ts';
 import { loadNodefile } from './nodefile/load.ts';
 import type { TaskObservation } from './plan/decide.ts';
 import { observe } from './plan/observe.ts';
-import { makePlan, selectTasks, type Plan } from './plan/plan.ts';
+import { makePlan, selectTasks, type DecidedPlan } from './plan/plan.ts';
 import { openState, type OpenState } from './state/open.ts';
 import { appender, type Appender } from './execute/appender.ts';
 import { err, ok, type Result } from './util/result.ts';
@@ -147,7 +147,7 @@ export async function openSession(
 export interface Observed {
   readonly selected: readonly TaskNode[];
   readonly observations: ReadonlyMap<TaskId, TaskObservation>;
-  readonly plan: Plan;
+  readonly plan: DecidedPlan;
 }
 
 export async function observeAndPlan(session: Session): Promise<Result<Observed, Failure[]>> {

@@ -44,7 +44,7 @@ export async function planNodefile(options: EngineOptions & { readonly out?: str
       replace: options.replace ?? [],
     });
     if (options.out !== undefined) writeFileSync(options.out, `${JSON.stringify(saved)}\n`);
-    return ok({ plan: observed.value.plan, saved, io: ioOf(session) });
+    return ok({ plan: { entries: observed.value.plan.entries, counts: observed.value.plan.counts }, saved, io: ioOf(session) });
   });
 }
 
@@ -75,7 +75,7 @@ export async function applyNodefile(options: EngineOptions & { readonly planFile
       const changes = planChanges(saved, now);
       if (changes.length > 0) return err([{ reason: 'plan-stale', path: options.planFile!, changes }]);
     }
-    session.emit({ type: 'plan', plan });
+    session.emit({ type: 'plan', plan: { entries: plan.entries, counts: plan.counts } });
 
     const destroyed: TaskId[] = [];
     if (session.targets === undefined) {
@@ -98,9 +98,12 @@ export async function applyNodefile(options: EngineOptions & { readonly planFile
       replace: session.replace,
       signal: session.signal,
       emit: session.emit,
+      planned: plan.decisions,
     });
     session.store.sync();
     if (session.store.failure !== undefined) return err([session.store.failure]);
+    // A whole-graph run saw every file that matters: forget the rest, so the cache does not only grow.
+    if (session.targets === undefined && summary.failed.length === 0 && !session.signal.aborted) session.cache.prune();
     const durationMs = Date.now() - started;
     session.emit({
       type: 'summary',
@@ -115,7 +118,7 @@ export async function applyNodefile(options: EngineOptions & { readonly planFile
         destroyed: destroyed.length,
       },
     });
-    return ok({ ...summary, plan, destroyed, durationMs, io: ioOf(session) });
+    return ok({ ...summary, plan: { entries: plan.entries, counts: plan.counts }, destroyed, durationMs, io: ioOf(session) });
   });
 }
 

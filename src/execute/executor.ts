@@ -18,7 +18,7 @@ import type { TaskGraph, TaskNode } from '../graph/graph.ts';
 import type { HashCache } from '../hash/cache.ts';
 import { hashParts, hashValue } from '../hash/value.ts';
 import type { Json } from '../nodefile/types.ts';
-import { decide, type TaskObservation, type UpstreamState } from '../plan/decide.ts';
+import { decide, fingerprintOf, type Decision, type TaskObservation, type UpstreamState } from '../plan/decide.ts';
 import { definitionOf } from '../plan/definition.ts';
 import { verbFor } from '../plan/plan.ts';
 import type { TaskRecord } from '../state/record.ts';
@@ -43,6 +43,11 @@ export interface ExecuteOptions {
   readonly replace: ReadonlySet<TaskId>;
   readonly signal: AbortSignal;
   readonly emit: EventSink;
+  /**
+   * The plan's decisions: reused for a task decided with every upstream settled
+   * and none of whose upstream tasks ran since (so nothing it saw has moved).
+   */
+  readonly planned?: ReadonlyMap<TaskId, Decision>;
 }
 
 export interface ExecuteSummary {
@@ -185,13 +190,14 @@ export async function execute(options: ExecuteOptions): Promise<ExecuteSummary> 
     const outputHashes: Record<string, ContentHash> = {};
     for (const [p, hash] of outputs) outputHashes[p] = hash as ContentHash;
     const outputHash = combineOutputs(node, outputHashes, result.value, startedAt);
-    const fingerprint = decision.fingerprint!;
+    const definition = definitionOf(node, graph.dir);
+    const fingerprint = fingerprintOf(definition, observation.inputs, decision.upstream);
     record({
       v: 1,
       id: node.id,
       status: 'ok',
       fingerprint,
-      definition: definitionOf(node, graph.dir),
+      definition,
       inputs: Object.fromEntries(observation.inputs),
       upstream: decision.upstream,
       outputs: outputHashes,
@@ -234,14 +240,11 @@ export async function execute(options: ExecuteOptions): Promise<ExecuteSummary> 
         settle(node, 'skipped');
         continue;
       }
-      const decision = decide(
-        node,
-        definitionOf(node, graph.dir),
-        options.observations.get(node.id)!,
-        records.get(node.id),
-        upstreamOf,
-        options.replace.has(node.id),
-      );
+      const planned = options.planned?.get(node.id);
+      const decision =
+        planned !== undefined && planned.complete && !node.needs.some((up) => ranNow.has(up))
+          ? planned
+          : decide(node, definitionOf(node, graph.dir), options.observations.get(node.id)!, records.get(node.id), upstreamOf, options.replace.has(node.id));
       if (decision.action === 'unchanged') {
         summary.upToDate++;
         // Worth saying only when something it depends on ran: that is early cutoff at work.

@@ -27,13 +27,13 @@ export type UpstreamState =
 export interface Decision {
   readonly action: Action;
   readonly reasons: readonly string[];
-  /** Known unless action is 'maybe'. */
-  readonly fingerprint: ContentHash | undefined;
   readonly upstream: Readonly<Record<string, ContentHash>>;
   readonly changedInputs: readonly string[];
   readonly changedUpstream: readonly TaskId[];
   /** When the task acts only because of upstream tasks (changed or still to run): which. */
   readonly onlyBecauseOf: readonly TaskId[] | undefined;
+  /** Every upstream was settled when this was decided, so `upstream` is complete. */
+  readonly complete: boolean;
 }
 
 export function fingerprintOf(
@@ -68,7 +68,6 @@ export function decide(
   const allInputs = [...observation.inputs.keys()];
   const allUpstream = [...node.needs];
 
-  const fingerprint = pending.length === 0 ? fingerprintOf(definition, observation.inputs, upstream) : undefined;
   const result = (
     action: Action,
     reasons: string[],
@@ -78,11 +77,11 @@ export function decide(
   ): Decision => ({
     action,
     reasons,
-    fingerprint,
     upstream,
     changedInputs,
     changedUpstream,
     onlyBecauseOf,
+    complete: pending.length === 0,
   });
 
   if (forced) return result('replace', ['forced by --replace']);

@@ -4,7 +4,7 @@
 import type { ContentHash, TaskId } from '../ids.ts';
 import type { TaskGraph, TaskNode } from '../graph/graph.ts';
 import type { TaskRecord } from '../state/record.ts';
-import { decide, type Action, type TaskObservation, type UpstreamState } from './decide.ts';
+import { decide, type Action, type Decision, type TaskObservation, type UpstreamState } from './decide.ts';
 import { definitionOf } from './definition.ts';
 
 export type PlanAction = Action | 'destroy';
@@ -31,6 +31,11 @@ export interface Plan {
   /** Every selected task in topological order, then orphans to destroy. */
   readonly entries: readonly PlanEntry[];
   readonly counts: PlanCounts;
+}
+
+/** A plan with the decision behind each entry, for the executor to reuse. */
+export interface DecidedPlan extends Plan {
+  readonly decisions: ReadonlyMap<TaskId, Decision>;
 }
 
 export interface PlanOptions {
@@ -75,8 +80,9 @@ export function makePlan(
   observations: ReadonlyMap<TaskId, TaskObservation>,
   records: ReadonlyMap<TaskId, TaskRecord>,
   options: PlanOptions = {},
-): Plan {
+): DecidedPlan {
   const entries: PlanEntry[] = [];
+  const decisions = new Map<TaskId, Decision>();
   const settled = new Map<TaskId, ContentHash>();
   const upstreamOf = (id: TaskId): UpstreamState => {
     const hash = settled.get(id);
@@ -96,6 +102,7 @@ export function makePlan(
       upstreamOf,
       options.replace?.has(node.id) ?? false,
     );
+    decisions.set(node.id, decision);
     if (decision.action === 'unchanged' && record !== undefined) settled.set(node.id, record.outputHash);
     counts[decision.action]++;
     entries.push({ id: node.id, action: decision.action, verb: verbFor(node, decision.action, decision.onlyBecauseOf), reasons: decision.reasons });
@@ -107,7 +114,7 @@ export function makePlan(
       entries.push({ id, action: 'destroy', verb: 'destroy', reasons: ['orphan: no longer in the Nodefile'] });
     }
   }
-  return { entries, counts };
+  return { entries, counts, decisions };
 }
 
 /** Recorded tasks the Nodefile no longer declares, dependents first (the order to destroy them in). */

@@ -63,7 +63,7 @@ export function bindPlan(
     createdAt: new Date().toISOString(),
     state: stateDigest(records),
     tasks,
-    plan,
+    plan: { entries: plan.entries, counts: plan.counts },
   };
 }
 
