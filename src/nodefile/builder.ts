@@ -4,7 +4,7 @@
 import path from 'node:path';
 import type { Failure } from '../error.ts';
 import { taskId, type TaskId } from '../ids.ts';
-import { validateTaskId, validateTaskSpec } from './schema.ts';
+import { ID_MESSAGE, ID_PATTERN, plainlyValid } from './plain.ts';
 import { captureSite, NO_SITE, type SiteRef } from './site.ts';
 import type { InputSpec, Json, NodefileApi, SourceSite, TaskInput, TaskRef, TaskSpec } from './types.ts';
 
@@ -49,6 +49,7 @@ export class Builder {
   readonly #tasks: DeclaredTask[] = [];
   readonly #pools = new Map<string, number>();
   readonly #failures: Failure[] = [];
+  readonly #unchecked: { id: TaskId; spec: TaskSpec; site: SiteRef }[] = [];
 
   readonly #sites: boolean;
 
@@ -95,11 +96,8 @@ export class Builder {
     const here = (): SourceSite | undefined => (this.#sites ? site.get() : captureSite(this.#file, entry).get());
     const id = taskId(String(rawId));
     const ref = makeRef(id);
-    const checkedId = validateTaskId(rawId);
-    if (!checkedId.ok) {
-      for (const issue of checkedId.error) {
-        this.#fail({ reason: 'invalid-field', task: String(rawId), field: issue.field, message: issue.message, site: here() });
-      }
+    if (typeof rawId !== 'string' || !ID_PATTERN.test(rawId)) {
+      this.#fail({ reason: 'invalid-field', task: String(rawId), field: 'id', message: ID_MESSAGE, site: here() });
       return ref;
     }
     if (typeof rawSpec !== 'object' || rawSpec === null) {
@@ -120,16 +118,27 @@ export class Builder {
       }
       if (plain !== undefined) spec = { ...rawSpec, inputs: plain };
     }
-    const checked = validateTaskSpec(spec);
-    if (!checked.ok) {
-      for (const issue of checked.error) {
-        this.#fail({ reason: 'invalid-field', task: id, field: issue.field, message: issue.message, site: here() });
-      }
-      return ref;
+    // Not one of the plain shapes: the schema decides, once the Nodefile has run (see check()).
+    if (!plainlyValid(spec as unknown as Record<string, unknown>)) {
+      this.#unchecked.push({ id, spec, site: this.#sites ? site : captureSite(this.#file, entry) });
     }
-    const after = (spec.after ?? []).map((a) => taskId(typeof a === 'string' ? a : a.id));
-    this.#tasks.push({ id, spec, inputs, after, outputs: spec.outputs ?? [], site });
+    const after = (Array.isArray(spec.after) ? spec.after : []).map((a) => taskId(typeof a === 'string' ? a : a.id));
+    this.#tasks.push({ id, spec, inputs, after, outputs: Array.isArray(spec.outputs) ? spec.outputs : [], site });
     return ref;
+  }
+
+  /** Validates, with the zod schema, every declaration that was not plainly valid. */
+  async check(): Promise<void> {
+    if (this.#unchecked.length === 0) return;
+    const { validateTaskSpec } = await import('./schema.ts');
+    for (const { id, spec, site } of this.#unchecked) {
+      const checked = validateTaskSpec(spec);
+      if (checked.ok) continue;
+      for (const issue of checked.error) {
+        this.#fail({ reason: 'invalid-field', task: id, field: issue.field, message: issue.message, site: site.get() });
+      }
+    }
+    this.#unchecked.length = 0;
   }
 
   declarations(): Declarations {

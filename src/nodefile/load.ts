@@ -32,6 +32,7 @@ export async function loadNodefile(file: string, options: { sites?: boolean } = 
   } catch (error) {
     return err([threw(absolute, error)]);
   }
+  await builder.check();
   const declarations = builder.declarations();
   return declarations.failures.length > 0 ? err([...declarations.failures]) : ok(declarations);
 }

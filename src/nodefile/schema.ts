@@ -1,9 +1,11 @@
 // zod schemas for a task declaration. Validation is a pure function; reading
-// the Nodefile lives in load.ts.
+// the Nodefile lives in load.ts. Loaded only when a declaration is not one of
+// the plain shapes plain.ts recognises (zod is a tenth of a second to load).
 
 import { z } from 'zod';
 import type { TaskSpec } from './types.ts';
 import { err, ok, type Result } from '../util/result.ts';
+import { ID_MESSAGE, ID_PATTERN } from './plain.ts';
 
 const isFunction = (v: unknown): v is (...args: never[]) => unknown => typeof v === 'function';
 
@@ -27,10 +29,7 @@ export const inputSchema = z.discriminatedUnion('kind', [
   z.object({ kind: z.literal('task'), id: z.string().min(1), path: relPath.optional() }),
 ]);
 
-const idPattern = /^[A-Za-z0-9_.:@+-]+(\/[A-Za-z0-9_.:@+-]+)*$/;
-export const taskIdSchema = z
-  .string()
-  .regex(idPattern, 'a task id is words of [A-Za-z0-9_.:@+-] joined by "/", e.g. kube1/containerd.config');
+export const taskIdSchema = z.string().regex(ID_PATTERN, ID_MESSAGE);
 
 export const taskSpecSchema = z.strictObject({
   description: z.string().optional(),
@@ -64,53 +63,8 @@ function toIssues(error: z.ZodError): FieldIssue[] {
   }));
 }
 
-const SPEC_KEYS = new Set(Object.keys(taskSpecSchema.shape));
-const isArgv = (v: unknown): boolean =>
-  Array.isArray(v) && v.length > 0 && v.every((a) => typeof a === 'string');
-const isPath = (v: unknown): boolean => typeof v === 'string' && v.length > 0;
-const NAME = /^[A-Za-z0-9_.-]+$/;
-
-/**
- * The common shapes, checked without zod: a graph of 50,000 tasks must load
- * in well under a second. It only ever says yes to a spec the schema accepts
- * (a property test holds it to that); anything else goes to zod, which has
- * the last word and the messages.
- */
-export function plainlyValid(spec: Record<string, unknown>): boolean {
-  for (const key in spec) if (!SPEC_KEYS.has(key)) return false;
-  const run = spec['run'];
-  if (typeof run !== 'function' && !isArgv(run)) return false;
-  const outputs = spec['outputs'];
-  if (outputs !== undefined && !(Array.isArray(outputs) && outputs.every(isPath))) return false;
-  const inputs = spec['inputs'];
-  if (inputs !== undefined) {
-    if (typeof inputs !== 'object' || inputs === null || Array.isArray(inputs)) return false;
-    for (const name in inputs) {
-      if (!NAME.test(name)) return false;
-      const input = (inputs as Record<string, unknown>)[name] as Record<string, unknown> | null;
-      if (typeof input !== 'object' || input === null) return false;
-      const kind = input['kind'];
-      if (kind === 'file' || kind === 'tree') {
-        if (!isPath(input['path'])) return false;
-      } else if (kind === 'task') {
-        if (!isPath(input['id']) || (input['path'] !== undefined && !isPath(input['path']))) return false;
-      } else return false; // values, envs, globs: rarer, zod checks them
-    }
-  }
-  for (const key of ['description', 'version', 'cwd', 'pool'] as const) {
-    const v = spec[key];
-    if (v !== undefined && typeof v !== 'string') return false;
-  }
-  if (spec['pool'] === '') return false;
-  for (const key of ['after', 'env', 'check', 'stop', 'destroy', 'removeOutputs', 'verbs'] as const) {
-    if (spec[key] !== undefined) return false;
-  }
-  return true;
-}
-
 /** Checks one task declaration. TaskRef handles in inputs must already be normalised to plain specs. */
 export function validateTaskSpec(spec: unknown): Result<TaskSpec, FieldIssue[]> {
-  if (typeof spec === 'object' && spec !== null && plainlyValid(spec as Record<string, unknown>)) return ok(spec as TaskSpec);
   const parsed = taskSpecSchema.safeParse(spec);
   if (!parsed.success) return err(toIssues(parsed.error));
   // zod copies what it parses; keep the user's object so functions keep their identity.

@@ -2,7 +2,8 @@
 
 import fc from 'fast-check';
 import { expect, test } from 'vitest';
-import { plainlyValid, taskSpecSchema } from '../../src/nodefile/schema.ts';
+import { plainlyValid, SPEC_KEYS } from '../../src/nodefile/plain.ts';
+import { taskSpecSchema } from '../../src/nodefile/schema.ts';
 
 const anyValue = fc.oneof(fc.string(), fc.integer(), fc.constant(null), fc.constant(undefined), fc.boolean(), fc.array(fc.string(), { maxLength: 3 }));
 const input = fc.oneof(
@@ -11,7 +12,7 @@ const input = fc.oneof(
 );
 const spec = fc.record(
   {
-    run: fc.oneof(fc.array(fc.oneof(fc.string(), fc.integer()), { maxLength: 3 }), fc.constant(() => {}), anyValue),
+    run: fc.oneof(fc.array(fc.oneof(fc.string(), fc.integer()), { maxLength: 3 }), fc.constant(() => {}), fc.record({ shell: anyValue }), anyValue),
     outputs: fc.oneof(fc.array(fc.oneof(fc.string(), fc.integer()), { maxLength: 3 }), anyValue),
     inputs: fc.oneof(fc.dictionary(fc.oneof(fc.string({ maxLength: 4 }), fc.constantFrom('a', 'src', 'x y')), input, { maxKeys: 3 }), anyValue),
     version: anyValue,
@@ -19,6 +20,16 @@ const spec = fc.record(
     cwd: anyValue,
     pool: anyValue,
     unknownKey: anyValue,
+    after: fc.oneof(fc.array(fc.oneof(fc.string({ maxLength: 3 }), fc.record({ kind: fc.constantFrom('task', 'x'), id: anyValue })), { maxLength: 2 }), anyValue),
+    check: fc.oneof(fc.constant(() => true), fc.array(fc.string(), { maxLength: 2 }), fc.record({ shell: anyValue }), anyValue),
+    stop: fc.oneof(fc.array(fc.string(), { maxLength: 2 }), fc.array(fc.array(fc.string(), { maxLength: 2 }), { maxLength: 2 }), fc.record({ shell: anyValue, extra: anyValue }, { requiredKeys: ['shell'] }), anyValue),
+    destroy: fc.oneof(fc.array(fc.oneof(fc.array(fc.string(), { maxLength: 2 }), fc.record({ shell: anyValue })), { maxLength: 2 }), anyValue),
+    env: fc.oneof(fc.dictionary(fc.string({ maxLength: 3 }), anyValue, { maxKeys: 2 }), anyValue),
+    removeOutputs: anyValue,
+    verbs: fc.oneof(
+      fc.record({ create: anyValue, update: anyValue, upstream: fc.oneof(fc.dictionary(fc.string({ maxLength: 3 }), anyValue, { maxKeys: 2 }), anyValue), other: anyValue }, { requiredKeys: [] }),
+      anyValue,
+    ),
   },
   { requiredKeys: [] },
 );
@@ -28,7 +39,7 @@ test('plainlyValid implies the schema accepts', () => {
     fc.property(spec, (s) => {
       if (plainlyValid(s as Record<string, unknown>)) expect(taskSpecSchema.safeParse(s).success).toBe(true);
     }),
-    { numRuns: 5000 },
+    { numRuns: 20000 },
   );
 });
 
@@ -36,4 +47,20 @@ test('the common shapes take the fast path', () => {
   expect(plainlyValid({ run: ['cp', 'a', 'b'], outputs: ['b'], inputs: { a: { kind: 'file', path: 'a' }, t: { kind: 'task', id: 'x' } } })).toBe(true);
   expect(plainlyValid({ run: () => {}, version: '1' })).toBe(true);
   expect(plainlyValid({ run: ['cp'], outputs: 'b' })).toBe(false);
+  const rich = {
+    run: { shell: 'make' },
+    after: ['a', { kind: 'task', id: 'b' }],
+    check: ['true'],
+    stop: [['a'], { shell: 'b' }],
+    destroy: ['rm', 'x'],
+    env: { A: '1' },
+    removeOutputs: false,
+    verbs: { create: 'start', update: 'restart', upstream: { a: 'start' } },
+  };
+  expect(plainlyValid(rich)).toBe(true);
+  expect(taskSpecSchema.safeParse(rich).success).toBe(true);
+});
+
+test('the plain check knows exactly the fields of the schema', () => {
+  expect([...SPEC_KEYS].sort()).toEqual(Object.keys(taskSpecSchema.shape).sort());
 });

@@ -1,0 +1,88 @@
+// The common shapes of a declaration, recognised without zod: a graph of
+// 50,000 tasks must load in well under a second, and zod alone takes a tenth
+// of one to import. Whatever is not plainly valid goes to schema.ts, which
+// has the last word and the messages. A property test holds plainlyValid to
+// never accepting what the schema rejects.
+
+export const ID_PATTERN = /^[A-Za-z0-9_.:@+-]+(\/[A-Za-z0-9_.:@+-]+)*$/;
+export const ID_MESSAGE = 'a task id is words of [A-Za-z0-9_.:@+-] joined by "/", e.g. kube1/containerd.config';
+
+/** The fields of a task spec: kept equal to schema.ts's taskSpecSchema (a unit test checks). */
+export const SPEC_KEYS: ReadonlySet<string> = new Set([
+  'description', 'inputs', 'outputs', 'after', 'run', 'version', 'cwd', 'env', 'check', 'stop', 'destroy', 'removeOutputs', 'pool', 'verbs',
+]);
+const isArgv = (v: unknown): boolean =>
+  Array.isArray(v) && v.length > 0 && v.every((a) => typeof a === 'string');
+const isPath = (v: unknown): boolean => typeof v === 'string' && v.length > 0;
+const NAME = /^[A-Za-z0-9_.-]+$/;
+
+/** True only for a spec the schema accepts; false means: ask the schema. */
+export function plainlyValid(spec: Record<string, unknown>): boolean {
+  for (const key in spec) if (!SPEC_KEYS.has(key)) return false;
+  const run = spec['run'];
+  if (typeof run !== 'function' && !isCommand(run)) return false;
+  const outputs = spec['outputs'];
+  if (outputs !== undefined && !(Array.isArray(outputs) && outputs.every(isPath))) return false;
+  const inputs = spec['inputs'];
+  if (inputs !== undefined) {
+    if (typeof inputs !== 'object' || inputs === null || Array.isArray(inputs)) return false;
+    for (const name in inputs) {
+      if (!NAME.test(name)) return false;
+      const input = (inputs as Record<string, unknown>)[name] as Record<string, unknown> | null;
+      if (typeof input !== 'object' || input === null) return false;
+      const kind = input['kind'];
+      if (kind === 'file' || kind === 'tree') {
+        if (!isPath(input['path'])) return false;
+      } else if (kind === 'task') {
+        if (!isPath(input['id']) || (input['path'] !== undefined && !isPath(input['path']))) return false;
+      } else return false; // values, envs, globs: rarer, zod checks them
+    }
+  }
+  for (const key of ['description', 'version', 'cwd', 'pool'] as const) {
+    const v = spec[key];
+    if (v !== undefined && typeof v !== 'string') return false;
+  }
+  if (spec['pool'] === '') return false;
+  const after = spec['after'];
+  if (after !== undefined && !(Array.isArray(after) && after.every(isRef))) return false;
+  const check = spec['check'];
+  if (check !== undefined && typeof check !== 'function' && !isCommand(check)) return false;
+  for (const key of ['stop', 'destroy'] as const) {
+    const v = spec[key];
+    if (v !== undefined && !isCommand(v) && !(Array.isArray(v) && v.length > 0 && v.every(isCommand))) return false;
+  }
+  const env = spec['env'];
+  if (env !== undefined && !isStringRecord(env)) return false;
+  const remove = spec['removeOutputs'];
+  if (remove !== undefined && typeof remove !== 'boolean') return false;
+  const verbs = spec['verbs'];
+  if (verbs !== undefined) {
+    if (typeof verbs !== 'object' || verbs === null || Array.isArray(verbs)) return false;
+    for (const key in verbs) {
+      const v = (verbs as Record<string, unknown>)[key];
+      if (key === 'upstream') {
+        if (v !== undefined && !isStringRecord(v)) return false;
+      } else if ((key !== 'create' && key !== 'update') || (v !== undefined && typeof v !== 'string')) return false;
+    }
+  }
+  return true;
+}
+
+const isCommand = (v: unknown): boolean => isArgv(v) || isShell(v);
+
+function isShell(v: unknown): boolean {
+  if (typeof v !== 'object' || v === null || Array.isArray(v)) return false;
+  for (const key in v) if (key !== 'shell') return false;
+  return isPath((v as Record<string, unknown>)['shell']);
+}
+
+function isRef(v: unknown): boolean {
+  if (typeof v === 'string') return v.length > 0;
+  return typeof v === 'object' && v !== null && (v as Record<string, unknown>)['kind'] === 'task' && typeof (v as Record<string, unknown>)['id'] === 'string';
+}
+
+function isStringRecord(v: unknown): boolean {
+  if (typeof v !== 'object' || v === null || Array.isArray(v)) return false;
+  for (const key in v) if (typeof (v as Record<string, unknown>)[key] !== 'string') return false;
+  return true;
+}
