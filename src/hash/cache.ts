@@ -69,6 +69,7 @@ import {
 import { hash as oneShot } from 'node:crypto';
 import path from 'node:path';
 import { open } from 'node:fs/promises';
+import { fsyncDir } from '../util/fsync.ts';
 import { contentHash, type ContentHash } from '../ids.ts';
 import { sha256FdSync, sha256HandleAsync, type FileDigest } from './file.ts';
 
@@ -370,7 +371,7 @@ export class HashCache {
         closeSync(fd);
       }
       renameSync(temp, this.file);
-      syncDirectory(dir);
+      fsyncDir(dir);
     } catch (error) {
       try {
         rmSync(temp, { force: true });
@@ -529,17 +530,4 @@ const changedUnderUs = (error: unknown): boolean => {
 function writeAll(fd: number, data: Buffer): void {
   let at = 0;
   while (at < data.length) at += writeSync(fd, data, at, data.length - at);
-}
-
-/** Makes a rename durable; not every platform can open a directory, which is fine. */
-function syncDirectory(dir: string): void {
-  let fd: number | undefined;
-  try {
-    fd = openSync(dir, 'r');
-    fsyncSync(fd);
-  } catch {
-    // Best effort.
-  } finally {
-    if (fd !== undefined) closeSync(fd);
-  }
 }

@@ -3,7 +3,7 @@
 // variants of Failure in src/error.ts ('state-dir-unwritable',
 // 'state-unreadable', 'locked'); the extra fields only add detail.
 
-import { fsyncSync, mkdirSync, openSync, closeSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import { err, ok, type Result } from '../util/result.ts';
 
 /** The state directory (or a file in it) cannot be created or opened for writing. */
@@ -71,19 +71,4 @@ export function ensureStateDir(dir: string): Result<void, StateDirUnwritable> {
   }
 }
 
-/**
- * fsyncs a directory so a rename or a new name in it survives power loss.
- * Some platforms cannot open or fsync a directory; that only weakens
- * durability after a power loss, never consistency, so it is ignored.
- */
-export function fsyncDir(dir: string): void {
-  let fd: number | undefined;
-  try {
-    fd = openSync(dir, 'r');
-    fsyncSync(fd);
-  } catch {
-    // best effort, see above
-  } finally {
-    if (fd !== undefined) closeSync(fd);
-  }
-}
+export { fsyncDir } from '../util/fsync.ts';

@@ -6,7 +6,7 @@
 import { cpSync, existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, expect, test } from 'vitest';
-import { repo, Rig } from '../support/rig.ts';
+import { alive, repo, Rig } from '../support/rig.ts';
 
 let rig: Rig;
 beforeAll(() => {
@@ -22,14 +22,6 @@ afterAll(async () => {
 });
 
 const pid = (name: string): number => Number(readFileSync(rig.path(`example-node/run/${name}.pid`), 'utf8'));
-const alive = (p: number): boolean => {
-  try {
-    process.kill(p, 0);
-    return true;
-  } catch {
-    return false;
-  }
-};
 const settings = (): { containerd: { logLevel: string }; kubelet: { maxPods: number } } =>
   JSON.parse(readFileSync(rig.path('example/settings.json'), 'utf8')) as { containerd: { logLevel: string }; kubelet: { maxPods: number } };
 

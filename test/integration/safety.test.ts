@@ -2,7 +2,7 @@
 
 import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { afterEach, beforeEach, expect, test } from 'vitest';
-import { collect, Rig } from '../support/rig.ts';
+import { alive, collect, Rig, until } from '../support/rig.ts';
 
 let rig: Rig;
 beforeEach(() => {
@@ -10,22 +10,7 @@ beforeEach(() => {
 });
 afterEach(() => rig.cleanup());
 
-const until = async (what: () => boolean, ms = 20_000): Promise<void> => {
-  const end = Date.now() + ms;
-  while (!what()) {
-    if (Date.now() > end) throw new Error('timed out waiting');
-    await new Promise((r) => setTimeout(r, 20));
-  }
-};
 
-const alive = (pid: number): boolean => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-};
 
 const ranIds = (stdout: string): string[] =>
   stdout

@@ -3,7 +3,7 @@
 
 import { existsSync, readFileSync } from 'node:fs';
 import { afterEach, beforeEach, expect, test } from 'vitest';
-import { collect, Rig } from '../support/rig.ts';
+import { collect, Rig, until } from '../support/rig.ts';
 
 let rig: Rig;
 beforeEach(() => {
@@ -11,13 +11,6 @@ beforeEach(() => {
 });
 afterEach(() => rig.cleanup());
 
-const until = async (what: () => boolean, ms = 20_000): Promise<void> => {
-  const end = Date.now() + ms;
-  while (!what()) {
-    if (Date.now() > end) throw new Error('timed out waiting');
-    await new Promise((r) => setTimeout(r, 25));
-  }
-};
 
 test('re-applies on an input change and stops on Ctrl-C', async () => {
   rig.write('in.txt', 'one\n');

@@ -78,3 +78,22 @@ export function collect(child: ChildProcess): Promise<RunResult> {
     child.on('close', (code, signal) => resolve({ code, signal, stdout, stderr }));
   });
 }
+
+/** Polls until `what` holds; throws after `ms`. */
+export async function until(what: () => boolean, ms = 20_000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!what()) {
+    if (Date.now() > end) throw new Error('timed out waiting');
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+/** Whether a process exists (a zombie not yet reaped counts). */
+export function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
