@@ -12,7 +12,8 @@ import { TaskGraph, topologicalOrder, type EdgeKind, type PendingNode, type Task
 
 interface Draft {
   readonly decl: DeclaredTask;
-  readonly inputs: Map<string, InputSpec>;
+  /** The declared inputs, or a copy where a file input became another task's output. */
+  inputs: ReadonlyMap<string, InputSpec>;
   readonly needs: TaskId[];
   readonly after: TaskId[];
   readonly outputs: string[];
@@ -41,34 +42,32 @@ export function analyze(declarations: Declarations): Result<TaskGraph, Failure[]
         failures.push({ reason: 'duplicate-output', path: output, first: other, second: decl.id, site: decl.site.get() });
       } else producers.set(output, decl.id);
     }
-    drafts.push({ decl, inputs: new Map(), needs: [], after: [], outputs, cwd });
+    drafts.push({ decl, inputs: decl.inputs, needs: [], after: [], outputs, cwd });
   }
 
+  const folders = new Map<string, TaskId | null>();
   for (const draft of drafts) {
     const { decl } = draft;
-    const needs = new Set<TaskId>();
+    // Allocation matters at 50,000 tasks: the declared inputs map is kept unless an input resolved differently.
+    const needs = draft.needs;
+    let copy: Map<string, InputSpec> | undefined;
     for (const [name, input] of decl.inputs) {
-      const resolved = resolveInput(input, dir, producers);
-      if (resolved.kind === 'task') {
-        if (!byId.has(resolved.id)) {
-          failures.push({ reason: 'unknown-task', task: decl.id, field: `inputs.${name}`, ref: resolved.id, site: decl.site.get() });
-          continue;
-        }
-        if (resolved.id !== decl.id) needs.add(resolved.id);
-        else {
-          failures.push({ reason: 'cycle', edges: [{ from: decl.id, to: decl.id, via: 'input', site: decl.site.get() }] });
-          continue;
-        }
-      }
-      draft.inputs.set(name, resolved);
+      const resolved = resolveInput(input, dir, producers, folders);
+      if (resolved !== input) (copy ??= new Map(decl.inputs)).set(name, resolved);
+      if (resolved.kind !== 'task') continue;
+      if (!byId.has(resolved.id)) {
+        failures.push({ reason: 'unknown-task', task: decl.id, field: `inputs.${name}`, ref: resolved.id, site: decl.site.get() });
+      } else if (resolved.id === decl.id) {
+        failures.push({ reason: 'cycle', edges: [{ from: decl.id, to: decl.id, via: 'input', site: decl.site.get() }] });
+      } else if (!needs.includes(resolved.id)) needs.push(resolved.id);
     }
-    draft.needs.push(...needs);
+    if (copy !== undefined) draft.inputs = copy;
     decl.after.forEach((ref, index) => {
       if (!byId.has(ref)) {
         failures.push({ reason: 'unknown-task', task: decl.id, field: `after[${index}]`, ref, site: decl.site.get() });
       } else if (ref === decl.id) {
         failures.push({ reason: 'cycle', edges: [{ from: decl.id, to: decl.id, via: 'after', site: decl.site.get() }] });
-      } else if (!needs.has(ref) && !draft.after.includes(ref)) draft.after.push(ref);
+      } else if (!needs.includes(ref) && !draft.after.includes(ref)) draft.after.push(ref);
     });
     const pool = decl.spec.pool;
     if (pool !== undefined && !declarations.pools.has(pool)) {
@@ -96,14 +95,25 @@ export function analyze(declarations: Declarations): Result<TaskGraph, Failure[]
 }
 
 /** A file or tree input that names another task's output (or lies inside one) is a trigger edge. */
-function resolveInput(input: InputSpec, dir: string, producers: ReadonlyMap<string, TaskId>): InputSpec {
+function resolveInput(input: InputSpec, dir: string, producers: ReadonlyMap<string, TaskId>, folders: Map<string, TaskId | null>): InputSpec {
   if (input.kind !== 'file' && input.kind !== 'tree') return input;
   const absolute = join(dir, input.path);
-  for (let p = absolute; p.length > 1; p = p.slice(0, Math.max(1, p.lastIndexOf('/')))) {
-    const producer = producers.get(p);
-    if (producer !== undefined) return { kind: 'task', id: producer, path: absolute };
-  }
-  return input;
+  const exact = producers.get(absolute);
+  if (exact !== undefined) return { kind: 'task', id: exact, path: absolute };
+  const slash = absolute.lastIndexOf('/');
+  const producer = slash > 0 ? producerOfFolder(absolute.slice(0, slash), producers, folders) : null;
+  return producer === null ? input : { kind: 'task', id: producer, path: absolute };
+}
+
+/** The task whose output is `folder` or one of its ancestors; remembered per folder (inputs share folders). */
+function producerOfFolder(folder: string, producers: ReadonlyMap<string, TaskId>, folders: Map<string, TaskId | null>): TaskId | null {
+  const known = folders.get(folder);
+  if (known !== undefined) return known;
+  const own = producers.get(folder);
+  const slash = folder.lastIndexOf('/');
+  const found = own ?? (slash > 0 ? producerOfFolder(folder.slice(0, slash), producers, folders) : null);
+  folders.set(folder, found);
+  return found;
 }
 
 const needsNormalising = /(^|\/)\.\.?(\/|$)|\/\/|\/$/;
