@@ -88,8 +88,8 @@ if (/\s/.test(workRoot) || /\s/.test(REPO)) throw new Error('the paths must not 
 /**
  * Runs per scenario and size: warm-up runs and measured runs. A full build is
  * measured from clean every time, so it gets no warm-up. With the engine as it
- * is, nodegraph's full build takes minutes at 10,000 leaves and about 25 at
- * 50,000 on a 2-core machine, so those are measured once, and the smaller
+ * is, nodegraph's full build takes more than a minute at 10,000 leaves and
+ * several at 50,000 on a 2-core machine, so those are measured once, and the smaller
  * scenarios fewer times at 50,000: the whole run has to stay well under an
  * hour (see BENCHMARKS.md).
  */
@@ -854,6 +854,11 @@ async function main(): Promise<void> {
   mkdirSync(resultsDir, { recursive: true });
   if (!live) snapshotEngine();
   const m = await machine();
+  if (m.dirtyFiles.length > 0) {
+    // What was measured, when it was not a commit: the uncommitted changes (new files are listed only).
+    const diff = await exec(['git', 'diff', 'HEAD', '--', 'src', 'bin', 'bench/hash.ts'], { cwd: REPO, timeoutMs: 60_000 });
+    writeFileSync(path.join(resultsDir, 'engine.diff'), diff.stdout);
+  }
   log(`results in ${path.relative(REPO, resultsDir)}/; sizes ${sizes.join(', ')}; -j ${jobs}; copies under ${workRoot}`);
   writeFileSync(path.join(resultsDir, 'machine.json'), JSON.stringify(m, null, 2) + '\n');
 
