@@ -8,7 +8,7 @@ import type { TaskId } from '../ids.ts';
 import type { Declarations, DeclaredTask } from '../nodefile/builder.ts';
 import type { InputSpec } from '../nodefile/types.ts';
 import { err, ok, type Result } from '../util/result.ts';
-import { TaskGraph, topologicalOrder, type EdgeKind, type PendingNode, type TaskNode } from './graph.ts';
+import { TaskGraph, topologicalOrder, type PendingNode, type TaskNode } from './graph.ts';
 
 interface Draft {
   readonly decl: DeclaredTask;
@@ -76,20 +76,13 @@ export function analyze(declarations: Declarations): Result<TaskGraph, Failure[]
   }
   if (failures.length > 0) return err(failures);
 
-  const pending: PendingNode[] = drafts.map((d) => ({
-    id: d.decl.id,
-    upstream: [
-      ...d.needs.map((id) => ({ id, kind: 'input' as EdgeKind })),
-      ...d.after.map((id) => ({ id, kind: 'after' as EdgeKind })),
-    ],
-  }));
+  const pending: PendingNode[] = drafts.map((d) => ({ id: d.decl.id, needs: d.needs, after: d.after }));
   const order = topologicalOrder(pending);
   if (order === undefined) return err([{ reason: 'cycle', edges: findCycle(pending, byId) }]);
 
-  const draftById = new Map(drafts.map((d) => [d.decl.id, d]));
-  const nodes: TaskNode[] = order.map((id, index) => {
-    const d = draftById.get(id)!;
-    return { id, decl: d.decl, inputs: d.inputs, needs: d.needs, after: d.after, outputs: d.outputs, cwd: d.cwd, order: index };
+  const nodes: TaskNode[] = order.map((i, index) => {
+    const d = drafts[i]!;
+    return { id: d.decl.id, decl: d.decl, inputs: d.inputs, needs: d.needs, after: d.after, outputs: d.outputs, cwd: d.cwd, order: index };
   });
   return ok(new TaskGraph(declarations.file, dir, declarations.pools, nodes));
 }
@@ -126,7 +119,13 @@ export function join(dir: string, p: string): string {
 
 /** Finds one loop and lists every edge of it, upstream to downstream. */
 function findCycle(nodes: readonly PendingNode[], byId: ReadonlyMap<TaskId, DeclaredTask>): CycleEdge[] {
-  const upstreamOf = new Map(nodes.map((n) => [n.id, n.upstream]));
+  // Only on the error path: build the edge lists with their kinds here.
+  const upstreamOf = new Map(
+    nodes.map((n) => [
+      n.id,
+      [...n.needs.map((id) => ({ id, kind: 'input' as const })), ...n.after.map((id) => ({ id, kind: 'after' as const }))],
+    ]),
+  );
   const state = new Map<TaskId, 'open' | 'done'>();
   // Iterative DFS along upstream edges; the stack holds the current path.
   for (const start of nodes) {

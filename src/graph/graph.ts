@@ -92,16 +92,19 @@ export class TaskGraph {
 
 export interface PendingNode {
   readonly id: TaskId;
-  readonly upstream: readonly { readonly id: TaskId; readonly kind: EdgeKind }[];
+  /** Trigger upstreams. */
+  readonly needs: readonly TaskId[];
+  /** Order-only upstreams. */
+  readonly after: readonly TaskId[];
 }
 
 /**
  * Orders nodes upstream-first (Kahn's algorithm, stable in declaration
- * order). Returns undefined when the graph has a cycle; the caller then finds
- * the loop to report. Plain arrays rather than graphology here: at 50,000
+ * order), as indices into `nodes`. Returns undefined when the graph has a
+ * cycle; the caller then finds the loop to report. Plain arrays rather than graphology here: at 50,000
  * tasks graphology's edge bookkeeping alone took 350–650 ms, this takes ~20.
  */
-export function topologicalOrder(nodes: readonly PendingNode[]): TaskId[] | undefined {
+export function topologicalOrder(nodes: readonly PendingNode[]): number[] | undefined {
   const count = nodes.length;
   const index = new Map<TaskId, number>();
   for (let i = 0; i < count; i++) index.set(nodes[i]!.id, i);
@@ -110,27 +113,30 @@ export function topologicalOrder(nodes: readonly PendingNode[]): TaskId[] | unde
   const start = new Int32Array(count + 1);
   const ups: number[] = [];
   const downs: number[] = [];
+  const link = (upId: TaskId, i: number): void => {
+    const u = index.get(upId);
+    if (u === undefined) return;
+    ups.push(u);
+    downs.push(i);
+    start[u + 1]!++;
+    waiting[i]!++;
+  };
   for (let i = 0; i < count; i++) {
-    for (const up of nodes[i]!.upstream) {
-      const u = index.get(up.id);
-      if (u === undefined) continue;
-      ups.push(u);
-      downs.push(i);
-      start[u + 1]!++;
-      waiting[i]!++;
-    }
+    const node = nodes[i]!;
+    for (const up of node.needs) link(up, i);
+    for (const up of node.after) link(up, i);
   }
   for (let i = 0; i < count; i++) start[i + 1]! += start[i]!;
   const fill = start.slice(0, count);
   const edges = new Int32Array(ups.length);
   for (let e = 0; e < ups.length; e++) edges[fill[ups[e]!]!++] = downs[e]!;
-  const order: TaskId[] = [];
+  const order: number[] = [];
   const ready = new Int32Array(count);
   let tail = 0;
   for (let i = 0; i < count; i++) if (waiting[i] === 0) ready[tail++] = i;
   for (let head = 0; head < tail; head++) {
     const i = ready[head]!;
-    order.push(nodes[i]!.id);
+    order.push(i);
     for (let e = start[i]!; e < start[i + 1]!; e++) {
       const d = edges[e]!;
       if (--waiting[d]! === 0) ready[tail++] = d;

@@ -30,13 +30,19 @@ export interface Declarations {
 
 const MAX_FAILURES = 20;
 
-function makeRef(id: TaskId): TaskRef {
-  return {
-    kind: 'task',
-    id,
-    output: (p: string): InputSpec => ({ kind: 'task', id, path: p }),
-  };
+/** A handle to a task; a class, so a graph of 50,000 tasks does not make 50,000 closures. */
+class Ref implements TaskRef {
+  readonly kind = 'task' as const;
+  readonly id: TaskId;
+  constructor(id: TaskId) {
+    this.id = id;
+  }
+  output(path: string): InputSpec {
+    return { kind: 'task', id: this.id, path };
+  }
 }
+
+const makeRef = (id: TaskId): TaskRef => new Ref(id);
 
 function normaliseInput(input: TaskInput): InputSpec {
   // A TaskRef carries an `output` method; the spec it stands for is plain data.
