@@ -1,16 +1,11 @@
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { makeRig, type Rig } from './graph-rig.ts';
+import { makeRig, ok, type Rig } from './graph-rig.ts';
 import type { FakeEvent } from '../../support/fake-runner.ts';
 
 let rig: Rig;
 afterEach(() => rig?.cleanup());
-
-const ok = <T>(result: { ok: true; value: T } | { ok: false; error: unknown }): T => {
-  if (!result.ok) throw new Error(`engine failed: ${JSON.stringify(result.error, null, 2)}`);
-  return result.value;
-};
 
 const story = (events: readonly FakeEvent[]): string[] =>
   events.flatMap((e) => {

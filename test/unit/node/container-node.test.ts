@@ -1,16 +1,11 @@
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { makeRig, type Rig } from './graph-rig.ts';
+import { makeRig, ok, type Rig } from './graph-rig.ts';
 import type { FakeEvent } from '../../support/fake-runner.ts';
 
 let rig: Rig;
 afterEach(() => rig?.cleanup());
-
-const ok = <T>(result: { ok: true; value: T } | { ok: false; error: unknown }): T => {
-  if (!result.ok) throw new Error(`engine failed: ${JSON.stringify(result.error, null, 2)}`);
-  return result.value;
-};
 
 /** Service and container events, without the reloads, as short words. */
 const story = (events: readonly FakeEvent[]): string[] =>

@@ -94,3 +94,9 @@ export function makeRig(overrides: Partial<NodeConfigInput> = {}): Rig {
   process.env['NODEGRAPH_NODE_CONFIG'] = configFile;
   return rig;
 }
+
+/** The value of an engine result, or a thrown error that shows the failures. */
+export const ok = <T>(result: { ok: true; value: T } | { ok: false; error: unknown }): T => {
+  if (!result.ok) throw new Error(`engine failed: ${JSON.stringify(result.error, null, 2)}`);
+  return result.value;
+};
