@@ -4,7 +4,7 @@
 
 import { availableParallelism } from 'node:os';
 import path from 'node:path';
-import { FailureError, type Failure } from './error.ts';
+import type { Failure } from './error.ts';
 import type { ExecuteSummary } from './execute/executor.ts';
 import type { EventSink } from './execute/events.ts';
 import { ExecaRunner, type ProcessRunner } from './execute/runner.ts';
@@ -179,9 +179,6 @@ export async function withSession<T>(
   if (!session.ok) return session;
   try {
     return await body(session.value);
-  } catch (error) {
-    if (error instanceof FailureError) return err([...error.failures]);
-    throw error;
   } finally {
     session.value.cache.save();
     session.value.state.close();

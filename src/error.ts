@@ -71,13 +71,3 @@ export type Failure =
   | { readonly reason: 'not-confirmed' };
 
 export type FailureReason = Failure['reason'];
-
-/** Thrown inside the engine's I/O shell to carry a Failure to the command boundary. */
-export class FailureError extends Error {
-  readonly failures: readonly Failure[];
-  constructor(failures: Failure | readonly Failure[]) {
-    const list = Array.isArray(failures) ? (failures as readonly Failure[]) : [failures as Failure];
-    super(list.map((f) => f.reason).join(', '));
-    this.failures = list;
-  }
-}

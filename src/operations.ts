@@ -10,6 +10,7 @@ import { teardown, type TeardownSummary } from './execute/teardown.ts';
 import { ExecaRunner } from './execute/runner.ts';
 import { appender } from './execute/appender.ts';
 import { observeAndPlan, openSession, resolveTargets, stateDirOf, withSession, type EngineOptions, type Session } from './engine.ts';
+import type { TaskGraph } from './graph/graph.ts';
 import type { TaskId } from './ids.ts';
 import { orphansOf, teardownOrder, type Plan } from './plan/plan.ts';
 import { bindPlan, planChanges, readSavedPlan, type SavedPlan } from './plan/saved.ts';
@@ -49,6 +50,8 @@ export async function planNodefile(options: EngineOptions & { readonly out?: str
 }
 
 export interface ApplySummary extends ExecuteSummary {
+  /** The graph that was applied (watch follows its inputs). */
+  readonly graph: TaskGraph;
   readonly plan: Plan;
   readonly io: IoCounters;
   readonly destroyed: TaskId[];
@@ -118,11 +121,14 @@ export async function applyNodefile(options: EngineOptions & { readonly planFile
         destroyed: destroyed.length,
       },
     });
-    return ok({ ...summary, plan: { entries: plan.entries, counts: plan.counts }, destroyed, durationMs, io: ioOf(session) });
+    return ok({ ...summary, graph: session.graph, plan: { entries: plan.entries, counts: plan.counts }, destroyed, durationMs, io: ioOf(session) });
   });
 }
 
-function runTeardown(session: Session, order: readonly TaskId[], mode: 'stop' | 'destroy'): Promise<TeardownSummary> {
+/** What teardown needs of a session: no graph, so it works from the state alone. */
+type TeardownSession = Pick<Session, 'state' | 'store' | 'runner' | 'signal' | 'emit'>;
+
+function runTeardown(session: TeardownSession, order: readonly TaskId[], mode: 'stop' | 'destroy'): Promise<TeardownSummary> {
   return teardown({
     order,
     records: session.state.records,
@@ -205,13 +211,13 @@ export async function teardownNodefile(
   for (const warning of state.value.warnings) emit({ type: 'warning', message: warning });
   emit({ type: 'warning', message: `${options.nodefile} does not exist: tearing down from the state alone` });
   try {
-    const session = {
+    const session: TeardownSession = {
       state: state.value,
       store: appender(state.value.store),
       runner: options.runner ?? new ExecaRunner(),
       signal: options.signal ?? new AbortController().signal,
       emit,
-    } as unknown as Session;
+    };
     return await teardownWith(session, options, started);
   } finally {
     state.value.close();
@@ -219,7 +225,7 @@ export async function teardownNodefile(
 }
 
 async function teardownWith(
-  session: Session,
+  session: TeardownSession,
   options: EngineOptions & { readonly mode: 'stop' | 'destroy'; readonly confirm?: (order: readonly TaskId[]) => Promise<boolean> },
   started: number,
 ): Promise<Result<TeardownResult, Failure[]>> {

@@ -25,7 +25,9 @@ export async function run(args: Args, io: CliIo): Promise<number> {
       const reporter = args.values['json'] === true ? await reporterFor(args, io) : plainReporter({ write: (t) => void io.stdout.write(t), c });
       const result = await applyNodefile({ ...options, onEvent: reporter.sink });
       await reporter.close();
-      if (!result.ok) printFailures(result.error, io);
+      if (result.ok) return result.value.graph;
+      printFailures(result.error, io);
+      // Failed before or after loading: watch what a load now finds, or the Nodefile alone.
       const graph = await loadGraph(options.nodefile);
       return graph.ok ? graph.value : undefined;
     },
