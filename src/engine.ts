@@ -154,6 +154,7 @@ export async function observeAndPlan(session: Session): Promise<Result<Observed,
   const selected = selectTasks(session.graph, session.targets);
   const observations = await observe({
     nodes: selected,
+    dir: session.graph.dir,
     records: session.state.records,
     cache: session.cache,
     runner: session.runner,

@@ -101,7 +101,7 @@ function makeContext(node: TaskNode, context: ActionContext, log: string[]): Tas
     changedUpstream: context.changedUpstream,
     ran: (id) => context.ran(id),
     value: (name) => {
-      const input = node.inputs.get(name);
+      const input = Object.hasOwn(node.inputs, name) ? node.inputs[name] : undefined;
       if (input?.kind !== 'value') throw new Error(`task ${node.id} has no value input named ${name}`);
       return input.value;
     },

@@ -10,8 +10,11 @@ import type { InputSpec } from '../nodefile/types.ts';
 export interface TaskNode {
   readonly id: TaskId;
   readonly decl: DeclaredTask;
-  /** Inputs by name; a file input that another task writes became a `task` input. */
-  readonly inputs: ReadonlyMap<string, InputSpec>;
+  /**
+   * Inputs by name (read with for…in and Object.hasOwn); a file input that
+   * another task writes became a `task` input.
+   */
+  readonly inputs: Readonly<Record<string, InputSpec>>;
   /** Trigger upstreams, each once, in declaration order. */
   readonly needs: readonly TaskId[];
   /** Order-only upstreams. */
@@ -30,27 +33,17 @@ export class TaskGraph {
   readonly file: string;
   readonly dir: string;
   readonly pools: ReadonlyMap<string, number>;
-  readonly #nodes: Map<TaskId, TaskNode>;
+  readonly #nodes: ReadonlyMap<TaskId, TaskNode>;
   readonly #order: readonly TaskNode[];
-  readonly #dependents: ReadonlyMap<TaskId, readonly TaskId[]>;
+  #dependents: Map<TaskId, TaskId[]> | undefined;
 
-  constructor(file: string, dir: string, pools: ReadonlyMap<string, number>, nodes: readonly TaskNode[]) {
+  /** `nodes` in topological order; `byId` the same nodes by id, when the caller has it already. */
+  constructor(file: string, dir: string, pools: ReadonlyMap<string, number>, nodes: readonly TaskNode[], byId?: ReadonlyMap<TaskId, TaskNode>) {
     this.file = file;
     this.dir = dir;
     this.pools = pools;
     this.#order = nodes;
-    this.#nodes = new Map(nodes.map((n) => [n.id, n]));
-    const dependents = new Map<TaskId, TaskId[]>();
-    const add = (up: TaskId, id: TaskId): void => {
-      const list = dependents.get(up);
-      if (list === undefined) dependents.set(up, [id]);
-      else list.push(id);
-    };
-    for (const node of nodes) {
-      for (const up of node.needs) add(up, node.id);
-      for (const up of node.after) add(up, node.id);
-    }
-    this.#dependents = dependents;
+    this.#nodes = byId ?? new Map(nodes.map((n) => [n.id, n]));
   }
 
   get size(): number {
@@ -72,6 +65,20 @@ export class TaskGraph {
 
   /** Tasks with an edge (either kind) from `id`. */
   dependents(id: TaskId): readonly TaskId[] {
+    // Built on first use: loading a graph and deciding a no-op never ask.
+    if (this.#dependents === undefined) {
+      const dependents = new Map<TaskId, TaskId[]>();
+      const add = (up: TaskId, down: TaskId): void => {
+        const list = dependents.get(up);
+        if (list === undefined) dependents.set(up, [down]);
+        else list.push(down);
+      };
+      for (const node of this.#order) {
+        for (const up of node.needs) add(up, node.id);
+        for (const up of node.after) add(up, node.id);
+      }
+      this.#dependents = dependents;
+    }
     return this.#dependents.get(id) ?? [];
   }
 
@@ -90,59 +97,36 @@ export class TaskGraph {
   }
 }
 
-export interface PendingNode {
-  readonly id: TaskId;
-  /** Trigger upstreams. */
-  readonly needs: readonly TaskId[];
-  /** Order-only upstreams. */
-  readonly after: readonly TaskId[];
-}
-
 /**
- * Orders nodes upstream-first (Kahn's algorithm, stable in declaration
- * order), as indices into `nodes`. Returns undefined when the graph has a
- * cycle; the caller then finds the loop to report. Plain arrays rather than graphology here: at 50,000
- * tasks graphology's edge bookkeeping alone took 350–650 ms, this takes ~20.
+ * Orders `count` nodes upstream-first (Kahn's algorithm, stable in index
+ * order), given the edges as pairs `ups[e] → downs[e]` of indices. Returns the
+ * indices in order, or undefined when the graph has a cycle; the caller then
+ * finds the loop to report. Plain typed arrays rather than graphology here: at
+ * 50,000 tasks graphology's edge bookkeeping alone took 350–650 ms.
  */
-export function topologicalOrder(nodes: readonly PendingNode[]): number[] | undefined {
-  const count = nodes.length;
-  const index = new Map<TaskId, number>();
-  for (let i = 0; i < count; i++) index.set(nodes[i]!.id, i);
-  // Edges in compressed rows: every upstream's downstream list, in two flat arrays.
+export function topologicalOrder(count: number, ups: readonly number[], downs: readonly number[]): Int32Array | undefined {
+  // Edges in compressed rows: every upstream's downstream list, in one flat array.
   const waiting = new Int32Array(count);
   const start = new Int32Array(count + 1);
-  const ups: number[] = [];
-  const downs: number[] = [];
-  const link = (upId: TaskId, i: number): void => {
-    const u = index.get(upId);
-    if (u === undefined) return;
-    ups.push(u);
-    downs.push(i);
-    start[u + 1]!++;
-    waiting[i]!++;
-  };
-  for (let i = 0; i < count; i++) {
-    const node = nodes[i]!;
-    for (const up of node.needs) link(up, i);
-    for (const up of node.after) link(up, i);
+  for (let e = 0; e < ups.length; e++) {
+    start[ups[e]! + 1]!++;
+    waiting[downs[e]!]!++;
   }
   for (let i = 0; i < count; i++) start[i + 1]! += start[i]!;
   const fill = start.slice(0, count);
   const edges = new Int32Array(ups.length);
   for (let e = 0; e < ups.length; e++) edges[fill[ups[e]!]!++] = downs[e]!;
-  const order: number[] = [];
-  const ready = new Int32Array(count);
+  const order = new Int32Array(count);
   let tail = 0;
-  for (let i = 0; i < count; i++) if (waiting[i] === 0) ready[tail++] = i;
+  for (let i = 0; i < count; i++) if (waiting[i] === 0) order[tail++] = i;
   for (let head = 0; head < tail; head++) {
-    const i = ready[head]!;
-    order.push(i);
+    const i = order[head]!;
     for (let e = start[i]!; e < start[i + 1]!; e++) {
       const d = edges[e]!;
-      if (--waiting[d]! === 0) ready[tail++] = d;
+      if (--waiting[d]! === 0) order[tail++] = d;
     }
   }
-  return order.length === count ? order : undefined;
+  return tail === count ? order : undefined;
 }
 
 /** The graph as graphology sees it, for exports and for tools that want graph algorithms. */

@@ -6,13 +6,16 @@ import type { Failure } from '../error.ts';
 import { taskId, type TaskId } from '../ids.ts';
 import { ID_MESSAGE, ID_PATTERN, plainlyValid } from './plain.ts';
 import { captureSite, NO_SITE, type SiteRef } from './site.ts';
-import type { InputSpec, Json, NodefileApi, SourceSite, TaskInput, TaskRef, TaskSpec } from './types.ts';
+import type { InputSpec, Json, NodefileApi, SourceSite, TaskRef, TaskSpec } from './types.ts';
 
 export interface DeclaredTask {
   readonly id: TaskId;
   readonly spec: TaskSpec;
-  /** Inputs by name, task handles turned into `{ kind: 'task' }` specs. */
-  readonly inputs: ReadonlyMap<string, InputSpec>;
+  /**
+   * Inputs by name: the Nodefile's own object, not a copy (a task handle is
+   * itself a `{ kind: 'task', id }` spec). Read it with for…in and Object.hasOwn.
+   */
+  readonly inputs: Readonly<Record<string, InputSpec>>;
   readonly after: readonly TaskId[];
   readonly outputs: readonly string[];
   /** Undefined sites unless loaded with `sites: true`. */
@@ -44,10 +47,9 @@ class Ref implements TaskRef {
 
 const makeRef = (id: TaskId): TaskRef => new Ref(id);
 
-function normaliseInput(input: TaskInput): InputSpec {
-  // A TaskRef carries an `output` method; the spec it stands for is plain data.
-  return input.kind === 'task' ? { kind: 'task', id: input.id, ...('path' in input && input.path !== undefined ? { path: input.path } : {}) } : input;
-}
+const NO_INPUTS: Readonly<Record<string, InputSpec>> = Object.freeze({});
+const NO_IDS: readonly TaskId[] = Object.freeze([]);
+const NO_PATHS: readonly string[] = Object.freeze([]);
 
 export class Builder {
   readonly #file: string;
@@ -110,26 +112,19 @@ export class Builder {
       this.#fail({ reason: 'invalid-field', task: id, field: '', message: 'a task needs a spec object', site: here() });
       return ref;
     }
-    const inputs = new Map<string, InputSpec>();
-    let spec: TaskSpec = rawSpec;
-    if (rawSpec.inputs !== undefined && typeof rawSpec.inputs === 'object' && rawSpec.inputs !== null) {
-      // Task handles become plain specs; the user's object is copied only when it holds one.
-      let plain: Record<string, InputSpec> | undefined;
-      for (const name in rawSpec.inputs) {
-        const input = rawSpec.inputs[name]!;
-        const normal = typeof input === 'object' && input !== null && 'output' in input ? normaliseInput(input) : (input as InputSpec);
-        if (normal !== input) plain ??= { ...(rawSpec.inputs as Record<string, InputSpec>) };
-        if (plain !== undefined) plain[name] = normal;
-        inputs.set(name, normal);
-      }
-      if (plain !== undefined) spec = { ...rawSpec, inputs: plain };
-    }
+    // A handle's own fields are exactly the spec it stands for (its `output` method
+    // lives on the prototype), so the declared inputs are kept as they are: at
+    // 50,000 tasks a copy per task is a measurable part of loading.
+    const spec: TaskSpec = rawSpec;
+    const declared = rawSpec.inputs;
+    const inputs = typeof declared === 'object' && declared !== null ? (declared as Readonly<Record<string, InputSpec>>) : NO_INPUTS;
     // Not one of the plain shapes: the schema decides, once the Nodefile has run (see check()).
     if (!plainlyValid(spec as unknown as Record<string, unknown>)) {
       this.#unchecked.push({ id, spec, site: this.#sites ? site : captureSite(this.#file, entry) });
     }
-    const after = (Array.isArray(spec.after) ? spec.after : []).map((a) => taskId(typeof a === 'string' ? a : a.id));
-    this.#tasks.push({ id, spec, inputs, after, outputs: Array.isArray(spec.outputs) ? spec.outputs : [], site });
+    const after = Array.isArray(spec.after) && spec.after.length > 0 ? spec.after.map((a) => taskId(typeof a === 'string' ? a : a.id)) : NO_IDS;
+    const outputs = Array.isArray(spec.outputs) ? spec.outputs : NO_PATHS;
+    this.#tasks.push({ id, spec, inputs, after, outputs, site });
     return ref;
   }
 

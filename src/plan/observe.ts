@@ -1,9 +1,9 @@
 // Reads what the planner needs: the hash of every input, of every recorded
 // output, and the verdict of every check. The I/O half of planning.
 
-import path from 'node:path';
 import type { Failure } from '../error.ts';
 import type { ContentHash, TaskId } from '../ids.ts';
+import { join } from '../graph/analyze.ts';
 import type { TaskNode } from '../graph/graph.ts';
 import type { HashCache } from '../hash/cache.ts';
 import { hashGlob } from '../hash/glob.ts';
@@ -18,6 +18,8 @@ import type { TaskObservation } from './decide.ts';
 
 export interface ObserveOptions {
   readonly nodes: readonly TaskNode[];
+  /** The Nodefile's folder: input paths are relative to it, as outputs are (a task's `cwd` is only where it runs). */
+  readonly dir: string;
   readonly records: ReadonlyMap<TaskId, TaskRecord>;
   readonly cache: HashCache;
   readonly runner: ProcessRunner;
@@ -34,7 +36,8 @@ export async function observe(options: ObserveOptions): Promise<Result<Map<TaskI
 
   for (const node of nodes) {
     const inputs = new Map<string, ContentHash>();
-    for (const [name, input] of node.inputs) {
+    for (const name in node.inputs) {
+      const input = node.inputs[name]!;
       switch (input.kind) {
         case 'task':
           break;
@@ -45,11 +48,11 @@ export async function observe(options: ObserveOptions): Promise<Result<Map<TaskI
           inputs.set(name, hashValue(options.env[input.name] ?? null));
           break;
         case 'glob':
-          inputs.set(name, hashGlob(input.pattern, node.cwd, cache).hash);
+          inputs.set(name, hashGlob(input.pattern, options.dir, cache).hash);
           break;
         case 'file':
         case 'tree': {
-          const absolute = path.resolve(node.cwd, input.path);
+          const absolute = join(options.dir, input.path);
           const seen = cache.hashFile(absolute);
           if (seen.kind === 'missing' || seen.kind === 'other') {
             failures.push({ reason: 'missing-input', task: node.id, input: name, path: absolute, site: node.decl.site.get() });

@@ -18,9 +18,10 @@ export type WatchState = 'idle' | 'debouncing' | 'running' | 'queued';
 export function watchedPaths(graph: TaskGraph): string[] {
   const paths = new Set<string>([graph.file]);
   for (const node of graph.ordered) {
-    for (const input of node.inputs.values()) {
-      if (input.kind === 'file' || input.kind === 'tree') paths.add(path.resolve(node.cwd, input.path));
-      else if (input.kind === 'glob') paths.add(path.resolve(node.cwd, globBase(input.pattern)));
+    for (const name in node.inputs) {
+      const input = node.inputs[name]!;
+      if (input.kind === 'file' || input.kind === 'tree') paths.add(path.resolve(graph.dir, input.path));
+      else if (input.kind === 'glob') paths.add(path.resolve(graph.dir, globBase(input.pattern)));
     }
   }
   return [...paths];

@@ -18,8 +18,51 @@ test('a file input that is, or lies inside, another task output is a trigger edg
   if (!graph.ok) throw new Error(JSON.stringify(graph.error));
   const use = graph.value.get(taskId('use'))!;
   expect(use.needs).toEqual(['unpack', 'render']);
-  expect(use.inputs.get('deep')).toEqual({ kind: 'task', id: 'unpack', path: '/n/out/rootfs/etc/os-release' });
-  expect(use.inputs.get('exact')).toEqual({ kind: 'task', id: 'render', path: '/n/out/config.toml' });
-  expect(use.inputs.get('plain')).toEqual({ kind: 'file', path: 'src/a.txt' });
+  expect(use.inputs['deep']).toEqual({ kind: 'task', id: 'unpack', path: '/n/out/rootfs/etc/os-release' });
+  expect(use.inputs['exact']).toEqual({ kind: 'task', id: 'render', path: '/n/out/config.toml' });
+  expect(use.inputs['plain']).toEqual({ kind: 'file', path: 'src/a.txt' });
   expect(graph.value.ordered.map((n) => n.id)).toEqual(['unpack', 'render', 'use']);
+});
+
+const graphOf = (declare: (ng: ReturnType<Builder['api']>) => void) => {
+  const builder = new Builder('/n/Nodefile.ts', '/n');
+  declare(builder.api());
+  return analyze(builder.declarations());
+};
+
+test('input paths are relative to the Nodefile folder, whatever the task cwd, and are normalised before matching', () => {
+  const graph = graphOf((ng) => {
+    ng.task('make', { outputs: ['build/lib.a'], run: ['true'] });
+    ng.task('link', {
+      cwd: 'elsewhere',
+      inputs: { lib: ng.file('build/lib.a'), dotted: ng.file('src/../build/lib.a'), absolute: ng.file('/n/build/lib.a'), source: ng.file('srcs/main.c') },
+      run: ['true'],
+    });
+  });
+  if (!graph.ok) throw new Error(JSON.stringify(graph.error));
+  const link = graph.value.get(taskId('link'))!;
+  expect(link.cwd).toBe('/n/elsewhere');
+  expect(link.needs).toEqual(['make']);
+  for (const name of ['lib', 'dotted', 'absolute']) expect(link.inputs[name]).toEqual({ kind: 'task', id: 'make', path: '/n/build/lib.a' });
+  expect(link.inputs['source']).toEqual({ kind: 'file', path: 'srcs/main.c' });
+});
+
+test('a duplicate id and a duplicate output each name both tasks; an edge named twice is one edge', () => {
+  const dup = graphOf((ng) => {
+    ng.task('a', { outputs: ['x'], run: ['true'] });
+    ng.task('b', { outputs: ['x'], run: ['true'] });
+    ng.task('a', { run: ['true'] });
+  });
+  expect(dup.ok).toBe(false);
+  if (dup.ok) return;
+  expect(dup.error.map((f) => f.reason).sort()).toEqual(['duplicate-output', 'duplicate-task']);
+  expect(dup.error.find((f) => f.reason === 'duplicate-output')).toMatchObject({ path: '/n/x', first: 'a', second: 'b' });
+  const twice = graphOf((ng) => {
+    const a = ng.task('a', { outputs: ['x'], run: ['true'] });
+    ng.task('b', { inputs: { one: a, two: a.output('x'), three: ng.file('x') }, after: [a, 'a'], run: ['true'] });
+  });
+  if (!twice.ok) throw new Error(JSON.stringify(twice.error));
+  expect(twice.value.get(taskId('b'))!.needs).toEqual(['a']);
+  expect(twice.value.get(taskId('b'))!.after).toEqual([]);
+  expect(twice.value.dependents(taskId('a'))).toEqual(['b']);
 });
