@@ -29,52 +29,61 @@ const byCodeUnit = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0
  */
 export function canonicalJson(value: unknown): string {
   const ancestors = new Set<object>();
-  const out: string[] = [];
+  // The keys and indices down to the value being written: a path is spelled out only for an error.
+  const trail: (string | number)[] = [];
+  const where = (): string => {
+    let path = '$';
+    for (const step of trail) path = typeof step === 'number' ? `${path}[${step}]` : keyPath(path, step);
+    return path;
+  };
+  let out = '';
 
-  const write = (v: unknown, path: string): void => {
+  const write = (v: unknown): void => {
     switch (typeof v) {
       case 'string':
-        out.push(JSON.stringify(v));
+        out += JSON.stringify(v);
         return;
       case 'boolean':
-        out.push(v ? 'true' : 'false');
+        out += v ? 'true' : 'false';
         return;
       case 'number':
-        if (!Number.isFinite(v)) throw new TypeError(`canonicalJson: ${String(v)} at ${path} is not a finite number`);
-        out.push(JSON.stringify(v)); // -0 becomes 0, as in JSON
+        if (!Number.isFinite(v)) throw new TypeError(`canonicalJson: ${String(v)} at ${where()} is not a finite number`);
+        out += JSON.stringify(v); // -0 becomes 0, as in JSON
         return;
       case 'undefined':
-        throw new TypeError(`canonicalJson: undefined at ${path} has no JSON form`);
+        throw new TypeError(`canonicalJson: undefined at ${where()} has no JSON form`);
       case 'function':
-        throw new TypeError(`canonicalJson: a function at ${path} has no JSON form`);
+        throw new TypeError(`canonicalJson: a function at ${where()} has no JSON form`);
       case 'symbol':
-        throw new TypeError(`canonicalJson: a symbol at ${path} has no JSON form`);
+        throw new TypeError(`canonicalJson: a symbol at ${where()} has no JSON form`);
       case 'bigint':
-        throw new TypeError(`canonicalJson: a bigint at ${path} has no JSON form (convert it to a string)`);
+        throw new TypeError(`canonicalJson: a bigint at ${where()} has no JSON form (convert it to a string)`);
       case 'object':
         break;
     }
     if (v === null) {
-      out.push('null');
+      out += 'null';
       return;
     }
     const object = v as object;
-    if (ancestors.has(object)) throw new TypeError(`canonicalJson: a cycle at ${path} (the value contains itself)`);
+    if (ancestors.has(object)) throw new TypeError(`canonicalJson: a cycle at ${where()} (the value contains itself)`);
     if (Array.isArray(object)) {
       ancestors.add(object);
-      out.push('[');
+      out += '[';
       for (let i = 0; i < object.length; i++) {
-        if (i > 0) out.push(',');
-        write(object[i], `${path}[${i}]`);
+        if (i > 0) out += ',';
+        trail.push(i);
+        write(object[i]);
+        trail.pop();
       }
-      out.push(']');
+      out += ']';
       ancestors.delete(object);
       return;
     }
     const toJSON = (object as { toJSON?: unknown }).toJSON;
     if (typeof toJSON === 'function') {
       ancestors.add(object);
-      write(toJSON.call(object, ''), path);
+      write(toJSON.call(object, ''));
       ancestors.delete(object);
       return;
     }
@@ -82,28 +91,31 @@ export function canonicalJson(value: unknown): string {
     if (proto !== Object.prototype && proto !== null) {
       const name = (object as { constructor?: { name?: unknown } }).constructor?.name;
       throw new TypeError(
-        `canonicalJson: ${typeof name === 'string' && name !== '' ? `a ${name}` : 'an object that is not a plain object'} at ${path} has no faithful JSON form`,
+        `canonicalJson: ${typeof name === 'string' && name !== '' ? `a ${name}` : 'an object that is not a plain object'} at ${where()} has no faithful JSON form`,
       );
     }
     ancestors.add(object);
     const record = object as Record<string, unknown>;
-    const keys = Object.keys(record).sort(byCodeUnit);
-    out.push('{');
+    const keys = Object.keys(record);
+    if (keys.length > 1) keys.sort(byCodeUnit);
+    out += '{';
     let first = true;
     for (const key of keys) {
       const item = record[key];
       if (item === undefined) continue;
-      if (!first) out.push(',');
+      if (!first) out += ',';
       first = false;
-      out.push(JSON.stringify(key), ':');
-      write(item, keyPath(path, key));
+      out += JSON.stringify(key) + ':';
+      trail.push(key);
+      write(item);
+      trail.pop();
     }
-    out.push('}');
+    out += '}';
     ancestors.delete(object);
   };
 
-  write(value, '$');
-  return out.join('');
+  write(value);
+  return out;
 }
 
 /** SHA-256 of a value's canonical JSON (see canonicalJson for what is accepted). */

@@ -16,13 +16,20 @@ export function definitionOf(node: TaskNode, root: string): ContentHash {
     const { spec } = node.decl;
     hash = hashValue({
       run: describeRun(spec.run, spec.version),
-      cwd: path.relative(root, node.cwd),
+      cwd: relative(root, node.cwd),
       env: spec.env ?? {},
-      outputs: node.outputs.map((o) => path.relative(root, o)),
+      outputs: node.outputs.map((o) => relative(root, o)),
     });
     cache.set(node, hash);
   }
   return hash;
+}
+
+/** path.relative, without its cost for the usual case of a path inside `root`. */
+function relative(root: string, p: string): string {
+  if (p === root) return '';
+  if (p.startsWith(root) && p.charCodeAt(root.length) === 47 && root !== '/') return p.slice(root.length + 1);
+  return path.relative(root, p);
 }
 
 function describeRun(run: Command | TaskFunction, version: string | undefined): unknown {
