@@ -5,7 +5,7 @@ import type { Failure } from '../error.ts';
 import type { ContentHash, TaskId } from '../ids.ts';
 import { join } from '../graph/analyze.ts';
 import type { TaskNode } from '../graph/graph.ts';
-import type { HashCache } from '../hash/cache.ts';
+import type { FileObservation, HashCache } from '../hash/cache.ts';
 import { hashGlob } from '../hash/glob.ts';
 import { hashTree } from '../hash/tree.ts';
 import { hashValue } from '../hash/value.ts';
@@ -33,6 +33,9 @@ export async function observe(options: ObserveOptions): Promise<Result<Map<TaskI
   const failures: Failure[] = [];
   const observations = new Map<TaskId, TaskObservation>();
   const checks: TaskNode[] = [];
+  // One look per file in this pass (a header that is an input of a thousand tasks is
+  // stat'ed once). Only here: the executor hashes outputs again after tasks write them.
+  const files = new Map<string, FileObservation>();
 
   for (const node of nodes) {
     const inputs = new Map<string, ContentHash>();
@@ -53,7 +56,8 @@ export async function observe(options: ObserveOptions): Promise<Result<Map<TaskI
         case 'file':
         case 'tree': {
           const absolute = join(options.dir, input.path);
-          const seen = cache.hashFile(absolute);
+          let seen = files.get(absolute);
+          if (seen === undefined) files.set(absolute, (seen = cache.hashFile(absolute)));
           if (seen.kind === 'missing' || seen.kind === 'other') {
             failures.push({ reason: 'missing-input', task: node.id, input: name, path: absolute, site: node.decl.site.get() });
           } else if (seen.kind === 'directory') inputs.set(name, hashTree(absolute, cache));
