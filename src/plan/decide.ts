@@ -104,15 +104,18 @@ export function decide(
     reasons.push(`input ${name} removed`);
   }
   const changedUpstream: TaskId[] = [];
-  for (const [id, hash] of Object.entries(upstream)) {
+  for (const id of node.needs) {
+    const hash = upstream[id];
+    if (hash === undefined) continue; // pending
     const before = record.upstream[id];
     if (before === hash) continue;
-    changedUpstream.push(id as TaskId);
+    changedUpstream.push(id);
     reasons.push(before === undefined ? `now consumes ${id}` : `upstream ${id} changed ${change(before, hash)}`);
   }
   let ownReasons = reasons.length - changedUpstream.length;
-  for (const id of Object.keys(record.upstream)) {
-    if (!node.needs.includes(id as TaskId)) {
+  for (const id in record.upstream) {
+    // Each need is either settled (in `upstream`) or pending: a hash lookup, not a scan of the needs.
+    if (!Object.hasOwn(upstream, id) && !pending.includes(id as TaskId)) {
       reasons.push(`no longer consumes ${id}`);
       ownReasons++;
     }
