@@ -1,5 +1,6 @@
 import { loadGraph } from '../engine.ts';
-import { toGraphology, type TaskGraph } from '../graph/graph.ts';
+import { toGraphology } from '../graph/export.ts';
+import type { TaskGraph } from '../graph/graph.ts';
 import type { CliIo } from './main.ts';
 import { printFailures, str, type Args } from './shared.ts';
 import path from 'node:path';

@@ -1,8 +1,7 @@
-// The task graph: the one module that imports graphology. Nodes are tasks;
-// an edge runs from a task to one that must come after it, marked 'input'
-// (a trigger edge: it consumes the output) or 'after' (order only).
+// The task graph. Nodes are tasks; an edge runs from a task to one that must
+// come after it, marked 'input' (a trigger edge: it consumes the output) or
+// 'after' (order only). graphology sees it through export.ts.
 
-import { DirectedGraph } from 'graphology';
 import type { TaskId } from '../ids.ts';
 import type { DeclaredTask } from '../nodefile/builder.ts';
 import type { InputSpec } from '../nodefile/types.ts';
@@ -127,15 +126,4 @@ export function topologicalOrder(count: number, ups: readonly number[], downs: r
     }
   }
   return tail === count ? order : undefined;
-}
-
-/** The graph as graphology sees it, for exports and for tools that want graph algorithms. */
-export function toGraphology(graph: TaskGraph): DirectedGraph<Record<string, never>, { kind: EdgeKind }> {
-  const g = new DirectedGraph<Record<string, never>, { kind: EdgeKind }>();
-  for (const node of graph.ordered) g.addNode(node.id);
-  for (const node of graph.ordered) {
-    for (const up of node.needs) g.addEdge(up, node.id, { kind: 'input' });
-    for (const up of node.after) g.addEdge(up, node.id, { kind: 'after' });
-  }
-  return g;
 }

@@ -79,12 +79,12 @@ test('--version loads no engine module and no dependency', async () => {
   expect(urls.filter((u) => u.includes('/src/')).map((u) => u.slice(u.indexOf('/src/')))).toEqual(['/src/cli/main.ts', '/src/cli/help.ts']);
 });
 
-test('a no-op apply of plain tasks loads neither zod, nor the process runner, nor the terminal view, nor the watcher', async () => {
+test('a no-op apply of plain tasks loads neither zod, nor graphology, nor the process runner, nor the terminal view, nor the watcher', async () => {
   for (let i = 0; i < TASKS; i++) rig.write(`in/${i}.txt`, `${i}\n`);
   rig.write('in/header.h', 'h\n');
   rig.nodefile(graph);
   await modulesLoaded(['apply']);
   const urls = await modulesLoaded(['apply']);
-  for (const name of ['execa', 'listr2', 'chokidar', 'smol-toml', 'yaml', 'zod']) expect(loadedPackage(urls, name)).toBe(false);
+  for (const name of ['execa', 'listr2', 'chokidar', 'smol-toml', 'yaml', 'zod', 'graphology']) expect(loadedPackage(urls, name)).toBe(false);
   expect(urls.some((u) => u.includes('/src/report/tty.ts') || u.includes('/src/report/json.ts'))).toBe(false);
 });
