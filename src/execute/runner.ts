@@ -7,8 +7,13 @@
 // through spawnCommand below: execa costs about 6 ms of CPU per process here
 // (9.3 ms against 2.9 ms wall per `true` on this 2-core machine), which at
 // 50,000 tasks is minutes a build spends on bookkeeping rather than work.
+//
+// And once a build has run a few dozen task commands, through the spawn server
+// (SpawnServer below, spawn-server.ts): spawn forks the calling process on its
+// main thread, 3-7 ms of mostly system CPU per process for an engine of
+// 100-500 MiB; a small helper process pays a fraction of that, off this thread.
 
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import type { Command } from '../nodefile/types.ts';
 
 export interface RunOptions {
@@ -46,7 +51,7 @@ export interface ProcessRunner {
 const KILL_AFTER_MS = 5000;
 
 /** Spawns an argv (or `sh -c` line) with the least machinery: stdin closed, stdout and stderr captured together. */
-export function spawnCommand(command: Command, options: RunOptions): Promise<RunResult> {
+export function spawnCommand(command: Command, options: RunOptions, killAfterMs = KILL_AFTER_MS): Promise<RunResult> {
   const [file, ...args] = 'shell' in command ? ['/bin/sh', '-c', command.shell] : command;
   const described = describeCommand(command);
   return new Promise((resolve) => {
@@ -71,7 +76,7 @@ export function spawnCommand(command: Command, options: RunOptions): Promise<Run
     const onAbort = (): void => {
       canceled = true;
       child.kill('SIGTERM');
-      killer = setTimeout(() => child.kill('SIGKILL'), KILL_AFTER_MS);
+      killer = setTimeout(() => child.kill('SIGKILL'), killAfterMs);
       killer.unref();
     };
     if (options.signal?.aborted) onAbort();
@@ -110,12 +115,271 @@ export function describeCommand(command: Command): string {
   return command.map((arg) => (/^[\w@%+=:,./-]+$/.test(arg) ? arg : `'${arg.replaceAll("'", `'\\''`)}'`)).join(' ');
 }
 
+export interface SpawnServerOptions {
+  /** Task commands run directly before the server is started: a small apply should not pay for a Node start-up. */
+  readonly startAfter?: number;
+  /** Between SIGTERM and SIGKILL for a canceled command. */
+  readonly killAfterMs?: number;
+  /** The server program; spawn-server.ts (or .js) next to this module unless a test says otherwise. */
+  readonly program?: URL;
+}
+
+interface Reply {
+  readonly id: number;
+  readonly code?: number | null;
+  readonly signal?: NodeJS.Signals | null;
+  readonly error?: string;
+  readonly thrown?: string;
+  readonly stdout?: string;
+  readonly stderr?: string;
+  readonly output?: string;
+}
+
+interface Pending {
+  settle(reply: Reply | { readonly died: string }): void;
+}
+
+/** The server program next to this module: .ts in a checkout, .js in a package (dist/). */
+const SERVER = new URL(import.meta.url.endsWith('.ts') ? './spawn-server.ts' : './spawn-server.js', import.meta.url);
+
+// Node's compile cache (the one bin/nodegraph.js uses) makes the server start
+// as plain JavaScript: stripping its types would load a WebAssembly compiler,
+// about 60 ms and 18 MiB more.
+const BOOT = "require('node:module').enableCompileCache?.();import(process.argv[1]).catch(e=>{process.stderr.write(e+'\\n');process.exit(70)})";
+
+/**
+ * Runs task commands in a long-lived helper process (spawn-server.ts), so that
+ * the fork of each one happens in a small process and not on the engine's main
+ * thread. It is started after the first `startAfter` commands, which run
+ * directly, as does every command until it has said it is ready and every one
+ * after it has died. It holds the event loop only while a command is running:
+ * an idle server neither keeps the engine alive nor outlives it (it exits when
+ * its stdin closes).
+ *
+ * Commands start from the environment the engine had when they were sent,
+ * looked at again each time the server has been idle: changes to process.env
+ * made while server commands run are seen from the next idle point.
+ */
+export class SpawnServer {
+  readonly #startAfter: number;
+  readonly #killAfterMs: number;
+  readonly #program: URL;
+  #state: 'unstarted' | 'starting' | 'ready' | 'dead' = 'unstarted';
+  #child: ChildProcessWithoutNullStreams | undefined;
+  #commands = 0;
+  #nextId = 1;
+  readonly #pending = new Map<number, Pending>();
+  #env = '';
+  #stderr = '';
+  #readyWaiters: ((ready: boolean) => void)[] = [];
+  #held = true;
+
+  constructor(options: SpawnServerOptions = {}) {
+    this.#startAfter = options.startAfter ?? 24;
+    this.#killAfterMs = options.killAfterMs ?? KILL_AFTER_MS;
+    this.#program = options.program ?? SERVER;
+  }
+
+  /** The server's pid once started (for tests). */
+  get pid(): number | undefined {
+    return this.#child?.pid;
+  }
+
+  /** Starts the server if it is not; true once it is ready, false when it could not be. */
+  ready(): Promise<boolean> {
+    if (this.#state === 'unstarted') this.#start();
+    if (this.#state === 'ready' || this.#state === 'dead') return Promise.resolve(this.#state === 'ready');
+    return new Promise((resolve) => {
+      this.#readyWaiters.push(resolve);
+      this.#hold();
+    });
+  }
+
+  run(command: Command, options: RunOptions): Promise<RunResult> {
+    if (this.#state === 'ready') return this.#request(command, options);
+    if (this.#state === 'unstarted' && ++this.#commands > this.#startAfter) this.#start();
+    return spawnCommand(command, options, this.#killAfterMs);
+  }
+
+  /** Stops the server; commands in flight fail, later ones run directly. */
+  close(): void {
+    this.#died('spawn server closed');
+    this.#child?.kill('SIGKILL');
+  }
+
+  #start(): void {
+    this.#state = 'starting';
+    const { NODE_OPTIONS: _, ...env } = process.env;
+    let child: ChildProcessWithoutNullStreams;
+    try {
+      child = spawn(process.execPath, ['--max-semi-space-size=1', '-e', BOOT, this.#program.href], { env, stdio: ['pipe', 'pipe', 'pipe'] });
+    } catch (error) {
+      this.#died(`spawn server did not start: ${(error as Error).message}`);
+      return;
+    }
+    this.#child = child;
+    child.on('error', (error) => this.#died(`spawn server failed: ${error.message}`));
+    child.on('close', (code, signal) => {
+      const how = signal === null ? `exited with code ${code}` : `killed by ${signal}`;
+      const said = this.#stderr.trim().split('\n').at(-1);
+      this.#died(`spawn server ${how}${said === undefined || said === '' ? '' : `: ${said}`}`);
+    });
+    child.stdin.on('error', () => {}); // EPIPE when it is gone: 'close' says so
+    child.stderr.setEncoding('utf8');
+    child.stderr.on('data', (text: string) => {
+      this.#stderr = (this.#stderr + text).slice(-2000);
+    });
+    let parts: Buffer[] = [];
+    child.stdout.on('data', (chunk: Buffer) => {
+      let from = 0;
+      let newline: number;
+      while ((newline = chunk.indexOf(10, from)) !== -1) {
+        parts.push(chunk.subarray(from, newline));
+        const line = (parts.length === 1 ? parts[0]! : Buffer.concat(parts)).toString();
+        parts = [];
+        let reply: Reply | { ready: true };
+        try {
+          reply = JSON.parse(line) as Reply | { ready: true };
+        } catch {
+          this.#died(`spawn server said something unreadable: ${line.slice(0, 200)}`);
+          child.kill('SIGKILL');
+          return;
+        }
+        this.#reply(reply);
+        from = newline + 1;
+      }
+      if (from < chunk.length) parts.push(chunk.subarray(from));
+    });
+    this.#sendEnv();
+    this.#hold();
+  }
+
+  #reply(reply: Reply | { ready: true }): void {
+    if ('ready' in reply) {
+      if (this.#state !== 'starting') return;
+      this.#state = 'ready';
+      for (const resolve of this.#readyWaiters.splice(0)) resolve(true);
+      this.#hold();
+      return;
+    }
+    const pending = this.#pending.get(reply.id);
+    if (pending === undefined) return;
+    this.#pending.delete(reply.id);
+    if (this.#pending.size === 0) this.#hold();
+    pending.settle(reply);
+  }
+
+  #died(why: string): void {
+    if (this.#state === 'dead') return;
+    this.#state = 'dead';
+    for (const resolve of this.#readyWaiters.splice(0)) resolve(false);
+    const pending = [...this.#pending.values()];
+    this.#pending.clear();
+    this.#hold();
+    for (const p of pending) p.settle({ died: why });
+  }
+
+  /** Keeps the event loop alive while commands run (or someone waits for ready()), and only then. */
+  #hold(): void {
+    const child = this.#child;
+    const busy = this.#state !== 'dead' && (this.#pending.size > 0 || this.#readyWaiters.length > 0);
+    if (child === undefined || busy === this.#held) return;
+    this.#held = busy;
+    // The pipes are sockets (their type says only stream).
+    for (const handle of [child, child.stdin, child.stdout, child.stderr] as unknown as { ref(): void; unref(): void }[]) {
+      if (busy) handle.ref();
+      else handle.unref();
+    }
+  }
+
+  #send(message: object): void {
+    if (this.#state === 'dead') return;
+    this.#child!.stdin.write(`${JSON.stringify(message)}\n`);
+  }
+
+  #sendEnv(): void {
+    const env = JSON.stringify(process.env);
+    if (env === this.#env) return;
+    this.#env = env;
+    this.#child!.stdin.write(`{"t":"env","env":${env}}\n`);
+  }
+
+  #request(command: Command, options: RunOptions): Promise<RunResult> {
+    const [file, ...args] = 'shell' in command ? ['/bin/sh', '-c', command.shell] : command;
+    const described = describeCommand(command);
+    const id = this.#nextId++;
+    if (this.#pending.size === 0) this.#sendEnv();
+    return new Promise((resolve, reject) => {
+      let canceled = false;
+      let killer: NodeJS.Timeout | undefined;
+      const onAbort = (): void => {
+        canceled = true;
+        this.#send({ t: 'kill', id, signal: 'SIGTERM' });
+        killer = setTimeout(() => this.#send({ t: 'kill', id, signal: 'SIGKILL' }), this.#killAfterMs);
+        killer.unref();
+      };
+      this.#pending.set(id, {
+        settle: (reply) => {
+          clearTimeout(killer);
+          options.signal?.removeEventListener('abort', onAbort);
+          if ('thrown' in reply && reply.thrown !== undefined) {
+            reject(new Error(reply.thrown));
+            return;
+          }
+          const died = 'died' in reply ? reply.died : undefined;
+          const { code = null, signal = null, error, stdout = '', stderr = '', output } = 'died' in reply ? {} : reply;
+          const ok = died === undefined && error === undefined && code === 0 && !canceled;
+          let failure: string | undefined;
+          if (!ok) {
+            if (canceled) failure = 'canceled';
+            else if (died !== undefined) failure = died;
+            else if (error !== undefined) failure = error;
+            else if (signal !== null) failure = `killed by ${signal}`;
+            else failure = `exited with code ${code}`;
+          }
+          resolve({
+            command: described,
+            exitCode: typeof code === 'number' ? code : null,
+            stdout,
+            stderr,
+            output: output ?? stdout + stderr,
+            ok,
+            canceled,
+            failure,
+          });
+        },
+      });
+      this.#hold();
+      this.#send({ t: 'run', id, file, args, cwd: options.cwd, env: options.env });
+      if (options.signal?.aborted) onAbort();
+      else options.signal?.addEventListener('abort', onAbort, { once: true });
+    });
+  }
+}
+
+/** The one server of this process, shared by every runner (watch makes one per run). */
+let shared: SpawnServer | undefined;
+
+export interface ExecaRunnerOptions {
+  /**
+   * Where task commands go: the process's shared server (the default; NODEGRAPH_SPAWN_SERVER=off in the
+   * environment turns it off), this one, or false to spawn each directly.
+   */
+  readonly spawnServer?: SpawnServer | false;
+}
+
 // Loaded on the first command: a no-op run that spawns nothing should not pay for execa.
 let loaded: Promise<typeof import('execa')> | undefined;
 
 export class ExecaRunner implements ProcessRunner {
+  readonly #server: SpawnServer | false;
+
+  constructor(options: ExecaRunnerOptions = {}) {
+    this.#server = options.spawnServer ?? (process.env['NODEGRAPH_SPAWN_SERVER'] === 'off' ? false : (shared ??= new SpawnServer()));
+  }
+
   runTask(command: Command, options: RunOptions): Promise<RunResult> {
-    return spawnCommand(command, options);
+    return this.#server === false ? spawnCommand(command, options) : this.#server.run(command, options);
   }
 
   async run(command: Command, options: RunOptions): Promise<RunResult> {
