@@ -15,7 +15,7 @@ class Node implements TaskNode {
   readonly id: TaskId;
   readonly decl: DeclaredTask;
   inputs: Readonly<Record<string, InputSpec>>;
-  readonly needs: TaskId[] = [];
+  needs: readonly TaskId[] = NO_IDS;
   after: readonly TaskId[] = NO_IDS;
   outputs: readonly string[];
   cwd: string;
@@ -59,7 +59,7 @@ export function analyze(declarations: Declarations): Result<TaskGraph, Failure[]
       continue;
     }
     if (decl.spec.cwd !== undefined) node.cwd = path.resolve(dir, decl.spec.cwd);
-    if (decl.outputs.length > 0) node.outputs = decl.outputs.map((o) => join(dir, o));
+    if (decl.outputs.length > 0) node.outputs = decl.outputs.map((o) => roots.join(dir, o));
     nodes.push(node);
     for (const output of node.outputs) {
       const count = producers.size;
@@ -70,7 +70,6 @@ export function analyze(declarations: Declarations): Result<TaskGraph, Failure[]
         failures.push({ reason: 'duplicate-output', path: output, first: other.id, second: decl.id, site: decl.site.get() });
       }
     }
-    for (const output of decl.outputs) roots.add(output);
   }
 
   // Edges upstream → downstream, as indices; `linked[u] === d + 1` when u → d is already there.
@@ -103,7 +102,8 @@ export function analyze(declarations: Declarations): Result<TaskGraph, Failure[]
         failures.push({ reason: 'cycle', edges: [{ from: decl.id, to: decl.id, via: 'input', site: decl.site.get() }] });
       } else if (linked[upstream.index] !== index + 1) {
         linked[upstream.index] = index + 1;
-        node.needs.push(upstream.id);
+        if (node.needs === NO_IDS) node.needs = [upstream.id];
+        else (node.needs as TaskId[]).push(upstream.id);
         ups.push(upstream.index);
         downs.push(index);
       }
@@ -169,19 +169,29 @@ const needsNormalising = /(^|\/)\.\.?(\/|$)|\/\/|\/$/;
 class OutputRoots {
   readonly #roots = new Set<string>();
   #list: string[] = [];
+  #last = '';
   #everything = false;
 
-  add(output: string): void {
-    if (this.#everything) return;
+  /** Joins a declared output to `dir` (as join() does) and notes its first segment. */
+  join(dir: string, output: string): string {
     if (output.startsWith('/') || needsNormalising.test(output)) {
       this.#everything = true;
-      return;
+      return path.resolve(dir, output);
     }
-    const slash = output.indexOf('/');
-    const root = slash < 0 ? output : output.slice(0, slash);
-    if (this.#roots.has(root)) return;
-    this.#roots.add(root);
-    this.#list.push(root);
+    if (!this.#everything) {
+      // Outputs come in runs under one root: compare with the last one before hashing a slice.
+      const last = this.#last;
+      if (last === '' || !output.startsWith(last) || (output.length !== last.length && output.charCodeAt(last.length) !== 47)) {
+        const slash = output.indexOf('/');
+        const root = slash < 0 ? output : output.slice(0, slash);
+        this.#last = root;
+        if (!this.#roots.has(root)) {
+          this.#roots.add(root);
+          this.#list.push(root);
+        }
+      }
+    }
+    return dir === '/' ? `/${output}` : `${dir}/${output}`;
   }
 
   mayHold(input: string): boolean {
