@@ -173,32 +173,45 @@ function liveness(info: LockInfo): 'alive' | 'dead' | 'other-host' {
   }
 }
 
-/** Creates the lock file exclusively with our info in one write. */
+/**
+ * Creates the lock file exclusively, already holding our info: the info is
+ * written and synced to a file of our own, which link() then puts in place.
+ * link() fails if the lock exists, and a lock never exists half-written, so a
+ * run that finds it always learns who holds it (an O_EXCL create followed by
+ * a write left an empty file for a moment, which a racing run read as an
+ * unreadable lock).
+ */
 function create(path: string, info: LockInfo): Result<'created' | 'exists', StateDirUnwritable> {
-  let fd: number;
+  const own = `${path}.new-${info.token}`;
   try {
-    fd = openSync(path, 'wx', 0o644);
+    const fd = openSync(own, 'w', 0o644);
+    try {
+      writeSync(fd, `${JSON.stringify(info)}\n`);
+      // So that after a power loss the lock is either absent or readable.
+      fsyncSync(fd);
+    } finally {
+      closeSync(fd);
+    }
   } catch (e) {
-    if (errnoCode(e) === 'EEXIST') return ok('exists');
+    removeQuietly(own);
     return err(unwritable(path, e));
   }
   try {
-    writeSync(fd, `${JSON.stringify(info)}\n`);
-    // So that after a power loss the lock is either absent or readable
-    // (an empty lock file could only be removed by hand).
-    fsyncSync(fd);
+    linkSync(own, path);
     return ok('created');
   } catch (e) {
-    closeSync(fd);
-    fd = -1;
-    try {
-      unlinkSync(path);
-    } catch {
-      // nothing more to do; the empty lock will read as unreadable
-    }
+    if (errnoCode(e) === 'EEXIST') return ok('exists');
     return err(unwritable(path, e));
   } finally {
-    if (fd !== -1) closeSync(fd);
+    removeQuietly(own);
+  }
+}
+
+function removeQuietly(file: string): void {
+  try {
+    unlinkSync(file);
+  } catch {
+    // a leftover lock.* file is swept by a later run (sweepAside)
   }
 }
 
@@ -286,11 +299,11 @@ function makeLock(stateDir: string, path: string, info: LockInfo, tookOverFrom: 
   };
 }
 
-/** Leftover `lock.stale-*` files older than a minute are from crashed takeovers. */
+/** Leftover `lock.stale-*` and `lock.new-*` files older than a minute are from crashed takeovers and acquisitions. */
 function sweepAside(stateDir: string): void {
   try {
     for (const name of readdirSync(stateDir)) {
-      if (!name.startsWith('lock.stale-')) continue;
+      if (!name.startsWith('lock.stale-') && !name.startsWith('lock.new-')) continue;
       const file = join(stateDir, name);
       if (Date.now() - statSync(file).mtimeMs > 60_000) unlinkSync(file);
     }
