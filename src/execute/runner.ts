@@ -13,8 +13,11 @@
 // main thread, 3-7 ms of mostly system CPU per process for an engine of
 // 100-500 MiB; a small helper process pays a fraction of that, off this thread.
 
-import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import type { ChildProcessWithoutNullStreams } from 'node:child_process';
 import type { Command } from '../nodefile/types.ts';
+
+// Loaded on the first process: a no-op that starts none should not pay for node:child_process.
+const childProcess = (): typeof import('node:child_process') => process.getBuiltinModule('node:child_process');
 
 export interface RunOptions {
   readonly cwd: string;
@@ -60,7 +63,7 @@ export function spawnCommand(command: Command, options: RunOptions, killAfterMs 
     const err: Buffer[] = [];
     let canceled = false;
     let killer: NodeJS.Timeout | undefined;
-    const child = spawn(file!, args, {
+    const child = childProcess().spawn(file!, args, {
       cwd: options.cwd,
       env: options.env === undefined ? process.env : { ...process.env, ...options.env },
       stdio: ['ignore', 'pipe', 'pipe'],
@@ -212,7 +215,7 @@ export class SpawnServer {
     const { NODE_OPTIONS: _, ...env } = process.env;
     let child: ChildProcessWithoutNullStreams;
     try {
-      child = spawn(process.execPath, ['--max-semi-space-size=1', '-e', BOOT, this.#program.href], { env, stdio: ['pipe', 'pipe', 'pipe'] });
+      child = childProcess().spawn(process.execPath, ['--max-semi-space-size=1', '-e', BOOT, this.#program.href], { env, stdio: ['pipe', 'pipe', 'pipe'] });
     } catch (error) {
       this.#died(`spawn server did not start: ${(error as Error).message}`);
       return;
