@@ -50,13 +50,16 @@
 // decodes only the paths, and parses a record when its path is first asked for;
 // saving copies unchanged records byte for byte. A file that fails any check is
 // ignored with a warning. Saving happens only when an entry changed (a no-op run
-// writes nothing), into a temporary file that is fsynced and renamed over.
+// writes nothing), into a temporary file that is renamed over. It is not
+// fsynced: the cache only saves work, and whatever a power loss leaves (the
+// old file, or a new one cut short) either passes the checksum and describes
+// real files by their stat, or is ignored. Syncing cost a one-file change, such
+// as a touched source, more than the no-op it otherwise is.
 
 import {
   closeSync,
   constants,
   fstatSync,
-  fsyncSync,
   mkdirSync,
   openSync,
   readFileSync,
@@ -69,7 +72,6 @@ import {
 import { hash as oneShot } from 'node:crypto';
 import path from 'node:path';
 import { open } from 'node:fs/promises';
-import { fsyncDir } from '../util/fsync.ts';
 import { contentHash, type ContentHash } from '../ids.ts';
 import { sha256FdSync, sha256HandleAsync, type FileDigest } from './file.ts';
 
@@ -334,7 +336,7 @@ export class HashCache {
 
   /**
    * Writes the cache if an entry changed since it was loaded or last saved: to a
-   * temporary file beside it, fsynced, then renamed over it. True when it wrote;
+   * temporary file beside it, then renamed over it (not fsynced: see PERSISTENCE). True when it wrote;
    * false when there was nothing to write, no file, or the write failed (then
    * `saveError` says why — the cache only saves work, so losing it is not an error).
    */
@@ -366,12 +368,10 @@ export class HashCache {
       try {
         writeAll(fd, Buffer.from(header, 'latin1'));
         writeAll(fd, out);
-        fsyncSync(fd);
       } finally {
         closeSync(fd);
       }
       renameSync(temp, this.file);
-      fsyncDir(dir);
     } catch (error) {
       try {
         rmSync(temp, { force: true });
