@@ -69,6 +69,8 @@ export function verbFor(node: TaskNode | undefined, action: PlanAction, onlyBeca
   }
 }
 
+const PENDING: UpstreamState = Object.freeze({ settled: false });
+
 export function selectTasks(graph: TaskGraph, targets: ReadonlySet<TaskId> | undefined): TaskNode[] {
   if (targets === undefined || targets.size === 0) return [...graph.ordered];
   const closure = graph.closure([...targets]);
@@ -86,14 +88,16 @@ export function makePlan(
   const settled = new Map<TaskId, ContentHash>();
   const upstreamOf = (id: TaskId): UpstreamState => {
     const hash = settled.get(id);
-    return hash === undefined ? { settled: false } : { settled: true, outputHash: hash, ran: false };
+    return hash === undefined ? PENDING : { settled: true, outputHash: hash, ran: false };
   };
+  let recorded = 0;
   const counts = { create: 0, update: 0, replace: 0, drift: 0, maybe: 0, destroy: 0, unchanged: 0 };
 
   for (const node of selectTasks(graph, options.targets)) {
     const observation = observations.get(node.id);
     if (observation === undefined) throw new Error(`no observation for ${node.id}`);
     const record = records.get(node.id);
+    if (record !== undefined) recorded++;
     const decision = decide(
       node,
       definitionOf(node, graph.dir),
@@ -108,7 +112,8 @@ export function makePlan(
     entries.push({ id: node.id, action: decision.action, verb: verbFor(node, decision.action, decision.onlyBecauseOf), reasons: decision.reasons });
   }
 
-  if (options.targets === undefined || options.targets.size === 0) {
+  // Every record belongs to a declared task when as many were met above as there are: no orphans to look for.
+  if ((options.targets === undefined || options.targets.size === 0) && recorded < records.size) {
     for (const id of orphansOf(graph, records)) {
       counts.destroy++;
       entries.push({ id, action: 'destroy', verb: 'destroy', reasons: ['orphan: no longer in the Nodefile'] });
