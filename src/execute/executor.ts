@@ -109,13 +109,14 @@ export async function execute(options: ExecuteOptions): Promise<ExecuteSummary> 
     }
   };
 
-  const failedUpstream = (node: TaskNode): TaskId | undefined => {
-    for (const up of [...node.needs, ...node.after]) {
+  const failedIn = (ups: readonly TaskId[]): TaskId | undefined => {
+    for (const up of ups) {
       const s = settled.get(up);
       if (s !== undefined && s.outcome !== 'ran' && s.outcome !== 'up-to-date') return up;
     }
     return undefined;
   };
+  const failedUpstream = (node: TaskNode): TaskId | undefined => failedIn(node.needs) ?? failedIn(node.after);
 
   const poolOf = (node: TaskNode): string => node.decl.spec.pool ?? '';
   const poolFree = (pool: string): boolean =>
