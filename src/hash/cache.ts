@@ -123,6 +123,8 @@ interface Entry {
   readonly racy: boolean;
   /** Looked at in this run. */
   seen: boolean;
+  /** Where this entry's record is in the loaded body, while the entry is as loaded: save() copies it. */
+  readonly at?: number;
 }
 
 const FORMAT = 'nodegraph-hashcache';
@@ -168,6 +170,7 @@ function parseRecord(body: Buffer, at: number): Entry {
     mtimeNs: body.readBigInt64LE(f + 57),
     ctimeNs: body.readBigInt64LE(f + 65),
     seen: false,
+    at,
   };
 }
 
@@ -347,9 +350,11 @@ export class HashCache {
     let total = 0;
     const sizes: number[] = [];
     for (const [key, entry] of this.#entries) {
-      const n = typeof entry === 'number' ? 4 + body.readUInt32LE(entry) + FIXED : Buffer.byteLength(key, 'utf8');
+      // A record as loaded (unparsed, or parsed and unchanged) is copied byte for byte.
+      const at = typeof entry === 'number' ? entry : entry.at;
+      const n = at !== undefined ? 4 + body.readUInt32LE(at) + FIXED : Buffer.byteLength(key, 'utf8');
       sizes.push(n);
-      total += typeof entry === 'number' ? n : 4 + n + FIXED;
+      total += at !== undefined ? n : 4 + n + FIXED;
     }
     const out = Buffer.allocUnsafe(total);
     let at = 0;
@@ -357,6 +362,7 @@ export class HashCache {
     for (const [key, entry] of this.#entries) {
       const n = sizes[i++]!;
       if (typeof entry === 'number') at += body.copy(out, at, entry, entry + n);
+      else if (entry.at !== undefined) at += body.copy(out, at, entry.at, entry.at + n);
       else at = writeRecord(out, at, key, n, entry);
     }
     const header = `${FORMAT} ${VERSION} ${this.#entries.size} ${oneShot('sha256', out, 'hex')}\n`;

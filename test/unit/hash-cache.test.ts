@@ -397,6 +397,29 @@ describe('persistence', () => {
     expect(third.cache.counters.contentReads).toBe(0);
   });
 
+  test('records looked at but unchanged are copied as loaded, and the saved file is the one a fresh cache would write', () => {
+    const files = ['a', 'b', 'c', 'd'].map((n) => write(`${n}.txt`, n.repeat(10)));
+    const cacheFile = path.join(dir, 'cache');
+    const first = HashCache.load(cacheFile, later).cache;
+    for (const f of files) first.hashFile(f);
+    first.save();
+    const second = HashCache.load(cacheFile, later).cache;
+    for (const f of files) second.hashFile(f); // every record parsed, none changed
+    expect(second.save()).toBe(false);
+    writeFileSync(files[2]!, 'changed');
+    second.hashFile(files[2]!);
+    expect(second.save()).toBe(true);
+    // The same content written from scratch, every record encoded anew.
+    const fresh = new HashCache(path.join(dir, 'fresh'), later);
+    for (const f of files) fresh.hashFile(f);
+    fresh.save();
+    expect(readFileSync(cacheFile).equals(readFileSync(path.join(dir, 'fresh')))).toBe(true);
+    const third = HashCache.load(cacheFile, later);
+    expect(third.warning).toBeUndefined();
+    expect(files.map((f) => hashOf(third.cache.hashFile(f)))).toEqual([sha('a'.repeat(10)), sha('b'.repeat(10)), sha('changed'), sha('d'.repeat(10))]);
+    expect(third.cache.counters.contentReads).toBe(0);
+  });
+
   test('paths with tabs, newlines and quotes survive', () => {
     const names = ['tab\there', 'new\nline', '"quoted"', 'back\\slash', 'ünïcødé'];
     const files = names.map((n) => write(n, n));
