@@ -381,12 +381,18 @@ describe('persistence', () => {
     expect(HashCache.load(cacheFile, later).cache.size).toBe(1);
   });
 
-  test('records not looked at are carried over byte for byte when another one changes', () => {
+  /** Four files hashed into a saved cache. */
+  function savedFourFiles(): { files: string[]; cacheFile: string } {
     const files = ['a', 'b', 'c', 'd'].map((n) => write(`${n}.txt`, n.repeat(10)));
     const cacheFile = path.join(dir, 'cache');
     const first = HashCache.load(cacheFile, later).cache;
     for (const f of files) first.hashFile(f);
     first.save();
+    return { files, cacheFile };
+  }
+
+  test('records not looked at are carried over byte for byte when another one changes', () => {
+    const { files, cacheFile } = savedFourFiles();
     const second = HashCache.load(cacheFile, later).cache;
     writeFileSync(files[1]!, 'changed');
     second.hashFile(files[1]!); // the only record parsed; a, c, d stay raw
@@ -398,11 +404,7 @@ describe('persistence', () => {
   });
 
   test('records looked at but unchanged are copied as loaded, and the saved file is the one a fresh cache would write', () => {
-    const files = ['a', 'b', 'c', 'd'].map((n) => write(`${n}.txt`, n.repeat(10)));
-    const cacheFile = path.join(dir, 'cache');
-    const first = HashCache.load(cacheFile, later).cache;
-    for (const f of files) first.hashFile(f);
-    first.save();
+    const { files, cacheFile } = savedFourFiles();
     const second = HashCache.load(cacheFile, later).cache;
     for (const f of files) second.hashFile(f); // every record parsed, none changed
     expect(second.save()).toBe(false);
