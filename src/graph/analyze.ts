@@ -65,7 +65,8 @@ export function analyze(declarations: Declarations): Result<TaskGraph, Failure[]
       const count = producers.size;
       producers.set(output, node);
       if (producers.size === count) {
-        const other = nodes.find((n) => n !== node && n.outputs.includes(output))!;
+        // Another task's, or this one's named twice.
+        const other = nodes.find((n) => n !== node && n.outputs.includes(output)) ?? node;
         producers.set(output, other);
         failures.push({ reason: 'duplicate-output', path: output, first: other.id, second: decl.id, site: decl.site.get() });
       }

@@ -57,6 +57,8 @@ test('a duplicate id and a duplicate output each name both tasks; an edge named 
   if (dup.ok) return;
   expect(dup.error.map((f) => f.reason).sort()).toEqual(['duplicate-output', 'duplicate-task']);
   expect(dup.error.find((f) => f.reason === 'duplicate-output')).toMatchObject({ path: '/n/x', first: 'a', second: 'b' });
+  const own = graphOf((ng) => ng.task('a', { outputs: ['x', './x'], run: ['true'] }));
+  expect(own.ok ? [] : own.error).toMatchObject([{ reason: 'duplicate-output', path: '/n/x', first: 'a', second: 'a' }]);
   const twice = graphOf((ng) => {
     const a = ng.task('a', { outputs: ['x'], run: ['true'] });
     ng.task('b', { inputs: { one: a, two: a.output('x'), three: ng.file('x') }, after: [a, 'a'], run: ['true'] });
