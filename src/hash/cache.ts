@@ -501,15 +501,19 @@ export class HashCache {
     const racy = unsettled || changed >= started - margin;
     const old = this.#entries.get(key);
     const previous = typeof old === 'number' ? parseRecord(this.#body, old) : old;
+    // Only a settled entry is worth a save: a racy one is read again next time
+    // whether it is saved or not (an older entry left on disk no longer matches
+    // the file's stat). A touch just before a run then writes nothing.
     if (
-      previous === undefined ||
+      !racy &&
+      (previous === undefined ||
       previous.hash !== digest.hash ||
       previous.racy !== racy ||
       previous.dev !== st.dev ||
       previous.ino !== st.ino ||
       previous.size !== st.size ||
       previous.mtimeNs !== st.mtimeNs ||
-      previous.ctimeNs !== st.ctimeNs
+      previous.ctimeNs !== st.ctimeNs)
     ) {
       this.#dirty = true;
     }

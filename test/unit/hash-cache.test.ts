@@ -251,15 +251,23 @@ describe('racy entries', () => {
     expect(at(fine, fine + 100_000_001n)).toBe(1);
   });
 
-  test('racy entries are saved as racy, and re-reading one that is still racy and unchanged writes nothing', () => {
-    const file = write('fresh.txt', 'fresh');
+  test('a racy entry alone is not worth a save; saved beside a settled one it stays racy', () => {
+    const old = write('old.txt', 'old');
+    Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 250); // old.txt settles: 250 ms > the 100 ms margin
+    const fresh = write('fresh.txt', 'fresh');
+    const at = BigInt(Date.now()) * 1_000_000n;
+    const clock: HashCacheOptions = { now: () => at }; // fresh.txt stays racy to this clock
     const cacheFile = path.join(dir, 'cache');
-    const first = HashCache.load(cacheFile).cache;
-    first.hashFile(file);
+    const first = HashCache.load(cacheFile, clock).cache;
+    first.hashFile(fresh);
+    expect(first.save()).toBe(false); // it would be read again next time either way
+    first.hashFile(old);
     expect(first.save()).toBe(true);
-    const second = HashCache.load(cacheFile).cache;
-    second.hashFile(file);
-    expect(second.counters.contentReads).toBe(1); // racy: not trusted after loading either
+    const second = HashCache.load(cacheFile, clock).cache;
+    second.hashFile(old);
+    expect(second.counters.contentReads).toBe(0);
+    second.hashFile(fresh);
+    expect(second.counters.contentReads).toBe(1); // saved racy: not trusted after loading
     expect(second.save()).toBe(false); // same stat, same hash, still racy: nothing changed
   });
   test('a file that changes while it is read is read again, and recorded racy if it never settles', () => {
