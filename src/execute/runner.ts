@@ -91,26 +91,30 @@ export function spawnCommand(command: Command, options: RunOptions, killAfterMs 
     child.on('close', (code, signal) => {
       clearTimeout(killer);
       options.signal?.removeEventListener('abort', onAbort);
-      const ok = spawnError === undefined && code === 0 && !canceled;
-      let failure: string | undefined;
-      if (!ok) {
-        if (canceled) failure = 'canceled';
-        else if (spawnError !== undefined) failure = spawnError.message;
-        else if (signal !== null) failure = `killed by ${signal}`;
-        else failure = `exited with code ${code}`;
-      }
-      resolve({
-        command: described,
-        exitCode: typeof code === 'number' ? code : null,
-        stdout: Buffer.concat(out).toString(),
-        stderr: Buffer.concat(err).toString(),
-        output: Buffer.concat(chunks).toString(),
-        ok,
-        canceled,
-        failure,
-      });
+      resolve(
+        finished(described, { code, signal, canceled, error: spawnError?.message }, {
+          stdout: Buffer.concat(out).toString(),
+          stderr: Buffer.concat(err).toString(),
+          output: Buffer.concat(chunks).toString(),
+        }),
+      );
     });
   });
+}
+
+/** A finished task command as a RunResult: ok only for exit code 0, and otherwise why not, in words. */
+function finished(
+  command: string,
+  end: { readonly code: number | null; readonly signal: string | null; readonly canceled: boolean; readonly error: string | undefined },
+  streams: { readonly stdout: string; readonly stderr: string; readonly output: string },
+): RunResult {
+  const ok = end.error === undefined && end.code === 0 && !end.canceled;
+  const failure = ok
+    ? undefined
+    : end.canceled
+      ? 'canceled'
+      : (end.error ?? (end.signal !== null ? `killed by ${end.signal}` : `exited with code ${end.code}`));
+  return { command, exitCode: typeof end.code === 'number' ? end.code : null, ...streams, ok, canceled: end.canceled, failure };
 }
 
 export function describeCommand(command: Command): string {
@@ -331,25 +335,7 @@ export class SpawnServer {
           }
           const died = 'died' in reply ? reply.died : undefined;
           const { code = null, signal = null, error, stdout = '', stderr = '', output } = 'died' in reply ? {} : reply;
-          const ok = died === undefined && error === undefined && code === 0 && !canceled;
-          let failure: string | undefined;
-          if (!ok) {
-            if (canceled) failure = 'canceled';
-            else if (died !== undefined) failure = died;
-            else if (error !== undefined) failure = error;
-            else if (signal !== null) failure = `killed by ${signal}`;
-            else failure = `exited with code ${code}`;
-          }
-          resolve({
-            command: described,
-            exitCode: typeof code === 'number' ? code : null,
-            stdout,
-            stderr,
-            output: output ?? stdout + stderr,
-            ok,
-            canceled,
-            failure,
-          });
+          resolve(finished(described, { code, signal, canceled, error: died ?? error }, { stdout, stderr, output: output ?? stdout + stderr }));
         },
       });
       this.#hold();
