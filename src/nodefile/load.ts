@@ -2,8 +2,9 @@
 // export with a Builder, and turns every way that can go wrong into a Failure.
 
 import { existsSync } from 'node:fs';
+import module from 'node:module';
 import path from 'node:path';
-import { pathToFileURL } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import type { Failure } from '../error.ts';
 import { err, ok, type Result } from '../util/result.ts';
 import { Builder, type Declarations } from './builder.ts';
@@ -12,6 +13,29 @@ import type { SourceSite } from './types.ts';
 
 let generation = 0;
 
+/** Nodefile URLs (without the query that makes watch see edits), always loaded as ES modules. */
+const nodefiles = new Set<string>();
+let hooked = false;
+
+/**
+ * A Nodefile is an ES module (its default export declares the graph) wherever it
+ * lies. Node would otherwise read a `.ts` file as CommonJS below a package.json
+ * that says `"type": "commonjs"`, which `npm init -y` writes: a fresh project that
+ * installs nodegraph could not load its Nodefile.
+ */
+function loadAsModule(url: string): void {
+  nodefiles.add(url);
+  if (hooked) return;
+  hooked = true;
+  module.registerHooks({
+    load(target, context, next) {
+      const query = target.indexOf('?');
+      const plain = query < 0 ? target : target.slice(0, query);
+      return nodefiles.has(plain) && plain.endsWith('.ts') ? next(target, { ...context, format: 'module-typescript' }) : next(target, context);
+    },
+  });
+}
+
 export async function loadNodefile(file: string, options: { sites?: boolean } = {}): Promise<Result<Declarations, Failure[]>> {
   const absolute = path.resolve(file);
   if (!existsSync(absolute)) return err([{ reason: 'nodefile-not-found', path: absolute }]);
@@ -19,7 +43,9 @@ export async function loadNodefile(file: string, options: { sites?: boolean } = 
   let module: { default?: unknown };
   try {
     // A fresh query string makes `watch` see edits; the first load keeps the plain URL.
-    const url = pathToFileURL(absolute).href + (generation++ === 0 ? '' : `?g=${generation}`);
+    const plain = pathToFileURL(absolute).href;
+    loadAsModule(plain);
+    const url = plain + (generation++ === 0 ? '' : `?g=${generation}`);
     module = (await import(url)) as { default?: unknown };
   } catch (error) {
     return err([classifyImportError(absolute, error)]);
@@ -66,8 +92,10 @@ function firstLine(error: unknown): string {
 /** Node puts `file:line`, the source line and a caret above a syntax error's stack. */
 function syntaxSite(error: unknown): SourceSite | undefined {
   const stack = error instanceof Error ? (error.stack ?? '') : '';
-  const match = /^(\/[^\n]*?):(\d+)\n/.exec(stack);
+  // A path, or a file: URL when the Nodefile went through the load hook above.
+  const match = /^((?:file:\/\/)?\/[^\n]*?):(\d+)\n/.exec(stack);
   if (match === null) return undefined;
   const caret = stack.split('\n').find((l) => /^\s*\^+\s*$/.test(l));
-  return { file: match[1]!, line: Number(match[2]), column: caret === undefined ? 1 : caret.indexOf('^') + 1 };
+  const file = match[1]!.startsWith('file:') ? fileURLToPath(match[1]!) : match[1]!;
+  return { file, line: Number(match[2]), column: caret === undefined ? 1 : caret.indexOf('^') + 1 };
 }

@@ -161,4 +161,14 @@ describe('apply', () => {
     expect(result.code).toBe(1);
     expect(result.stdout).toContain('✖ liar failed: declared output out/promised was not produced');
   });
+
+  test('a Nodefile is an ES module even below a package.json that says "type": "commonjs" (what npm init -y writes)', async () => {
+    rig.write('package.json', JSON.stringify({ name: 'a-node', version: '1.0.0', type: 'commonjs' }));
+    rig.write('a.txt', 'hello\n');
+    rig.nodefile(chain);
+    const result = await rig.run(['apply']);
+    expect(result.stderr).toBe('');
+    expect(result.code).toBe(0);
+    expect(readFileSync(rig.path('out/b'), 'utf8')).toBe('hello\ntail\n');
+  });
 });
