@@ -2,13 +2,13 @@
 // there, below node_modules, Node will not strip types, so it must be JS.
 
 import { execFileSync } from 'node:child_process';
-import { cpSync, existsSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
+import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { expect, test } from 'vitest';
 import { repo } from '../support/rig.ts';
 
-test('the packed package installs into an empty folder and runs nodegraph --version', () => {
+test('the packed package installs into an empty folder, runs nodegraph --version, and applies a graph through its compiled spawn server', () => {
   const out = mkdtempSync(path.join(tmpdir(), 'nodegraph-pack-'));
   // Pack a copy: packing builds and removes dist/ in the folder it runs in, and
   // the other tests run the checkout's CLI meanwhile.
@@ -27,6 +27,23 @@ test('the packed package installs into an empty folder and runs nodegraph --vers
     const version = execFileSync(process.execPath, [path.join(home, 'node_modules/.bin/nodegraph'), '--version'], { cwd: home, encoding: 'utf8' });
     expect(version).toMatch(/^nodegraph \d+\.\d+\.\d+\n$/);
     expect(existsSync(path.join(home, 'node_modules/nodegraph/dist/cli/main.js'))).toBe(true);
+    expect(existsSync(path.join(home, 'node_modules/nodegraph/dist/execute/spawn-server.js'))).toBe(true);
+
+    // Enough tasks that the spawn server starts (after the 24th command): each records
+    // the pid of the process that started it, the engine's or the server's.
+    const tasks = 40;
+    writeFileSync(
+      path.join(home, 'Nodefile.ts'),
+      `import type { NodefileApi } from 'nodegraph';
+export default (ng: NodefileApi): void => {
+  for (let i = 0; i < ${tasks}; i++) ng.task(\`t\${i}\`, { outputs: [\`out/\${i}\`], run: ['sh', '-c', \`echo $PPID > out/\${i}\`] });
+};
+`,
+    );
+    const applied = execFileSync(process.execPath, [path.join(home, 'node_modules/.bin/nodegraph'), 'apply', '-j', '2'], { cwd: home, encoding: 'utf8', env: { ...process.env, CI: '1' } });
+    expect(applied).toMatch(new RegExp(`Apply: ${tasks} ran, 0 failed`));
+    const spawners = new Set(Array.from({ length: tasks }, (_, i) => readFileSync(path.join(home, `out/${i}`), 'utf8').trim()));
+    expect(spawners.size).toBe(2); // the engine for the first commands, then the server
   } finally {
     rmSync(out, { recursive: true, force: true });
     rmSync(home, { recursive: true, force: true });
