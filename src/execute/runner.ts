@@ -15,6 +15,7 @@
 
 import type { ChildProcessWithoutNullStreams } from 'node:child_process';
 import type { Command } from '../nodefile/types.ts';
+import { eachLine } from './lines.ts';
 
 // Loaded on the first process: a no-op that starts none should not pay for node:child_process.
 const childProcess = (): typeof import('node:child_process') => process.getBuiltinModule('node:child_process');
@@ -236,26 +237,17 @@ export class SpawnServer {
     child.stderr.on('data', (text: string) => {
       this.#stderr = (this.#stderr + text).slice(-2000);
     });
-    let parts: Buffer[] = [];
-    child.stdout.on('data', (chunk: Buffer) => {
-      let from = 0;
-      let newline: number;
-      while ((newline = chunk.indexOf(10, from)) !== -1) {
-        parts.push(chunk.subarray(from, newline));
-        const line = (parts.length === 1 ? parts[0]! : Buffer.concat(parts)).toString();
-        parts = [];
-        let reply: Reply | { ready: true };
-        try {
-          reply = JSON.parse(line) as Reply | { ready: true };
-        } catch {
-          this.#died(`spawn server said something unreadable: ${line.slice(0, 200)}`);
-          child.kill('SIGKILL');
-          return;
-        }
-        this.#reply(reply);
-        from = newline + 1;
+    eachLine(child.stdout, (line) => {
+      let reply: Reply | { ready: true };
+      try {
+        reply = JSON.parse(line) as Reply | { ready: true };
+      } catch {
+        this.#died(`spawn server said something unreadable: ${line.slice(0, 200)}`);
+        child.kill('SIGKILL');
+        return false;
       }
-      if (from < chunk.length) parts.push(chunk.subarray(from));
+      this.#reply(reply);
+      return true;
     });
     this.#sendEnv();
     this.#hold();

@@ -13,10 +13,11 @@
 // with output left out when one of stdout and stderr is empty (it is then the
 // other one), or {"id":1,"thrown":"…"} when spawn threw.
 //
-// It imports nothing but node:child_process, and is run as plain JavaScript
+// It imports nothing but node:child_process and lines.ts, and is run as plain JavaScript
 // in a package (dist/) and type-stripped in a checkout: erasable syntax only.
 
 import { spawn, type ChildProcess } from 'node:child_process';
+import { eachLine } from './lines.ts';
 
 interface RunRequest {
   readonly t: 'run';
@@ -105,17 +106,6 @@ function handle(line: string): void {
   else if (request.t === 'env') base = request.env;
 }
 
-let parts: Buffer[] = [];
-process.stdin.on('data', (chunk: Buffer) => {
-  let from = 0;
-  let newline: number;
-  while ((newline = chunk.indexOf(10, from)) !== -1) {
-    parts.push(chunk.subarray(from, newline));
-    handle((parts.length === 1 ? parts[0]! : Buffer.concat(parts)).toString());
-    parts = [];
-    from = newline + 1;
-  }
-  if (from < chunk.length) parts.push(chunk.subarray(from));
-});
+eachLine(process.stdin, handle);
 
 send({ ready: true });
