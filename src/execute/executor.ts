@@ -66,6 +66,14 @@ interface Settled {
 export async function execute(options: ExecuteOptions): Promise<ExecuteSummary> {
   const { graph, selected, records, emit, signal } = options;
   const summary = { ran: [] as TaskId[], failed: [] as TaskId[], skipped: [] as TaskId[], canceled: [] as TaskId[], upToDate: 0 };
+  // A no-op: the plan settled every task as unchanged with its upstream known, so
+  // the loop below would only reuse those decisions. Skipping it saves a no-op of
+  // 50,000 tasks its bookkeeping (a third of a second).
+  const { planned } = options;
+  if (planned !== undefined && !signal.aborted && selected.every((n) => isSettledUnchanged(planned.get(n.id)))) {
+    summary.upToDate = selected.length;
+    return summary;
+  }
   const inPlan = new Set(selected.map((n) => n.id));
   const waitingOn = new Map<TaskId, number>();
   const settled = new Map<TaskId, Settled>();
@@ -279,6 +287,9 @@ export async function execute(options: ExecuteOptions): Promise<ExecuteSummary> 
   }
   return summary;
 }
+
+const isSettledUnchanged = (decision: Decision | undefined): boolean =>
+  decision !== undefined && decision.complete && decision.action === 'unchanged';
 
 function combineOutputs(
   node: TaskNode,

@@ -253,6 +253,8 @@ export function decodeJournal(
 
   const ascii = asciiText(buf);
   // Line number of each id's last good record, and dropped lines attributed to an id.
+  // Only a good line after a dropped one can clear it, so lines are noted from the
+  // first drop on: a clean journal of 50,000 records fills no map for it.
   const lastGood = new Map<string, number>();
   const suspects: { id: TaskId; line: number }[] = [];
   let lines = 0;
@@ -305,7 +307,7 @@ export function decodeJournal(
       continue;
     }
     const record = check.record;
-    lastGood.set(record.id, lineNo);
+    if (suspects.length > 0) lastGood.set(record.id, lineNo);
     if (isTombstone(record)) records.delete(record.id);
     else records.set(record.id, record);
     entries?.push({ line: lineNo, record });
