@@ -65,14 +65,12 @@ export function decide(
     if (state.settled) upstream[id] = state.outputHash;
     else pending.push(id);
   }
-  const allInputs = [...observation.inputs.keys()];
-  const allUpstream = [...node.needs];
-
   const result = (
     action: Action,
-    reasons: string[],
-    changedInputs = allInputs,
-    changedUpstream = allUpstream,
+    reasons: readonly string[],
+    // By default every input and upstream counts as changed (a first or forced run).
+    changedInputs: readonly string[] = [...observation.inputs.keys()],
+    changedUpstream: readonly TaskId[] = [...node.needs],
     onlyBecauseOf?: TaskId[],
   ): Decision => ({
     action,
@@ -129,15 +127,16 @@ export function decide(
   // Definition, inputs and upstream outputs all match: the fingerprint is only
   // derived from them, so a change in how it is derived re-runs nothing.
 
-  const drift: string[] = [];
+  let drift: string[] | undefined;
   for (const [output, hash] of observation.outputs) {
-    const before = record.outputs[output];
-    if (hash === 'missing') drift.push(`output ${output} missing`);
-    else if (before !== hash) drift.push(`output ${output} modified outside nodegraph`);
+    if (hash === 'missing') (drift ??= []).push(`output ${output} missing`);
+    else if (record.outputs[output] !== hash) (drift ??= []).push(`output ${output} modified outside nodegraph`);
   }
   if (observation.check !== undefined && !observation.check.ok) {
-    drift.push(`check failed${observation.check.detail === '' ? '' : `: ${observation.check.detail}`}`);
+    (drift ??= []).push(`check failed${observation.check.detail === '' ? '' : `: ${observation.check.detail}`}`);
   }
-  if (drift.length > 0) return result('drift', drift, [], []);
-  return result('unchanged', [], [], []);
+  // Most tasks of most runs end here: nothing to allocate for them but the decision.
+  return drift === undefined ? result('unchanged', NONE, NONE, NONE) : result('drift', drift, NONE, NONE);
 }
+
+const NONE: readonly never[] = Object.freeze([]);

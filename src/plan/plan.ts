@@ -85,11 +85,9 @@ export function makePlan(
 ): DecidedPlan {
   const entries: PlanEntry[] = [];
   const decisions = new Map<TaskId, Decision>();
-  const settled = new Map<TaskId, ContentHash>();
-  const upstreamOf = (id: TaskId): UpstreamState => {
-    const hash = settled.get(id);
-    return hash === undefined ? PENDING : { settled: true, outputHash: hash, ran: false };
-  };
+  // What a dependent learns of each task settled unchanged: made once per task, not per edge.
+  const settled = new Map<TaskId, UpstreamState>();
+  const upstreamOf = (id: TaskId): UpstreamState => settled.get(id) ?? PENDING;
   let recorded = 0;
   const counts = { create: 0, update: 0, replace: 0, drift: 0, maybe: 0, destroy: 0, unchanged: 0 };
 
@@ -107,7 +105,7 @@ export function makePlan(
       options.replace?.has(node.id) ?? false,
     );
     decisions.set(node.id, decision);
-    if (decision.action === 'unchanged' && record !== undefined) settled.set(node.id, record.outputHash);
+    if (decision.action === 'unchanged' && record !== undefined) settled.set(node.id, { settled: true, outputHash: record.outputHash, ran: false });
     counts[decision.action]++;
     entries.push({ id: node.id, action: decision.action, verb: verbFor(node, decision.action, decision.onlyBecauseOf), reasons: decision.reasons });
   }
