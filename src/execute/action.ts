@@ -69,7 +69,9 @@ export async function runCheck(
   const check = node.decl.spec.check;
   if (check === undefined) return undefined;
   if (typeof check !== 'function') {
-    const result = await runner.run(check as Command, { cwd: node.cwd, env: node.decl.spec.env, signal });
+    const options = { cwd: node.cwd, env: node.decl.spec.env, signal };
+    // The lean path, as for a task's command: a no-op whose checks are commands loads no execa.
+    const result = await (runner.runTask === undefined ? runner.run(check as Command, options) : runner.runTask(check as Command, options));
     const last = result.output.trim().split('\n').at(-1) ?? '';
     return { ok: result.ok, detail: result.ok ? '' : `${describeCommand(check as Command)} ${result.failure ?? ''}${last === '' ? '' : ` (${last})`}` };
   }

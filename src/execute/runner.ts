@@ -2,8 +2,8 @@
 // without a shell unless a task asks for one; output is buffered (stdout and
 // stderr interleaved) so it can be shown with the command when it fails.
 //
-// Two ways in. execa serves everything a function task, a check or a teardown
-// runs. A task's own command — the hot path of a build, one per task — goes
+// Two ways in. execa serves everything a function task or a teardown runs. A
+// task's own command and its check — the hot paths of a build and of a no-op — go
 // through spawnCommand below: execa costs about 6 ms of CPU per process here
 // (9.3 ms against 2.9 ms wall per `true` on this 2-core machine), which at
 // 50,000 tasks is minutes a build spends on bookkeeping rather than work.
@@ -47,7 +47,10 @@ export interface RunResult {
 
 export interface ProcessRunner {
   run(command: Command, options: RunOptions): Promise<RunResult>;
-  /** A task's own command: no input, output captured. Defaults to run(). */
+  /**
+   * A command the Nodefile declares for a task — its run, or its check, which a
+   * no-op runs for every task that has one: no input, output captured. Defaults to run().
+   */
   runTask?(command: Command, options: RunOptions): Promise<RunResult>;
 }
 
