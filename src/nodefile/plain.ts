@@ -15,6 +15,30 @@ const isArgv = (v: unknown): boolean =>
   Array.isArray(v) && v.length > 0 && v.every((a) => typeof a === 'string');
 const isPath = (v: unknown): boolean => typeof v === 'string' && v.length > 0;
 const NAME = /^[A-Za-z0-9_.-]+$/;
+const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
+/** Deeper values are left to the schema (which also meets a cycle there). */
+const MAX_DEPTH = 32;
+
+/**
+ * JSON as the schema means it: null, a boolean, a finite number, a string, an
+ * array or a plain object of such. Anything unusual — a class instance, a
+ * symbol key, a sparse array, great depth — is left to the schema.
+ */
+function isJson(v: unknown, depth: number): boolean {
+  if (v === null || typeof v === 'string' || typeof v === 'boolean') return true;
+  if (typeof v === 'number') return Number.isFinite(v);
+  if (typeof v !== 'object' || depth >= MAX_DEPTH) return false;
+  if (Array.isArray(v)) {
+    for (let i = 0; i < v.length; i++) if (!Object.hasOwn(v, i) || !isJson(v[i], depth + 1)) return false;
+    return true;
+  }
+  const proto: unknown = Object.getPrototypeOf(v);
+  if (proto !== Object.prototype && proto !== null) return false;
+  for (const key of Reflect.ownKeys(v)) {
+    if (typeof key !== 'string' || !isJson((v as Record<string, unknown>)[key], depth + 1)) return false;
+  }
+  return true;
+}
 
 /** True only for a spec the schema accepts; false means: ask the schema. */
 export function plainlyValid(spec: Record<string, unknown>): boolean {
@@ -35,7 +59,13 @@ export function plainlyValid(spec: Record<string, unknown>): boolean {
         if (!isPath(input['path'])) return false;
       } else if (kind === 'task') {
         if (!isPath(input['id']) || (input['path'] !== undefined && !isPath(input['path']))) return false;
-      } else return false; // values, envs, globs: rarer, zod checks them
+      } else if (kind === 'value') {
+        if (!isJson(input['value'], 0)) return false;
+      } else if (kind === 'env') {
+        if (typeof input['name'] !== 'string' || !ENV_NAME.test(input['name'])) return false;
+      } else if (kind === 'glob') {
+        if (!isPath(input['pattern'])) return false;
+      } else return false;
     }
   }
   for (const key of ['description', 'version', 'cwd', 'pool'] as const) {

@@ -6,8 +6,32 @@ import { plainlyValid, SPEC_KEYS } from '../../src/nodefile/plain.ts';
 import { taskSpecSchema } from '../../src/nodefile/schema.ts';
 
 const anyValue = fc.oneof(fc.string(), fc.integer(), fc.constant(null), fc.constant(undefined), fc.boolean(), fc.array(fc.string(), { maxLength: 3 }));
+// Values as a Nodefile might pass them: JSON, and what only looks like it.
+const oddValue = fc.oneof(
+  fc.constantFrom(Infinity, NaN, -0, undefined, 1n, new Date(0), new Map(), [1, , 3], () => 1),
+  fc.constant(Object.assign(Object.create(null) as object, { a: 1 })),
+  fc.constant({ [Symbol('s')]: 1 }),
+  fc.constant(Object.defineProperty({}, 'hidden', { value: 1, enumerable: false })),
+  fc.constant(new (class Point { x = 1 })()),
+);
+const value = fc.oneof(
+  fc.jsonValue({ maxDepth: 3 }),
+  oddValue,
+  fc.array(fc.oneof(fc.jsonValue({ maxDepth: 1 }), oddValue), { maxLength: 3 }),
+  fc.dictionary(fc.string({ maxLength: 3 }), fc.oneof(fc.jsonValue({ maxDepth: 1 }), oddValue), { maxKeys: 3 }),
+);
 const input = fc.oneof(
-  fc.record({ kind: fc.constantFrom('file', 'tree', 'task', 'glob', 'value', 'env', 'bogus'), path: anyValue, id: anyValue }, { requiredKeys: ['kind'] }),
+  fc.record(
+    {
+      kind: fc.constantFrom('file', 'tree', 'task', 'glob', 'value', 'env', 'bogus'),
+      path: anyValue,
+      id: anyValue,
+      value,
+      name: fc.oneof(fc.constantFrom('HOME', '_X1', '1X', 'A B', ''), anyValue),
+      pattern: anyValue,
+    },
+    { requiredKeys: ['kind'] },
+  ),
   anyValue,
 );
 const spec = fc.record(
@@ -43,10 +67,31 @@ test('plainlyValid implies the schema accepts', () => {
   );
 });
 
+test('plainlyValid implies the schema accepts: one input, the rest of the spec valid', () => {
+  // Random whole specs are rarely valid elsewhere, so each kind of input is also tried alone.
+  fc.assert(
+    fc.property(input, (one) => {
+      const s = { run: ['true'], inputs: { one } };
+      if (plainlyValid(s)) expect(taskSpecSchema.safeParse(s).success).toBe(true);
+    }),
+    { numRuns: 20000 },
+  );
+});
+
 test('the common shapes take the fast path', () => {
   expect(plainlyValid({ run: ['cp', 'a', 'b'], outputs: ['b'], inputs: { a: { kind: 'file', path: 'a' }, t: { kind: 'task', id: 'x' } } })).toBe(true);
   expect(plainlyValid({ run: () => {}, version: '1' })).toBe(true);
   expect(plainlyValid({ run: ['cp'], outputs: 'b' })).toBe(false);
+  // Values, environment variables and globs: a node graph renders its configuration from values.
+  const inputs = {
+    settings: { kind: 'value', value: { mirrors: { 'docker.io': ['https://m.example'] }, maxPods: 110, dns: null } },
+    home: { kind: 'env', name: 'HOME' },
+    sources: { kind: 'glob', pattern: 'src/**/*.ts' },
+  };
+  expect(plainlyValid({ run: ['render'], inputs })).toBe(true);
+  expect(taskSpecSchema.safeParse({ run: ['render'], inputs }).success).toBe(true);
+  expect(plainlyValid({ run: ['render'], inputs: { v: { kind: 'value', value: new Date(0) } } })).toBe(false);
+  expect(plainlyValid({ run: ['render'], inputs: { e: { kind: 'env', name: '1X' } } })).toBe(false);
   const rich = {
     run: { shell: 'make' },
     after: ['a', { kind: 'task', id: 'b' }],
