@@ -79,10 +79,18 @@ test('--version loads no engine module and no dependency', async () => {
   expect(urls.filter((u) => u.includes('/src/')).map((u) => u.slice(u.indexOf('/src/')))).toEqual(['/src/cli/main.ts', '/src/cli/help.ts']);
 });
 
-test('a no-op apply of plain tasks loads neither zod, nor graphology, nor the process runner, nor the terminal view, nor the watcher', async () => {
+test('a no-op apply loads neither zod, nor graphology, nor execa, nor the terminal view, nor the watcher', async () => {
   for (let i = 0; i < TASKS; i++) rig.write(`in/${i}.txt`, `${i}\n`);
   rig.write('in/header.h', 'h\n');
-  rig.nodefile(graph);
+  // As a node graph has them: configuration from values, the environment, globs, and checks run as commands.
+  rig.nodefile(`${graph}
+    ng.task('render', {
+      inputs: { settings: ng.value({ mirrors: ['https://m.example'], maxPods: 110, debug: null }), home: ng.env('HOME'), sources: ng.glob('in/*.txt') },
+      outputs: ['out/render'],
+      run: ['touch', 'out/render'],
+      check: ['test', '-f', 'out/render'],
+    });
+  `);
   await modulesLoaded(['apply']);
   const urls = await modulesLoaded(['apply']);
   for (const name of ['execa', 'listr2', 'chokidar', 'smol-toml', 'yaml', 'zod', 'graphology']) expect(loadedPackage(urls, name)).toBe(false);
