@@ -2,9 +2,11 @@
 // without a shell unless a task asks for one; output is buffered (stdout and
 // stderr interleaved) so it can be shown with the command when it fails.
 //
-// Two ways in. execa serves everything a function task or a teardown runs. A
-// task's own command and its check — the hot paths of a build and of a no-op — go
-// through spawnCommand below: execa costs about 6 ms of CPU per process here
+// Two ways in. execa serves what needs more than a spawn: a command fed on its
+// stdin, or one whose output goes nowhere (runc run --detach). Every other
+// command — a task's own and its check, the hot paths of a build and of a
+// no-op, and what function tasks and checks exec — goes through spawnCommand
+// below: execa costs about 6 ms of CPU per process here
 // (9.3 ms against 2.9 ms wall per `true` on this 2-core machine), which at
 // 50,000 tasks is minutes a build spends on bookkeeping rather than work.
 //
@@ -118,7 +120,8 @@ function finished(
     : end.canceled
       ? 'canceled'
       : (end.error ?? (end.signal !== null ? `killed by ${end.signal}` : `exited with code ${end.code}`));
-  return { command, exitCode: typeof end.code === 'number' ? end.code : null, ...streams, ok, canceled: end.canceled, failure };
+  // A process that never started has no exit code: Node gives the negative errno there.
+  return { command, exitCode: typeof end.code === 'number' && end.code >= 0 ? end.code : null, ...streams, ok, canceled: end.canceled, failure };
 }
 
 export function describeCommand(command: Command): string {
@@ -367,6 +370,16 @@ export class ExecaRunner implements ProcessRunner {
   }
 
   async run(command: Command, options: RunOptions): Promise<RunResult> {
+    // What needs nothing execa adds takes the lean path: a function check that asks
+    // `runc state` on every no-op should not load execa (about 45 ms) to do it.
+    if (options.input === undefined && options.output !== 'ignore') {
+      try {
+        return await spawnCommand(command, options);
+      } catch (error) {
+        // What spawn itself refuses (a NUL in an argument): failed, as execa reports it.
+        return finished(describeCommand(command), { code: null, signal: null, canceled: false, error: (error as Error).message }, { stdout: '', stderr: '', output: '' });
+      }
+    }
     const { execa } = await (loaded ??= import('execa'));
     const common = {
       cwd: options.cwd,
@@ -384,7 +397,8 @@ export class ExecaRunner implements ProcessRunner {
       'shell' in command
         ? await execa(command.shell, { ...common, shell: '/bin/sh' })
         : await execa(command[0]!, command.slice(1), common);
-    const exitCode = typeof result.exitCode === 'number' ? result.exitCode : null;
+    // As finished() does: a process that never started has no exit code.
+    const exitCode = typeof result.exitCode === 'number' && result.exitCode >= 0 ? result.exitCode : null;
     const failed = result.failed;
     let failure: string | undefined;
     if (failed) {

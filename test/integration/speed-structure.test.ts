@@ -90,6 +90,12 @@ test('a no-op apply loads neither zod, nor graphology, nor execa, nor the termin
       run: ['touch', 'out/render'],
       check: ['test', '-f', 'out/render'],
     });
+    // A function check that asks a program, as the node kit asks runc and systemctl.
+    ng.task('probe', {
+      run: async () => {},
+      version: '1',
+      check: async (ctx) => (await ctx.exec(['test', '-f', 'out/render'], { reject: false })).exitCode === 0 || 'not rendered',
+    });
   `);
   await modulesLoaded(['apply']);
   const urls = await modulesLoaded(['apply']);

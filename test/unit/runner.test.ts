@@ -262,3 +262,30 @@ test('a server whose engine was killed exits', async () => {
   await gone(pid);
   process.kill(child, 'SIGKILL'); // left to run, as a direct spawn's would be
 });
+
+test('run() reports alike whether it takes the lean path or execa', async () => {
+  // Without input it spawns directly; with input (even none to speak of) it goes through execa.
+  const runner = new ExecaRunner({ spawnServer: false });
+  const options: RunOptions = { cwd: dir, env: { NODEGRAPH_TEST_ADDED: 'added' } };
+  const commands: Command[] = [
+    ['true'],
+    ['sh', '-c', 'echo out; echo err >&2; exit 5'],
+    { shell: 'echo before; kill -TERM $$' },
+    ['nodegraph-no-such-program', 'arg'],
+    ['sh', '-c', 'pwd; printf %s "$NODEGRAPH_TEST_ADDED"'],
+    ['printf', '%s', "quotes ' and \" and\nnewlines and \u00e9\u{1F600}"],
+  ];
+  for (const command of commands) {
+    const lean = await runner.run(command, options);
+    const viaExeca = await runner.run(command, { ...options, input: '' });
+    // Output order across the two pipes is the one thing two runs may not share.
+    const { output: a, ...leanRest } = lean;
+    const { output: b, ...execaRest } = viaExeca;
+    expect(leanRest).toEqual(execaRest);
+    expect([...a].sort().join('')).toBe([...b].sort().join(''));
+  }
+  // What spawn itself refuses is a failed result on both paths, not a throw.
+  const nul = await runner.run(['nul\0byte'], options);
+  expect(nul).toMatchObject({ ok: false, exitCode: null });
+  expect((await runner.run(['nul\0byte'], { ...options, input: '' })).ok).toBe(false);
+});
