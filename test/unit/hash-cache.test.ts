@@ -8,6 +8,7 @@ import { execFileSync } from 'node:child_process';
 import {
   appendFileSync,
   chmodSync,
+  existsSync,
   mkdirSync,
   mkdtempSync,
   readFileSync,
@@ -413,7 +414,8 @@ describe('persistence', () => {
 
   test('records looked at but unchanged are copied as loaded, and the saved file is the one a fresh cache would write', () => {
     const { files, cacheFile } = savedFourFiles();
-    const second = HashCache.load(cacheFile, later).cache;
+    // deltaMax 0: the change is saved whole, not appended to a delta.
+    const second = HashCache.load(cacheFile, { ...later, deltaMax: 0 }).cache;
     for (const f of files) second.hashFile(f); // every record parsed, none changed
     expect(second.save()).toBe(false);
     writeFileSync(files[2]!, 'changed');
@@ -428,6 +430,115 @@ describe('persistence', () => {
     expect(third.warning).toBeUndefined();
     expect(files.map((f) => hashOf(third.cache.hashFile(f)))).toEqual([sha('a'.repeat(10)), sha('b'.repeat(10)), sha('changed'), sha('d'.repeat(10))]);
     expect(third.cache.counters.contentReads).toBe(0);
+  });
+
+  describe('a few changed entries are appended to a delta, not saved whole', () => {
+    const delta = (cacheFile: string): string => `${cacheFile}.delta`;
+    const stamp = (f: string): string => {
+      const st = statSync(f, { bigint: true });
+      return `${st.ino} ${st.size} ${st.mtimeNs}`;
+    };
+
+    test('the cache file is left as it was; loading applies the delta, later records winning', () => {
+      const { files, cacheFile } = savedFourFiles();
+      const before = stamp(cacheFile);
+      const second = HashCache.load(cacheFile, later).cache;
+      writeFileSync(files[1]!, 'changed once');
+      second.hashFile(files[1]!);
+      expect(second.save()).toBe(true);
+      const third = HashCache.load(cacheFile, later).cache;
+      writeFileSync(files[1]!, 'changed twice');
+      third.hashFile(files[1]!);
+      writeFileSync(files[3]!, 'changed');
+      third.hashFile(files[3]!);
+      expect(third.save()).toBe(true);
+      expect(stamp(cacheFile)).toBe(before);
+      expect(existsSync(delta(cacheFile))).toBe(true);
+      const fourth = HashCache.load(cacheFile, later);
+      expect(fourth.warning).toBeUndefined();
+      expect(files.map((f) => hashOf(fourth.cache.hashFile(f)))).toEqual([sha('a'.repeat(10)), sha('changed twice'), sha('c'.repeat(10)), sha('changed')]);
+      expect(fourth.cache.counters.contentReads).toBe(0);
+      // Nothing changed: nothing written.
+      expect(fourth.cache.save()).toBe(false);
+    });
+
+    test('a delta cut short or with a flipped byte is applied up to the bad record; the next save is whole', () => {
+      for (const damage of ['cut', 'flip'] as const) {
+        const { files, cacheFile } = savedFourFiles();
+        const second = HashCache.load(cacheFile, later).cache;
+        writeFileSync(files[0]!, 'first');
+        second.hashFile(files[0]!);
+        second.save();
+        const third = HashCache.load(cacheFile, later).cache;
+        writeFileSync(files[2]!, 'second');
+        third.hashFile(files[2]!);
+        third.save();
+        const bytes = readFileSync(delta(cacheFile));
+        if (damage === 'flip') bytes[bytes.length - 30] = bytes[bytes.length - 30]! ^ 0x01;
+        writeFileSync(delta(cacheFile), damage === 'cut' ? bytes.subarray(0, bytes.length - 1) : bytes);
+        const fourth = HashCache.load(cacheFile, later).cache;
+        expect(files.map((f) => hashOf(fourth.hashFile(f)))).toEqual([sha('first'), sha('b'.repeat(10)), sha('second'), sha('d'.repeat(10))]);
+        // The first record held; the damaged one was not trusted, and the file was read again.
+        expect(fourth.counters.contentReads).toBe(1);
+        const before = stamp(cacheFile);
+        expect(fourth.save()).toBe(true);
+        expect(stamp(cacheFile)).not.toBe(before);
+        expect(existsSync(delta(cacheFile))).toBe(false);
+        rmSync(cacheFile);
+      }
+    });
+
+    test('a delta of another cache body is ignored', () => {
+      const { files, cacheFile } = savedFourFiles();
+      const second = HashCache.load(cacheFile, later).cache;
+      writeFileSync(files[0]!, 'in the delta');
+      second.hashFile(files[0]!);
+      second.save();
+      const kept = readFileSync(delta(cacheFile));
+      // Another run saves the cache whole (so it removes the delta); the old delta comes back.
+      const whole = HashCache.load(cacheFile, { ...later, deltaMax: 0 }).cache;
+      writeFileSync(files[0]!, 'newer');
+      whole.hashFile(files[0]!);
+      writeFileSync(files[1]!, 'saved whole');
+      whole.hashFile(files[1]!);
+      whole.save();
+      expect(existsSync(delta(cacheFile))).toBe(false);
+      writeFileSync(delta(cacheFile), kept);
+      const third = HashCache.load(cacheFile, later);
+      expect(third.warning).toBeUndefined();
+      // Applied, the old delta's entry for the first file would stand in for the newer one: a read.
+      expect(files.slice(0, 2).map((f) => hashOf(third.cache.hashFile(f)))).toEqual([sha('newer'), sha('saved whole')]);
+      expect(third.cache.counters.contentReads).toBe(0);
+    });
+
+    test('a dropped entry, or more changes than the delta may hold, saves whole and removes the delta', () => {
+      const { files, cacheFile } = savedFourFiles();
+      const second = HashCache.load(cacheFile, later).cache;
+      writeFileSync(files[0]!, 'x');
+      second.hashFile(files[0]!);
+      second.save();
+      expect(existsSync(delta(cacheFile))).toBe(true);
+      const third = HashCache.load(cacheFile, later).cache;
+      rmSync(files[3]!);
+      expect(third.hashFile(files[3]!).kind).toBe('missing');
+      const before = stamp(cacheFile);
+      expect(third.save()).toBe(true);
+      expect(stamp(cacheFile)).not.toBe(before);
+      expect(existsSync(delta(cacheFile))).toBe(false);
+      // A limit of one record: two changes are saved whole.
+      const fourth = HashCache.load(cacheFile, { ...later, deltaMax: 1 }).cache;
+      writeFileSync(files[1]!, 'y');
+      writeFileSync(files[2]!, 'z');
+      fourth.hashFile(files[1]!);
+      fourth.hashFile(files[2]!);
+      const again = stamp(cacheFile);
+      expect(fourth.save()).toBe(true);
+      expect(stamp(cacheFile)).not.toBe(again);
+      expect(existsSync(delta(cacheFile))).toBe(false);
+      const fifth = HashCache.load(cacheFile, later).cache;
+      expect(files.slice(0, 3).map((f) => hashOf(fifth.hashFile(f)))).toEqual([sha('x'), sha('y'), sha('z')]);
+      expect(fifth.counters.contentReads).toBe(0);
+    });
   });
 
   test('paths with tabs, newlines and quotes survive', () => {
