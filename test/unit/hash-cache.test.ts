@@ -438,20 +438,21 @@ describe('persistence', () => {
       const st = statSync(f, { bigint: true });
       return `${st.ino} ${st.size} ${st.mtimeNs}`;
     };
+    /** A run that finds these files rewritten (and records them); the caller saves. */
+    const changed = (cacheFile: string, changes: readonly (readonly [string, string])[], options: HashCacheOptions = later): HashCache => {
+      const cache = HashCache.load(cacheFile, options).cache;
+      for (const [file, content] of changes) {
+        writeFileSync(file, content);
+        cache.hashFile(file);
+      }
+      return cache;
+    };
 
     test('the cache file is left as it was; loading applies the delta, later records winning', () => {
       const { files, cacheFile } = savedFourFiles();
       const before = stamp(cacheFile);
-      const second = HashCache.load(cacheFile, later).cache;
-      writeFileSync(files[1]!, 'changed once');
-      second.hashFile(files[1]!);
-      expect(second.save()).toBe(true);
-      const third = HashCache.load(cacheFile, later).cache;
-      writeFileSync(files[1]!, 'changed twice');
-      third.hashFile(files[1]!);
-      writeFileSync(files[3]!, 'changed');
-      third.hashFile(files[3]!);
-      expect(third.save()).toBe(true);
+      expect(changed(cacheFile, [[files[1]!, 'changed once']]).save()).toBe(true);
+      expect(changed(cacheFile, [[files[1]!, 'changed twice'], [files[3]!, 'changed']]).save()).toBe(true);
       expect(stamp(cacheFile)).toBe(before);
       expect(existsSync(delta(cacheFile))).toBe(true);
       const fourth = HashCache.load(cacheFile, later);
@@ -465,14 +466,8 @@ describe('persistence', () => {
     test('a delta cut short or with a flipped byte is applied up to the bad record; the next save is whole', () => {
       for (const damage of ['cut', 'flip'] as const) {
         const { files, cacheFile } = savedFourFiles();
-        const second = HashCache.load(cacheFile, later).cache;
-        writeFileSync(files[0]!, 'first');
-        second.hashFile(files[0]!);
-        second.save();
-        const third = HashCache.load(cacheFile, later).cache;
-        writeFileSync(files[2]!, 'second');
-        third.hashFile(files[2]!);
-        third.save();
+        changed(cacheFile, [[files[0]!, 'first']]).save();
+        changed(cacheFile, [[files[2]!, 'second']]).save();
         const bytes = readFileSync(delta(cacheFile));
         if (damage === 'flip') bytes[bytes.length - 30] = bytes[bytes.length - 30]! ^ 0x01;
         writeFileSync(delta(cacheFile), damage === 'cut' ? bytes.subarray(0, bytes.length - 1) : bytes);
@@ -490,18 +485,10 @@ describe('persistence', () => {
 
     test('a delta of another cache body is ignored', () => {
       const { files, cacheFile } = savedFourFiles();
-      const second = HashCache.load(cacheFile, later).cache;
-      writeFileSync(files[0]!, 'in the delta');
-      second.hashFile(files[0]!);
-      second.save();
+      changed(cacheFile, [[files[0]!, 'in the delta']]).save();
       const kept = readFileSync(delta(cacheFile));
       // Another run saves the cache whole (so it removes the delta); the old delta comes back.
-      const whole = HashCache.load(cacheFile, { ...later, deltaMax: 0 }).cache;
-      writeFileSync(files[0]!, 'newer');
-      whole.hashFile(files[0]!);
-      writeFileSync(files[1]!, 'saved whole');
-      whole.hashFile(files[1]!);
-      whole.save();
+      changed(cacheFile, [[files[0]!, 'newer'], [files[1]!, 'saved whole']], { ...later, deltaMax: 0 }).save();
       expect(existsSync(delta(cacheFile))).toBe(false);
       writeFileSync(delta(cacheFile), kept);
       const third = HashCache.load(cacheFile, later);
@@ -513,10 +500,7 @@ describe('persistence', () => {
 
     test('a dropped entry, or more changes than the delta may hold, saves whole and removes the delta', () => {
       const { files, cacheFile } = savedFourFiles();
-      const second = HashCache.load(cacheFile, later).cache;
-      writeFileSync(files[0]!, 'x');
-      second.hashFile(files[0]!);
-      second.save();
+      changed(cacheFile, [[files[0]!, 'x']]).save();
       expect(existsSync(delta(cacheFile))).toBe(true);
       const third = HashCache.load(cacheFile, later).cache;
       rmSync(files[3]!);
@@ -526,12 +510,8 @@ describe('persistence', () => {
       expect(stamp(cacheFile)).not.toBe(before);
       expect(existsSync(delta(cacheFile))).toBe(false);
       // A limit of one record: two changes are saved whole.
-      const fourth = HashCache.load(cacheFile, { ...later, deltaMax: 1 }).cache;
-      writeFileSync(files[1]!, 'y');
-      writeFileSync(files[2]!, 'z');
-      fourth.hashFile(files[1]!);
-      fourth.hashFile(files[2]!);
       const again = stamp(cacheFile);
+      const fourth = changed(cacheFile, [[files[1]!, 'y'], [files[2]!, 'z']], { ...later, deltaMax: 1 });
       expect(fourth.save()).toBe(true);
       expect(stamp(cacheFile)).not.toBe(again);
       expect(existsSync(delta(cacheFile))).toBe(false);
