@@ -1,7 +1,7 @@
 // The planner: graph + observations + state in, a plan with a reason per
 // task out. Pure and synchronous; observe.ts does the reading.
 
-import type { ContentHash, TaskId } from '../ids.ts';
+import type { TaskId } from '../ids.ts';
 import type { TaskGraph, TaskNode } from '../graph/graph.ts';
 import type { TaskRecord } from '../state/record.ts';
 import { decide, type Action, type Decision, type TaskObservation, type UpstreamState } from './decide.ts';
