@@ -129,7 +129,7 @@ const coldMs = performance.now() - t;
 console.log(`cold: hash every file (1 run)        ${ms(coldMs).padStart(9)}  ${cold.counters.contentReads} reads, ${cold.counters.bytesRead} bytes`);
 t = performance.now();
 cold.save();
-console.log(`save (${(statSync(cacheFile).size / 1e6).toFixed(1)} MB, fsync + rename)     ${ms(performance.now() - t).padStart(9)}`);
+console.log(`save (${(statSync(cacheFile).size / 1e6).toFixed(1)} MB, written whole, then renamed)${ms(performance.now() - t).padStart(9)}`);
 
 const loadMs = await timed('load', () => HashCache.load(cacheFile));
 console.log(`load                                 ${ms(loadMs).padStart(9)}  ${min()}`);
