@@ -50,7 +50,11 @@
 // decodes only the paths, and parses a record when its path is first asked for;
 // saving copies unchanged records byte for byte. A file that fails any check is
 // ignored with a warning. Saving happens only when an entry changed (a no-op run
-// writes nothing), into a temporary file that is renamed over.
+// writes nothing), into a temporary file that is renamed over. It is not
+// fsynced: the cache only saves work, and whatever a power loss leaves (the
+// old file, or a new one cut short) either passes the checksum and describes
+// real files by their stat, or is ignored. Syncing cost a one-file change, such
+// as a touched source, more than the no-op it otherwise is.
 //
 // DELTA. A run that changed a few entries (a touched or edited source) appends them
 // to `<file>.delta` instead of rewriting the whole cache, 10 MB at 100,000 files:
@@ -63,11 +67,7 @@
 // dropped, when there is no cache file to extend, when the delta's tail was bad,
 // or when the delta would hold more than 1,024 records (about 3 ms to load). A
 // stale entry in a delta is harmless either way: it describes a file by a stat
-// the file no longer has. It is not
-// fsynced: the cache only saves work, and whatever a power loss leaves (the
-// old file, or a new one cut short) either passes the checksum and describes
-// real files by their stat, or is ignored. Syncing cost a one-file change, such
-// as a touched source, more than the no-op it otherwise is.
+// the file no longer has. The delta is not fsynced either.
 
 import {
   closeSync,
@@ -261,9 +261,10 @@ function applyDelta(data: Buffer, sum: string, entries: Map<string, Entry | numb
     const end = at + 4 + length;
     if (length < 4 + FIXED || end + DELTA_SUM > data.length) return { records, clean: false };
     const record = data.subarray(at + 4, end);
+    const pathBytes = record.readUInt32LE(0);
     const digest = Buffer.from(oneShot('sha256', record, 'hex').slice(0, 2 * DELTA_SUM), 'hex');
-    if (!digest.equals(data.subarray(end, end + DELTA_SUM)) || 4 + record.readUInt32LE(0) + FIXED !== length) return { records, clean: false };
-    entries.set(record.toString('utf8', 4, 4 + record.readUInt32LE(0)), parseFields(record, 0));
+    if (!digest.equals(data.subarray(end, end + DELTA_SUM)) || 4 + pathBytes + FIXED !== length) return { records, clean: false };
+    entries.set(record.toString('utf8', 4, 4 + pathBytes), parseFields(record, 0));
     records++;
     at = end + DELTA_SUM;
   }
@@ -284,11 +285,10 @@ export class HashCache {
   readonly #now: () => bigint;
   readonly #simulate: ((st: BigIntStats) => BigIntStats) | undefined;
   readonly #deltaMax: number | undefined;
-  #dirty: boolean;
   /** Keys whose entry changed since it was last on disk (what a delta would append). */
   readonly #unsaved = new Set<string>();
-  /** An entry was dropped since the last save: only a whole save can say so. */
-  #dropped = false;
+  /** Only a whole save brings the file up to date: an entry was dropped, or the file was unreadable. */
+  #rewrite = false;
   /** The checksum of the cache body on disk, when there is one a delta can extend. */
   #sum: string | undefined;
   /** Records in the delta on disk that extends #sum; whether it can be appended to. */
@@ -304,7 +304,6 @@ export class HashCache {
     this.#now = options.now ?? defaultNow;
     this.#simulate = options.simulateStat;
     this.#deltaMax = options.deltaMax;
-    this.#dirty = false;
   }
 
   /**
@@ -323,7 +322,7 @@ export class HashCache {
     const loaded = decode(data);
     if (!loaded.ok) {
       const cache = new HashCache(file, options);
-      cache.#dirty = true;
+      cache.#rewrite = true;
       return { cache, warning: `ignoring the hash cache ${file}: ${loaded.reason}; files will be hashed again` };
     }
     const cache = new HashCache(file, options);
@@ -352,7 +351,7 @@ export class HashCache {
 
   /** True when save() would write. */
   get dirty(): boolean {
-    return this.#dirty;
+    return this.#unsaved.size > 0 || this.#rewrite;
   }
 
   /**
@@ -409,8 +408,7 @@ export class HashCache {
       }
     }
     if (dropped > 0) {
-      this.#dirty = true;
-      this.#dropped = true;
+      this.#rewrite = true;
     }
     return dropped;
   }
@@ -422,10 +420,10 @@ export class HashCache {
    * `saveError` says why — the cache only saves work, so losing it is not an error).
    */
   save(): boolean {
-    if (!this.#dirty || this.file === undefined) return false;
+    if (!this.dirty || this.file === undefined) return false;
     const appendable =
       this.#sum !== undefined &&
-      !this.#dropped &&
+      !this.#rewrite &&
       this.#deltaClean &&
       this.#deltaRecords + this.#unsaved.size <= (this.#deltaMax ?? DELTA_MAX);
     return appendable ? this.#appendDelta(this.file) : this.#saveWhole(this.file);
@@ -462,7 +460,6 @@ export class HashCache {
     this.#deltaRecords += records;
     this.#unsaved.clear();
     this.saveError = undefined;
-    this.#dirty = false;
     return true;
   }
 
@@ -520,9 +517,8 @@ export class HashCache {
     this.#deltaRecords = 0;
     this.#deltaClean = true;
     this.#unsaved.clear();
-    this.#dropped = false;
+    this.#rewrite = false;
     this.saveError = undefined;
-    this.#dirty = false;
     return true;
   }
 
@@ -540,8 +536,7 @@ export class HashCache {
 
   #notFile(key: string, st: BigIntStats | undefined): FileObservation {
     if (this.#entries.delete(key)) {
-      this.#dirty = true;
-      this.#dropped = true;
+      this.#rewrite = true;
     }
     if (st === undefined) return { kind: 'missing' };
     if ((Number(st.mode) & S_IFMT) === S_IFDIR) return { kind: 'directory', mode: permissions(st) };
@@ -652,7 +647,6 @@ export class HashCache {
       previous.mtimeNs !== st.mtimeNs ||
       previous.ctimeNs !== st.ctimeNs)
     ) {
-      this.#dirty = true;
       this.#unsaved.add(key);
     }
     this.#entries.set(key, {
