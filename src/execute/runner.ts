@@ -397,25 +397,15 @@ export class ExecaRunner implements ProcessRunner {
       'shell' in command
         ? await execa(command.shell, { ...common, shell: '/bin/sh' })
         : await execa(command[0]!, command.slice(1), common);
-    // As finished() does: a process that never started has no exit code.
-    const exitCode = typeof result.exitCode === 'number' && result.exitCode >= 0 ? result.exitCode : null;
-    const failed = result.failed;
-    let failure: string | undefined;
-    if (failed) {
-      if (result.isCanceled) failure = 'canceled';
-      else if (result.signal !== undefined) failure = `killed by ${result.signal}`;
-      else if (exitCode !== null) failure = `exited with code ${exitCode}`;
-      else failure = result.originalMessage ?? result.shortMessage ?? 'failed to start';
-    }
-    return {
-      command: describeCommand(command),
-      exitCode,
-      stdout: String(result.stdout ?? ''),
-      stderr: String(result.stderr ?? ''),
-      output: String(result.all ?? ''),
-      ok: !failed,
-      canceled: result.isCanceled === true,
-      failure,
-    };
+    const code = typeof result.exitCode === 'number' ? result.exitCode : null;
+    const signal = result.signal ?? null;
+    const canceled = result.isCanceled === true;
+    // A failure that neither an exit code, a signal nor a cancel explains: it did not start (or execa gave up on it).
+    const unexplained = result.failed && !canceled && signal === null && (code === null || code <= 0);
+    return finished(
+      describeCommand(command),
+      { code, signal, canceled, error: unexplained ? (result.originalMessage ?? result.shortMessage ?? 'failed to start') : undefined },
+      { stdout: String(result.stdout ?? ''), stderr: String(result.stderr ?? ''), output: String(result.all ?? '') },
+    );
   }
 }
