@@ -36,6 +36,8 @@ export async function observe(options: ObserveOptions): Promise<Result<Map<TaskI
   // One look per file in this pass (a header that is an input of a thousand tasks is
   // stat'ed once). Only here: the executor hashes outputs again after tasks write them.
   const files = new Map<string, FileObservation>();
+  // And one walk per directory: a tree several tasks read is hashed once.
+  const trees = new Map<string, ContentHash>();
 
   for (const node of nodes) {
     const inputs = new Map<string, ContentHash>();
@@ -60,7 +62,11 @@ export async function observe(options: ObserveOptions): Promise<Result<Map<TaskI
           if (seen === undefined) files.set(absolute, (seen = cache.hashFile(absolute)));
           if (seen.kind === 'missing' || seen.kind === 'other') {
             failures.push({ reason: 'missing-input', task: node.id, input: name, path: absolute, site: node.decl.site.get() });
-          } else if (seen.kind === 'directory') inputs.set(name, hashTree(absolute, cache));
+          } else if (seen.kind === 'directory') {
+            let tree = trees.get(absolute);
+            if (tree === undefined) trees.set(absolute, (tree = hashTree(absolute, cache)));
+            inputs.set(name, tree);
+          }
           else inputs.set(name, seen.hash);
           break;
         }

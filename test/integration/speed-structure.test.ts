@@ -50,6 +50,24 @@ test('a no-op reads no content, stats each input and output file once, and write
   expect([statSync(journal), statSync(cache)].map((s) => `${s.size} ${s.mtimeMs} ${s.ino}`)).toEqual(before);
 });
 
+test('a tree that several tasks read is walked once per run', async () => {
+  for (let i = 0; i < 5; i++) rig.write(`tree/f${i}.txt`, `${i}\n`);
+  const nodefile = rig.nodefile(`
+    for (let i = 0; i < 3; i++) {
+      ng.task('pack/' + i, { inputs: { src: ng.tree('tree') }, outputs: ['out/' + i + '.tar'], run: ['tar', '-cf', 'out/' + i + '.tar', 'tree'] });
+    }
+  `);
+  const first = await applyNodefile({ nodefile });
+  expect(first.ok && first.value.ran.length).toBe(3);
+  await settle();
+  await applyNodefile({ nodefile });
+  const noop = await applyNodefile({ nodefile });
+  if (!noop.ok) throw new Error(JSON.stringify(noop.error));
+  expect(noop.value.ran).toEqual([]);
+  // The folder's stat as the input, its five files once for the tree hash, and the three outputs.
+  expect(noop.value.io.stats).toBe(1 + 5 + 3);
+});
+
 /** Runs the CLI with a hook that records every module it loads; returns their URLs. */
 async function modulesLoaded(args: string[]): Promise<string[]> {
   const log = rig.path('modules.log');
