@@ -421,14 +421,14 @@ function readAt(fd: number, position: number, length: number): Buffer {
  * and terminates a torn last line. Returns err without writing anything when
  * the journal must not be touched.
  */
-function prepare(fd: number, path: string, dir: string): Result<void, StateError> {
+function prepare(fd: number, path: string, dir: string): Result<'synced' | 'unsynced', StateError> {
   try {
     const size = fstatSync(fd).size;
     if (size === 0) {
       writeAll(fd, headerLine());
       fsyncSync(fd);
       fsyncDir(dir);
-      return ok(undefined);
+      return ok('synced');
     }
     const head = readAt(fd, 0, Math.min(size, 4096));
     const nl = head.indexOf(NEWLINE);
@@ -445,13 +445,14 @@ function prepare(fd: number, path: string, dir: string): Result<void, StateError
         writeAll(fd, headerLine());
       }
       fsyncSync(fd);
-      return ok(undefined);
+      return ok('synced');
     }
     const header = checkHeader(head, 0, nl, path);
     if (!header.ok) return err(header.error);
     const last = readAt(fd, size - 1, 1);
-    if (last[0] !== NEWLINE) writeAll(fd, Buffer.of(NEWLINE)); // see "Torn tails" above
-    return ok(undefined);
+    if (last[0] === NEWLINE) return ok('synced');
+    writeAll(fd, Buffer.of(NEWLINE)); // see "Torn tails" above
+    return ok('unsynced');
   } catch (e) {
     return err(writeFailed(path, e));
   }
@@ -499,6 +500,9 @@ export function openJournal(lock: Lock, options: JournalOptions = {}): Result<Jo
   let current: number | undefined = fd;
   // Set when a write failed part-way: the next line must start on a fresh line.
   let needsNewline = false;
+  // Whether anything was written since the last fsync: a run that appended
+  // nothing (a no-op) does not pay for one when it closes.
+  let unsynced = prepared.value === 'unsynced';
   const compactWhen = options.compactWhen ?? defaultCompactWhen;
 
   const guard = (): void => {
@@ -578,6 +582,7 @@ export function openJournal(lock: Lock, options: JournalOptions = {}): Result<Jo
       const line = encodeLine(validForAppend(record));
       if (current === undefined) return err(reopenError());
       const buf = needsNewline ? Buffer.concat([Buffer.of(NEWLINE), line]) : line;
+      unsynced = true;
       try {
         writeAll(current, buf);
         needsNewline = false;
@@ -590,8 +595,10 @@ export function openJournal(lock: Lock, options: JournalOptions = {}): Result<Jo
     sync() {
       guard();
       if (current === undefined) return err(reopenError());
+      if (!unsynced) return ok(undefined);
       try {
         fsyncSync(current);
+        unsynced = false;
         return ok(undefined);
       } catch (e) {
         return err(writeFailed(path, e));

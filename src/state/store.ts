@@ -65,7 +65,7 @@ export interface StateStore {
   load(): Result<LoadedState, StateError>;
   /** Records one task's run (or a tombstone). Not durable until sync(). */
   append(record: StoredRecord): Result<void, StateError>;
-  /** Makes everything appended so far durable (fsync). Call at the end of an apply. */
+  /** Makes everything appended so far durable (fsync; none when nothing was written since the last). Call at the end of an apply. */
   sync(): Result<void, StateError>;
   close(): void;
 }
