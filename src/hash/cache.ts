@@ -65,7 +65,9 @@
 // its checksum (a crash while appending); a delta naming another body is ignored.
 // A save rewrites the whole cache (and so orphans the delta) when an entry was
 // dropped, when there is no cache file to extend, when the delta's tail was bad,
-// or when the delta would hold more than 1,024 records (about 3 ms to load). A
+// or when the delta would hold more than 1,024 records (about 3 ms to load) or
+// more than an eighth of the entries (past 64): a delta that every later load
+// applies must stay small beside the cache it extends. A
 // stale entry in a delta is harmless either way: it describes a file by a stat
 // the file no longer has. The delta is not fsynced either.
 
@@ -158,6 +160,8 @@ const DELTA_VERSION = 1;
 const DELTA_SUM = 16;
 /** Most records a delta holds: each costs every later load a few µs, a whole save 1 µs an entry once. */
 const DELTA_MAX = 1024;
+/** ...and at most an eighth of the entries, once it holds more than this. */
+const DELTA_FLOOR = 64;
 const deltaPath = (file: string): string => `${file}.delta`;
 
 /** O_NONBLOCK: if a fifo took the file's place since the stat, open must not wait for a writer. */
@@ -425,7 +429,7 @@ export class HashCache {
       this.#sum !== undefined &&
       !this.#rewrite &&
       this.#deltaClean &&
-      this.#deltaRecords + this.#unsaved.size <= (this.#deltaMax ?? DELTA_MAX);
+      this.#deltaRecords + this.#unsaved.size <= Math.min(this.#deltaMax ?? DELTA_MAX, Math.max(DELTA_FLOOR, this.#entries.size >> 3));
     return appendable ? this.#appendDelta(this.file) : this.#saveWhole(this.file);
   }
 

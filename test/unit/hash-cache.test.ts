@@ -519,6 +519,26 @@ describe('persistence', () => {
       expect(files.slice(0, 3).map((f) => hashOf(fifth.hashFile(f)))).toEqual([sha('x'), sha('y'), sha('z')]);
       expect(fifth.counters.contentReads).toBe(0);
     });
+    test('changes to more than an eighth of the entries (past 64) are saved whole: a large delta would slow every load', () => {
+      const files = Array.from({ length: 200 }, (_, i) => write(`many/${i}`, `${i}`.padStart(8, '0')));
+      const cacheFile = path.join(dir, 'cache');
+      const first = new HashCache(cacheFile, later);
+      for (const f of files) first.hashFile(f);
+      first.save();
+      // 64 changed of 200 entries: the floor, appended.
+      const some = files.slice(0, 64).map((f) => [f, 'first'] as const);
+      expect(changed(cacheFile, some).save()).toBe(true);
+      expect(existsSync(delta(cacheFile))).toBe(true);
+      // One more record would pass both 64 and 200 / 8: saved whole, the delta removed.
+      const before = stamp(cacheFile);
+      expect(changed(cacheFile, [[files[64]!, 'one more']]).save()).toBe(true);
+      expect(stamp(cacheFile)).not.toBe(before);
+      expect(existsSync(delta(cacheFile))).toBe(false);
+      const last = HashCache.load(cacheFile, later).cache;
+      expect(hashOf(last.hashFile(files[0]!))).toBe(sha('first'));
+      expect(hashOf(last.hashFile(files[64]!))).toBe(sha('one more'));
+      expect(last.counters.contentReads).toBe(0);
+    });
   });
 
   test('paths with tabs, newlines and quotes survive', () => {
