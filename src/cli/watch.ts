@@ -1,4 +1,5 @@
 import { loadGraph } from '../engine.ts';
+import { nodefileModules } from '../nodefile/load.ts';
 import { applyNodefile } from '../operations.ts';
 import { plainReporter } from '../report/plain.ts';
 import { watchLoop } from '../watch/watcher.ts';
@@ -16,6 +17,7 @@ export async function run(args: Args, io: CliIo): Promise<number> {
     debounceMs,
     signal: io.signal,
     fallbackPaths: [options.nodefile],
+    modules: nodefileModules,
     onState: (state, why) => {
       if (state === 'debouncing' && why !== undefined) io.stdout.write(c.dim(`change: ${why}\n`));
       if (state === 'idle') io.stdout.write(c.dim('watching for changes (Ctrl-C to stop)\n'));

@@ -15,7 +15,20 @@ let generation = 0;
 
 /** Nodefile URLs (without the query that makes watch see edits), always loaded as ES modules. */
 const nodefiles = new Set<string>();
+/**
+ * The modules Nodefiles import from their own files (not packages under
+ * node_modules, not nodegraph's own), by URL without the query. `watch` watches
+ * them, and a reload imports them afresh with the Nodefile.
+ */
+const localModules = new Set<string>();
+/** nodegraph's own package (a checkout or an installed copy): its modules are loaded once, never reloaded. */
+const OWN = new URL('../../', import.meta.url).href;
 let hooked = false;
+
+const withoutQuery = (url: string): string => {
+  const query = url.indexOf('?');
+  return query < 0 ? url : url.slice(0, query);
+};
 
 /**
  * A Nodefile is an ES module (its default export declares the graph) wherever it
@@ -28,12 +41,29 @@ function loadAsModule(url: string): void {
   if (hooked) return;
   hooked = true;
   module.registerHooks({
+    // A module a Nodefile (or one of its local modules) imports from a file of
+    // its own is noted, and takes its importer's query: a reloaded Nodefile
+    // (`?g=N`) runs the current text of every file it is made of, not the first.
+    resolve(specifier, context, next) {
+      const resolved = next(specifier, context);
+      const parent = context.parentURL;
+      if (parent === undefined || !resolved.url.startsWith('file:') || resolved.url.includes('?')) return resolved;
+      const plainParent = withoutQuery(parent);
+      if (!nodefiles.has(plainParent) && !localModules.has(plainParent)) return resolved;
+      if (resolved.url.includes('/node_modules/') || resolved.url.startsWith(OWN)) return resolved;
+      localModules.add(resolved.url);
+      return parent.length === plainParent.length ? resolved : { ...resolved, url: resolved.url + parent.slice(plainParent.length) };
+    },
     load(target, context, next) {
-      const query = target.indexOf('?');
-      const plain = query < 0 ? target : target.slice(0, query);
+      const plain = withoutQuery(target);
       return nodefiles.has(plain) && plain.endsWith('.ts') ? next(target, { ...context, format: 'module-typescript' }) : next(target, context);
     },
   });
+}
+
+/** The files of the modules Nodefiles loaded so far import from their own folders (see localModules). */
+export function nodefileModules(): string[] {
+  return [...localModules].map((url) => fileURLToPath(url));
 }
 
 export async function loadNodefile(file: string, options: { sites?: boolean } = {}): Promise<Result<Declarations, Failure[]>> {

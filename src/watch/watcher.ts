@@ -14,9 +14,12 @@ import type { TaskGraph } from '../graph/graph.ts';
 
 export type WatchState = 'idle' | 'debouncing' | 'running' | 'queued';
 
-/** Files and folders whose change should trigger a run: the Nodefile and every input that no task writes. */
-export function watchedPaths(graph: TaskGraph): string[] {
-  const paths = new Set<string>([graph.file]);
+/**
+ * Files and folders whose change should trigger a run: the Nodefile, the modules
+ * it imports from its own files (`modules`), and every input that no task writes.
+ */
+export function watchedPaths(graph: TaskGraph, modules: readonly string[] = []): string[] {
+  const paths = new Set<string>([graph.file, ...modules]);
   for (const node of graph.ordered) {
     for (const name in node.inputs) {
       const input = node.inputs[name]!;
@@ -41,6 +44,8 @@ export interface WatchLoopOptions {
   readonly onState?: (state: WatchState, why?: string) => void;
   /** Paths to watch when no graph could be loaded. */
   readonly fallbackPaths: readonly string[];
+  /** The modules the Nodefile imports from its own files, as of the last run (watched whether or not it loaded). */
+  readonly modules?: () => readonly string[];
 }
 
 export async function watchLoop(options: WatchLoopOptions): Promise<void> {
@@ -73,7 +78,8 @@ export async function watchLoop(options: WatchLoopOptions): Promise<void> {
   const run = async (): Promise<void> => {
     set('running');
     const graph = await options.runOnce();
-    rewatch(graph === undefined ? options.fallbackPaths : watchedPaths(graph));
+    const modules = options.modules?.() ?? [];
+    rewatch(graph === undefined ? [...options.fallbackPaths, ...modules] : watchedPaths(graph, modules));
     if (options.signal.aborted) return;
     if (state === 'queued') schedule('changed during the run');
     else set('idle');

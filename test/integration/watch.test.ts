@@ -30,3 +30,28 @@ test('re-applies on an input change and stops on Ctrl-C', async () => {
   expect(result.code).toBe(130);
   expect(existsSync(rig.path('.nodegraph/lock'))).toBe(false);
 });
+
+test('sees an edit to a module the Nodefile imports from its own files, and runs its new text', async () => {
+  rig.write('lib/greeting.ts', `export const greeting = 'one';\n`);
+  rig.write(
+    'Nodefile.ts',
+    [
+      `import { greeting } from './lib/greeting.ts';`,
+      `export default (ng: any) => {`,
+      `  ng.task('say', { inputs: { text: ng.value(greeting) }, outputs: ['out/said'], run: ['sh', '-c', 'echo ' + greeting + ' > out/said'] });`,
+      `};`,
+      ``,
+    ].join('\n'),
+  );
+  const child = rig.spawn(['watch', '--debounce', '50']);
+  const done = collect(child);
+  let stdout = '';
+  child.stdout?.on('data', (d: Buffer) => (stdout += d.toString()));
+  await until(() => stdout.includes('watching for changes'));
+  expect(readFileSync(rig.path('out/said'), 'utf8')).toBe('one\n');
+  rig.write('lib/greeting.ts', `export const greeting = 'two';\n`);
+  await until(() => readFileSync(rig.path('out/said'), 'utf8') === 'two\n');
+  expect(stdout).toMatch(/change: .*greeting\.ts/);
+  child.kill('SIGINT');
+  expect((await done).code).toBe(130);
+});
