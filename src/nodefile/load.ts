@@ -61,6 +61,8 @@ function loadAsModule(url: string): void {
   });
 }
 
+const requireCache = (): NodeJS.Dict<NodeJS.Module> => module.createRequire(import.meta.url).cache;
+
 /** The files of the modules Nodefiles loaded so far import from their own folders (see localModules). */
 export function nodefileModules(): string[] {
   return [...localModules].map((url) => fileURLToPath(url));
@@ -76,6 +78,8 @@ export async function loadNodefile(file: string, options: { sites?: boolean } = 
     const plain = pathToFileURL(absolute).href;
     loadAsModule(plain);
     const url = plain + (generation++ === 0 ? '' : `?g=${generation}`);
+    // CommonJS modules are kept by file name, whatever the query: forget them so they run again.
+    if (generation > 1) for (const local of localModules) delete requireCache()[fileURLToPath(local)];
     module = (await import(url)) as { default?: unknown };
   } catch (error) {
     return err([classifyImportError(absolute, error)]);

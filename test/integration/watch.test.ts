@@ -31,8 +31,9 @@ test('re-applies on an input change and stops on Ctrl-C', async () => {
   expect(existsSync(rig.path('.nodegraph/lock'))).toBe(false);
 });
 
-test('sees an edit to a module the Nodefile imports from its own files, and runs its new text', async () => {
-  rig.write('lib/greeting.ts', `export const greeting = 'one';\n`);
+test('sees an edit to a module the Nodefile imports from its own files (ES or CommonJS), and runs its new text', async () => {
+  rig.write('lib/greeting.ts', `import end from './end.cjs';\nexport const greeting = 'one' + end;\n`);
+  rig.write('lib/end.cjs', `module.exports = '!';\n`);
   rig.write(
     'Nodefile.ts',
     [
@@ -48,10 +49,13 @@ test('sees an edit to a module the Nodefile imports from its own files, and runs
   let stdout = '';
   child.stdout?.on('data', (d: Buffer) => (stdout += d.toString()));
   await until(() => stdout.includes('watching for changes'));
-  expect(readFileSync(rig.path('out/said'), 'utf8')).toBe('one\n');
-  rig.write('lib/greeting.ts', `export const greeting = 'two';\n`);
-  await until(() => readFileSync(rig.path('out/said'), 'utf8') === 'two\n');
+  expect(readFileSync(rig.path('out/said'), 'utf8')).toBe('one!\n');
+  rig.write('lib/greeting.ts', `import end from './end.cjs';\nexport const greeting = 'two' + end;\n`);
+  await until(() => readFileSync(rig.path('out/said'), 'utf8') === 'two!\n');
   expect(stdout).toMatch(/change: .*greeting\.ts/);
+  // CommonJS is cached by file name, not by URL: it runs again too.
+  rig.write('lib/end.cjs', `module.exports = '?';\n`);
+  await until(() => readFileSync(rig.path('out/said'), 'utf8') === 'two?\n');
   child.kill('SIGINT');
   expect((await done).code).toBe(130);
 });
