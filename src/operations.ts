@@ -12,7 +12,7 @@ import { appender } from './execute/appender.ts';
 import { observeAndPlan, openSession, resolveTargets, stateDirOf, withSession, type EngineOptions, type Session } from './engine.ts';
 import type { TaskGraph } from './graph/graph.ts';
 import type { TaskId } from './ids.ts';
-import { orphansOf, teardownOrder, type Plan } from './plan/plan.ts';
+import { teardownOrder, type Plan } from './plan/plan.ts';
 import { bindPlan, planChanges, readSavedPlan, type SavedPlan } from './plan/saved.ts';
 import { openState } from './state/open.ts';
 import type { TaskRecord } from './state/record.ts';
@@ -81,12 +81,11 @@ export async function applyNodefile(options: EngineOptions & { readonly planFile
     session.emit({ type: 'plan', plan: { entries: plan.entries, counts: plan.counts } });
 
     const destroyed: TaskId[] = [];
-    if (session.targets === undefined) {
-      const orphans = orphansOf(session.graph, session.state.records);
-      if (orphans.length > 0) {
-        const removed = await runTeardown(session, orphans, 'destroy');
-        destroyed.push(...removed.done);
-      }
+    // A whole-graph plan lists the orphans, dependents first: no second search of 50,000 records for them.
+    if (plan.counts.destroy > 0) {
+      const orphans = plan.entries.filter((e) => e.action === 'destroy').map((e) => e.id);
+      const removed = await runTeardown(session, orphans, 'destroy');
+      destroyed.push(...removed.done);
     }
     const summary = await execute({
       graph: session.graph,

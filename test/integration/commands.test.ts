@@ -63,7 +63,12 @@ describe('destroy', () => {
     const apply = await rig.run(['apply']);
     expect(apply.code).toBe(0);
     expect(rig.read('teardown.log')).not.toContain('shared');
-    expect(rig.read('teardown.log').trim().split('\n')).toHaveLength(6);
+    const torn = rig.read('teardown.log').trim().split('\n');
+    expect(torn).toHaveLength(6);
+    // In the plan's order: within each slot, what depends on something is torn down before it.
+    for (const slot of ['kube1', 'kube2']) {
+      expect(torn.filter((line) => line.startsWith(slot))).toEqual([`${slot}-stop`, `${slot}-service`, `${slot}-rootfs`]);
+    }
 
     rig.write('Nodefile.ts', '');
     const gone = await rig.run(['destroy', '--yes', '-f', 'Elsewhere.ts', '--state-dir', '.nodegraph']);
