@@ -29,6 +29,8 @@ export interface OpenState {
   readonly store: StateStore;
   /** The held lock, when opened with `lock: true`. */
   readonly lock: Lock | undefined;
+  /** Size of the journal as read, in bytes. */
+  readonly bytes: number;
   /** Syncs the journal, closes it and releases the lock. Idempotent. */
   close(): void;
 }
@@ -77,6 +79,7 @@ function assemble(dir: string, loaded: LoadedState, store: StateStore, lock: Loc
   return {
     dir: lock?.stateDir ?? resolve(dir),
     records: loaded.records,
+    bytes: loaded.stats.bytes,
     warnings: [...extra, ...loaded.warnings.map((w) => `state: ${w.message}`)],
     details: loaded.warnings,
     store,
