@@ -61,8 +61,6 @@ function loadAsModule(url: string): void {
   });
 }
 
-const requireCache = (): NodeJS.Dict<NodeJS.Module> => module.createRequire(import.meta.url).cache;
-
 /** The files of the modules Nodefiles loaded so far import from their own folders (see localModules). */
 export function nodefileModules(): string[] {
   return [...localModules].map((url) => fileURLToPath(url));
@@ -72,23 +70,26 @@ export async function loadNodefile(file: string, options: { sites?: boolean } = 
   const absolute = path.resolve(file);
   if (!existsSync(absolute)) return err([{ reason: 'nodefile-not-found', path: absolute }]);
 
-  let module: { default?: unknown };
+  let nodefile: { default?: unknown };
   try {
     // A fresh query string makes `watch` see edits; the first load keeps the plain URL.
     const plain = pathToFileURL(absolute).href;
     loadAsModule(plain);
     const url = plain + (generation++ === 0 ? '' : `?g=${generation}`);
     // CommonJS modules are kept by file name, whatever the query: forget them so they run again.
-    if (generation > 1) for (const local of localModules) delete requireCache()[fileURLToPath(local)];
-    module = (await import(url)) as { default?: unknown };
+    if (generation > 1) {
+      const cache = module.createRequire(import.meta.url).cache;
+      for (const local of localModules) delete cache[fileURLToPath(local)];
+    }
+    nodefile = (await import(url)) as { default?: unknown };
   } catch (error) {
     return err([classifyImportError(absolute, error)]);
   }
-  if (typeof module.default !== 'function') return err([{ reason: 'nodefile-no-default', path: absolute }]);
+  if (typeof nodefile.default !== 'function') return err([{ reason: 'nodefile-no-default', path: absolute }]);
 
   const builder = new Builder(absolute, path.dirname(absolute), options);
   try {
-    await (module.default as (api: unknown) => unknown)(builder.api());
+    await (nodefile.default as (api: unknown) => unknown)(builder.api());
   } catch (error) {
     return err([threw(absolute, error)]);
   }
