@@ -32,7 +32,8 @@ const ioOf = (session: Session): IoCounters => {
 
 export interface PlanResult {
   readonly plan: Plan;
-  readonly saved: SavedPlan;
+  /** The plan bound to what it observed, as written to `out`; only made when there is an `out`. */
+  readonly saved?: SavedPlan;
   readonly io: IoCounters;
 }
 
@@ -40,12 +41,15 @@ export async function planNodefile(options: EngineOptions & { readonly out?: str
   return withSession(options, { lock: false }, async (session) => {
     const observed = await observeAndPlan(session);
     if (!observed.ok) return observed;
+    const plan = { entries: observed.value.plan.entries, counts: observed.value.plan.counts };
+    // Binding digests every task's definition and observations: only for a plan that is saved.
+    if (options.out === undefined) return ok({ plan, io: ioOf(session) });
     const saved = bindPlan(session.graph, observed.value.selected, observed.value.observations, session.state.records, observed.value.plan, {
       targets: options.targets ?? [],
       replace: options.replace ?? [],
     });
-    if (options.out !== undefined) writeFileSync(options.out, `${JSON.stringify(saved)}\n`);
-    return ok({ plan: { entries: observed.value.plan.entries, counts: observed.value.plan.counts }, saved, io: ioOf(session) });
+    writeFileSync(options.out, `${JSON.stringify(saved)}\n`);
+    return ok({ plan, saved, io: ioOf(session) });
   });
 }
 
