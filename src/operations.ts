@@ -89,7 +89,7 @@ export async function applyNodefile(options: EngineOptions & { readonly planFile
     if (plan.counts.destroy > 0) {
       const orphans = plan.entries.filter((e) => e.action === 'destroy').map((e) => e.id);
       const removed = await runTeardown(session, orphans, 'destroy');
-      destroyed.push(...removed.done);
+      for (const id of removed.done) destroyed.push(id);
     }
     const summary = await execute({
       graph: session.graph,
@@ -169,7 +169,7 @@ export function destroySet(targets: ReadonlySet<TaskId> | undefined, records: Re
     const id = stack.pop()!;
     if (chosen.has(id)) continue;
     chosen.add(id);
-    stack.push(...(dependents.get(id) ?? []));
+    for (const down of dependents.get(id) ?? []) stack.push(down);
   }
   // Shared upstream goes once nothing outside the chosen set still depends on it.
   let grew = true;

@@ -28,10 +28,12 @@ export async function run(args: Args, io: CliIo): Promise<number> {
     return 0;
   }
   const c = paletteFor(io);
-  const width = Math.max(0, ...result.value.map((r) => r.entry.id.length));
+  // A loop, not Math.max(...ids): spreading some 100,000 arguments overflows the stack.
+  let width = 0;
+  for (const r of result.value) width = Math.max(width, r.entry.id.length);
   const color = { applied: c.green, stale: c.yellow, drifted: c.red, failed: c.red, absent: c.dim, orphan: c.yellow };
-  for (const { entry, status } of result.value) {
-    io.stdout.write(`${entry.id.padEnd(width)}  ${color[status](status.padEnd(7))}  ${c.dim(entry.reasons.join('; '))}`.trimEnd() + '\n');
-  }
+  // One write for the table, not one per task.
+  const lines = result.value.map(({ entry, status }) => `${entry.id.padEnd(width)}  ${color[status](status.padEnd(7))}  ${c.dim(entry.reasons.join('; '))}`.trimEnd());
+  io.stdout.write(lines.length === 0 ? '' : `${lines.join('\n')}\n`);
   return 0;
 }

@@ -90,7 +90,10 @@ export class TaskGraph {
       if (seen.has(id)) continue;
       seen.add(id);
       const node = this.#nodes.get(id);
-      if (node !== undefined) stack.push(...node.needs, ...node.after);
+      if (node === undefined) continue;
+      // Loops, not push(...list): a spread of some 100,000 arguments overflows the stack.
+      for (const up of node.needs) stack.push(up);
+      for (const up of node.after) stack.push(up);
     }
     return seen;
   }

@@ -37,8 +37,14 @@ export function summaryLine(plan: Plan): string {
 export function renderPlan(plan: Plan, c: Palette, options: { verbose?: boolean } = {}): string {
   const acting = plan.entries.filter((e) => e.action !== 'unchanged' || options.verbose === true);
   if (acting.length === 0) return `No changes: ${plan.counts.unchanged} task${plan.counts.unchanged === 1 ? '' : 's'} up to date.`;
-  const idWidth = Math.min(48, Math.max(...acting.map((e) => e.id.length)));
-  const verbWidth = Math.max(...acting.map((e) => e.verb.length));
+  // Loops, not Math.max(...widths): a first plan of some 150,000 tasks would overflow the stack.
+  let idWidth = 0;
+  let verbWidth = 0;
+  for (const e of acting) {
+    idWidth = Math.max(idWidth, e.id.length);
+    verbWidth = Math.max(verbWidth, e.verb.length);
+  }
+  idWidth = Math.min(48, idWidth);
   const lines = acting.map(
     (e) => `  ${symbol(e, c)} ${e.id.padEnd(idWidth)}  ${e.verb.padEnd(verbWidth)}  ${c.dim(e.reasons.join('; '))}`.trimEnd(),
   );

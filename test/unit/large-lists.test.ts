@@ -1,0 +1,32 @@
+// Lists as long as a large graph's: nothing spreads them into one call's
+// arguments (Math.max(...list), push(...list)), which overflows the stack at
+// some 150,000 elements.
+
+import { expect, test } from 'vitest';
+import { analyze } from '../../src/graph/analyze.ts';
+import { taskId } from '../../src/ids.ts';
+import { Builder } from '../../src/nodefile/builder.ts';
+import type { Plan } from '../../src/plan/plan.ts';
+import { palette } from '../../src/report/color.ts';
+import { renderPlan } from '../../src/report/plan-view.ts';
+
+const MANY = 200_000;
+
+test('a first plan of 200,000 tasks renders, one line a task and the summary', () => {
+  const entries = Array.from({ length: MANY }, (_, i) => ({ id: taskId(`t/${i}`), action: 'create' as const, verb: 'create', reasons: ['never ran'] }));
+  const plan: Plan = { entries, counts: { create: MANY, update: 0, replace: 0, drift: 0, maybe: 0, destroy: 0, unchanged: 0 } };
+  const lines = renderPlan(plan, palette(false)).split('\n');
+  expect(lines).toHaveLength(MANY + 1);
+  // Ids padded to the longest (t/199999), verbs to theirs.
+  expect(lines[0]).toBe('  + t/0       create  never ran');
+});
+
+test('the closure of a task that comes after 200,000 others holds all of them', () => {
+  const builder = new Builder('/n/Nodefile.ts', '/n');
+  const ng = builder.api();
+  const refs = Array.from({ length: MANY }, (_, i) => ng.task(`t/${i}`, { run: ['true'] }));
+  ng.task('last', { after: refs, run: ['true'] });
+  const graph = analyze(builder.declarations());
+  if (!graph.ok) throw new Error(JSON.stringify(graph.error).slice(0, 300));
+  expect(graph.value.closure([taskId('last')]).size).toBe(MANY + 1);
+});
