@@ -40,6 +40,7 @@
 // the next writer. Only the lock holder writes or compacts, so no other
 // process holds an fd on the replaced file.
 
+import { constants as bufferConstants } from 'node:buffer';
 import { randomUUID } from 'node:crypto';
 import {
   closeSync,
@@ -126,6 +127,8 @@ function verifiedPayload(buf: Buffer, start: number, end: number, ascii?: string
   return ascii === undefined ? buf.toString('utf8', start + 9, end) : ascii.slice(start + 9, end);
 }
 
+const MAX_STRING_LENGTH = bufferConstants.MAX_STRING_LENGTH;
+
 /** The buffer as a string when it is pure ASCII, else undefined. */
 function asciiText(buf: Buffer): string | undefined {
   // UTF-8 decoding never yields more UTF-16 units than bytes, and yields
@@ -133,6 +136,8 @@ function asciiText(buf: Buffer): string | undefined {
   // byte >= 0x80 could still decode 1:1 (to U+FFFD); the text is only used
   // for lines whose CRC over the raw bytes matched, and a writer only ever
   // writes valid UTF-8, so such a line cannot pass.
+  // A journal longer than a string may be (512 MiB) is decoded line by line.
+  if (buf.length > MAX_STRING_LENGTH) return undefined;
   const text = buf.toString('utf8');
   return text.length === buf.length ? text : undefined;
 }

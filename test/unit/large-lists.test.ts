@@ -1,7 +1,9 @@
-// Lists as long as a large graph's: nothing spreads them into one call's
-// arguments (Math.max(...list), push(...list)), which overflows the stack at
-// some 150,000 elements.
+// Sizes past JavaScript's own limits. Lists as long as a large graph's:
+// nothing spreads them into one call's arguments (Math.max(...list),
+// push(...list)), which overflows the stack at some 150,000 elements. And a
+// state journal longer than the longest string V8 makes (512 MiB).
 
+import { constants } from 'node:buffer';
 import { expect, test } from 'vitest';
 import { analyze } from '../../src/graph/analyze.ts';
 import { taskId } from '../../src/ids.ts';
@@ -9,6 +11,7 @@ import { Builder } from '../../src/nodefile/builder.ts';
 import type { Plan } from '../../src/plan/plan.ts';
 import { palette } from '../../src/report/color.ts';
 import { renderPlan } from '../../src/report/plan-view.ts';
+import { decodeJournal, encodeLine } from '../../src/state/index.ts';
 
 const MANY = 200_000;
 
@@ -29,4 +32,21 @@ test('the closure of a task that comes after 200,000 others holds all of them', 
   const graph = analyze(builder.declarations());
   if (!graph.ok) throw new Error(JSON.stringify(graph.error).slice(0, 300));
   expect(graph.value.closure([taskId('last')]).size).toBe(MANY + 1);
+});
+
+test('a journal longer than the longest string decodes, line by line', () => {
+  const hash = `sha256:${'a'.repeat(64)}`;
+  const header = encodeLine({ format: 'nodegraph-state', version: 1 });
+  const line = encodeLine({
+    v: 1, id: 'big/task', status: 'ok', fingerprint: hash, definition: hash, inputs: { a: hash }, upstream: {}, outputs: { '/x': hash },
+    outputHash: hash, edges: { needs: [], after: [] }, recipe: { cwd: '/', remove: [], destroy: [], stop: [] }, startedAt: '2026-12-01T00:00:00.000Z', durationMs: 1,
+  });
+  const lines = Math.ceil((constants.MAX_STRING_LENGTH + 1 - header.length) / line.length);
+  const journal = Buffer.allocUnsafe(header.length + lines * line.length);
+  header.copy(journal, 0);
+  for (let i = 0; i < lines; i++) line.copy(journal, header.length + i * line.length);
+  expect(journal.length).toBeGreaterThan(constants.MAX_STRING_LENGTH);
+  const decoded = decodeJournal(journal, '/big/state.jsonl');
+  if (!decoded.ok) throw new Error(JSON.stringify(decoded.error));
+  expect([decoded.value.lines, decoded.value.dropped, decoded.value.records.size]).toEqual([lines, 0, 1]);
 });
