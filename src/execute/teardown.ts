@@ -2,10 +2,10 @@
 // record carries, so a task that left the Nodefile can still be destroyed.
 // One at a time: teardown order is the point, and it is rarely long.
 
-import { readFileSync, rmSync } from 'node:fs';
-import path from 'node:path';
+import { lstatSync, rmSync, unlinkSync } from 'node:fs';
 import type { TaskId } from '../ids.ts';
 import type { TaskRecord } from '../state/record.ts';
+import { mountsBelow } from '../util/mounts.ts';
 import type { Appender } from './appender.ts';
 import type { EventSink } from './events.ts';
 import { describeCommand, type ProcessRunner } from './runner.ts';
@@ -90,32 +90,36 @@ async function runRecipe(
   return undefined;
 }
 
-/** Removes a file or tree, refusing to descend into a mount point (a bind mount would take the host's files with it). */
+/**
+ * Removes a file or tree, refusing to descend into a mount point (a bind mount
+ * would take the host's files with it). Only a folder can have mounts below
+ * it; a file mounted on is refused by unlink itself (EBUSY), so a file costs
+ * no read of the mount table.
+ */
 export function removePath(target: string): string | undefined {
-  const mounts = mountsBelow(target);
-  if (mounts.length > 0) return `not removing ${target}: mounted below it: ${mounts.join(', ')}`;
+  let folder: boolean;
   try {
-    rmSync(target, { recursive: true, force: true });
-    return undefined;
+    const stat = lstatSync(target, { throwIfNoEntry: false });
+    if (stat === undefined) return undefined;
+    folder = stat.isDirectory();
   } catch (error) {
     return `could not remove ${target}: ${(error as Error).message}`;
   }
-}
-
-export function mountsBelow(target: string): string[] {
-  let table: string;
+  const refused = (): string | undefined => {
+    const mounts = mountsBelow(target);
+    return mounts.length > 0 ? `not removing ${target}: mounted below it: ${mounts.join(', ')}` : undefined;
+  };
+  if (folder) {
+    const mounted = refused();
+    if (mounted !== undefined) return mounted;
+  }
   try {
-    table = readFileSync('/proc/self/mountinfo', 'utf8');
-  } catch {
-    return [];
+    if (folder) rmSync(target, { recursive: true, force: true });
+    else unlinkSync(target);
+    return undefined;
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT') return undefined;
+    return (code === 'EBUSY' ? refused() : undefined) ?? `could not remove ${target}: ${(error as Error).message}`;
   }
-  const prefix = path.resolve(target);
-  const found: string[] = [];
-  for (const line of table.split('\n')) {
-    const point = line.split(' ')[4];
-    if (point === undefined) continue;
-    const decoded = point.replace(/\\([0-7]{3})/g, (_, oct: string) => String.fromCharCode(parseInt(oct, 8)));
-    if (decoded === prefix || decoded.startsWith(`${prefix}/`)) found.push(decoded);
-  }
-  return found;
 }

@@ -9,7 +9,7 @@ import { createReadStream, existsSync, lstatSync, mkdirSync, readFileSync, readd
 import path from 'node:path';
 import { z } from 'zod';
 import { lastLine, tryExec, type Exec } from './exec.ts';
-import { mountsBelow } from './mounts.ts';
+import { mountsBelow } from '../util/mounts.ts';
 
 export async function sha256File(file: string): Promise<string> {
   const hash = createHash('sha256');
