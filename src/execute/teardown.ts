@@ -2,10 +2,9 @@
 // record carries, so a task that left the Nodefile can still be destroyed.
 // One at a time: teardown order is the point, and it is rarely long.
 
-import { lstatSync, rmSync, unlinkSync } from 'node:fs';
 import type { TaskId } from '../ids.ts';
 import type { TaskRecord } from '../state/record.ts';
-import { mountsBelow } from '../util/mounts.ts';
+import { removePath } from '../util/mounts.ts';
 import type { Appender } from './appender.ts';
 import type { EventSink } from './events.ts';
 import { describeCommand, type ProcessRunner } from './runner.ts';
@@ -88,38 +87,4 @@ async function runRecipe(
     if (problem !== undefined) return { error: problem, output };
   }
   return undefined;
-}
-
-/**
- * Removes a file or tree, refusing to descend into a mount point (a bind mount
- * would take the host's files with it). Only a folder can have mounts below
- * it; a file mounted on is refused by unlink itself (EBUSY), so a file costs
- * no read of the mount table.
- */
-export function removePath(target: string): string | undefined {
-  let folder: boolean;
-  try {
-    const stat = lstatSync(target, { throwIfNoEntry: false });
-    if (stat === undefined) return undefined;
-    folder = stat.isDirectory();
-  } catch (error) {
-    return `could not remove ${target}: ${(error as Error).message}`;
-  }
-  const refused = (): string | undefined => {
-    const mounts = mountsBelow(target);
-    return mounts.length > 0 ? `not removing ${target}: mounted below it: ${mounts.join(', ')}` : undefined;
-  };
-  if (folder) {
-    const mounted = refused();
-    if (mounted !== undefined) return mounted;
-  }
-  try {
-    if (folder) rmSync(target, { recursive: true, force: true });
-    else unlinkSync(target);
-    return undefined;
-  } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code;
-    if (code === 'ENOENT') return undefined;
-    return (code === 'EBUSY' ? refused() : undefined) ?? `could not remove ${target}: ${(error as Error).message}`;
-  }
 }

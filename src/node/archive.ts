@@ -9,7 +9,7 @@ import { createReadStream, existsSync, lstatSync, mkdirSync, readFileSync, readd
 import path from 'node:path';
 import { z } from 'zod';
 import { lastLine, tryExec, type Exec } from './exec.ts';
-import { mountsBelow } from '../util/mounts.ts';
+import { removePath } from '../util/mounts.ts';
 
 export async function sha256File(file: string): Promise<string> {
   const hash = createHash('sha256');
@@ -113,12 +113,10 @@ export function swapIn(staging: string, target: string, keepOld = false): string
   return undefined;
 }
 
-/** Removes a tree, refusing when something is mounted in it. */
+/** Removes a tree (see removePath), throwing when something is mounted in it or it cannot be removed. */
 export function removeTree(dir: string): void {
-  if (!existsSync(dir) && !isSymlink(dir)) return;
-  const mounts = mountsBelow(dir);
-  if (mounts.length > 0) throw new Error(`not removing ${dir}: mounted below it: ${mounts.join(', ')}`);
-  rmSync(dir, { recursive: true, force: true });
+  const problem = removePath(dir);
+  if (problem !== undefined) throw new Error(problem);
 }
 
 function isSymlink(p: string): boolean {

@@ -1,4 +1,4 @@
-// removePath: what teardown removes, with real files and real bind mounts
+// removePath (src/util/mounts.ts): what teardown and the node kit remove, with real files and real bind mounts
 // (root only, as on the CI machine and a node): a folder with something
 // mounted below it, or a file mounted on, is refused and its mounted source kept.
 
@@ -7,7 +7,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, expect, test } from 'vitest';
-import { removePath } from '../../src/execute/teardown.ts';
+import { removePath } from '../../src/util/mounts.ts';
 
 const root = process.getuid?.() === 0;
 let dir: string;
