@@ -47,6 +47,10 @@ export function fingerprintOf(
   return hashParts(parts);
 }
 
+/** A record's entry for a key, never one inherited from Object.prototype (an input named `constructor`). */
+const own = (map: Readonly<Record<string, ContentHash>>, key: string): ContentHash | undefined =>
+  Object.hasOwn(map, key) ? map[key] : undefined;
+
 const change = (before: ContentHash | undefined, after: ContentHash | undefined): string =>
   `${shortHash(before)}→${shortHash(after)}`;
 
@@ -58,7 +62,7 @@ export function decide(
   upstreamOf: (id: TaskId) => UpstreamState,
   forced: boolean,
 ): Decision {
-  const upstream: Record<string, ContentHash> = {};
+  const upstream: Record<string, ContentHash> = Object.create(null); // a task may be called __proto__
   const pending: TaskId[] = [];
   for (const id of node.needs) {
     const state = upstreamOf(id);
@@ -91,7 +95,7 @@ export function decide(
   const changedInputs: string[] = [];
   if (record.definition !== definition) reasons.push(`definition changed ${change(record.definition, definition)}`);
   for (const [name, hash] of observation.inputs) {
-    const before = record.inputs[name];
+    const before = own(record.inputs, name);
     if (before === hash) continue;
     changedInputs.push(name);
     reasons.push(before === undefined ? `input ${name} added` : `input ${name} changed ${change(before, hash)}`);
@@ -105,7 +109,7 @@ export function decide(
   for (const id of node.needs) {
     const hash = upstream[id];
     if (hash === undefined) continue; // pending
-    const before = record.upstream[id];
+    const before = own(record.upstream, id);
     if (before === hash) continue;
     changedUpstream.push(id);
     reasons.push(before === undefined ? `now consumes ${id}` : `upstream ${id} changed ${change(before, hash)}`);
@@ -130,7 +134,7 @@ export function decide(
   let drift: string[] | undefined;
   for (const [output, hash] of observation.outputs) {
     if (hash === 'missing') (drift ??= []).push(`output ${output} missing`);
-    else if (record.outputs[output] !== hash) (drift ??= []).push(`output ${output} modified outside nodegraph`);
+    else if (own(record.outputs, output) !== hash) (drift ??= []).push(`output ${output} modified outside nodegraph`);
   }
   if (observation.check !== undefined && !observation.check.ok) {
     (drift ??= []).push(`check failed${observation.check.detail === '' ? '' : `: ${observation.check.detail}`}`);

@@ -11,6 +11,7 @@ import { definitionOf } from '../../src/plan/definition.ts';
 import { makePlan, teardownOrder } from '../../src/plan/plan.ts';
 import type { TaskRecord } from '../../src/state/record.ts';
 
+/** A hash of the right form: `s` is lowercase hex. */
 const h = (s: string): ContentHash => contentHash(s.padEnd(64, '0'));
 
 function graphOf(declare: (ng: NodefileApi) => void): TaskGraph {
@@ -70,9 +71,9 @@ function appliedChain(): { graph: TaskGraph; records: Map<TaskId, TaskRecord>; s
     [taskId('c'), obs({}, {}, true)],
   ]);
   const records = new Map<TaskId, TaskRecord>([
-    [taskId('a'), recordFor(graph, 'a', seen.get(taskId('a'))!, {}, h('A'))],
-    [taskId('b'), recordFor(graph, 'b', seen.get(taskId('b'))!, { a: h('A') }, h('B'))],
-    [taskId('c'), recordFor(graph, 'c', seen.get(taskId('c'))!, {}, h('C'))],
+    [taskId('a'), recordFor(graph, 'a', seen.get(taskId('a'))!, {}, h('aa'))],
+    [taskId('b'), recordFor(graph, 'b', seen.get(taskId('b'))!, { a: h('aa') }, h('bb'))],
+    [taskId('c'), recordFor(graph, 'c', seen.get(taskId('c'))!, {}, h('cc'))],
   ]);
   return { graph, records, seen };
 }
@@ -117,6 +118,36 @@ describe('makePlan', () => {
     expect(plan.entries.find((e) => e.id === 'c')?.verb).toBe('restart');
     seen.set(taskId('b'), obs({}, { '/n/out/b': 'missing' }));
     expect(actions(makePlan(graph, seen, records)).b).toBe('drift: output /n/out/b missing');
+  });
+
+  test('an input named like an Object.prototype member is compared as any other', () => {
+    const graph = graphOf((ng) => {
+      ng.task('a', { inputs: { constructor: ng.file('a.txt'), toString: ng.value(1) }, outputs: ['out/a'], run: ['true'] });
+    });
+    const seen = new Map([[taskId('a'), obs({ constructor: h('1'), toString: h('2') }, { '/n/out/a': h('a1') })]]);
+    const record = recordFor(graph, 'a', obs({}, { '/n/out/a': h('a1') }), {}, h('aa'));
+    expect(actions(makePlan(graph, seen, new Map([[taskId('a'), record]]))).a).toBe('update: input constructor added; input toString added');
+    const same = recordFor(graph, 'a', seen.get(taskId('a'))!, {}, h('aa'));
+    expect(actions(makePlan(graph, seen, new Map([[taskId('a'), same]]))).a).toBe('unchanged: ');
+  });
+
+  test('a task may be called __proto__: its dependents see its output as any other', () => {
+    const graph = graphOf((ng) => {
+      const p = ng.task('__proto__', { outputs: ['out/p'], run: ['true'] });
+      ng.task('b', { inputs: { p }, outputs: ['out/b'], run: ['true'] });
+    });
+    const seen = new Map([
+      [taskId('__proto__'), obs({}, { '/n/out/p': h('01') })],
+      [taskId('b'), obs({}, { '/n/out/b': h('02') })],
+    ]);
+    const upstream = JSON.parse('{"__proto__":"' + h('03') + '"}') as Record<string, ContentHash>;
+    const records = new Map([
+      [taskId('__proto__'), recordFor(graph, '__proto__', seen.get(taskId('__proto__'))!, {}, h('03'))],
+      [taskId('b'), recordFor(graph, 'b', seen.get(taskId('b'))!, upstream, h('04'))],
+    ]);
+    const plan = makePlan(graph, seen, records);
+    expect(actions(plan)).toEqual({ ['__proto__']: 'unchanged: ', b: 'unchanged: ' });
+    expect(Object.hasOwn(plan.decisions.get(taskId('b'))!.upstream, '__proto__')).toBe(true);
   });
 
   test('a failed last run, a forced task and a changed definition each re-run', () => {
@@ -170,9 +201,9 @@ describe('verbs', () => {
       [taskId('service'), obs({ own: h('1') })],
     ]);
     const records = new Map<TaskId, TaskRecord>([
-      [taskId('config'), recordFor(graph, 'config', seen.get(taskId('config'))!, {}, h('C'))],
-      [taskId('container'), recordFor(graph, 'container', seen.get(taskId('container'))!, {}, h('K'))],
-      [taskId('service'), recordFor(graph, 'service', seen.get(taskId('service'))!, { config: h('C'), container: h('K') }, h('S'))],
+      [taskId('config'), recordFor(graph, 'config', seen.get(taskId('config'))!, {}, h('cc'))],
+      [taskId('container'), recordFor(graph, 'container', seen.get(taskId('container'))!, {}, h('dd'))],
+      [taskId('service'), recordFor(graph, 'service', seen.get(taskId('service'))!, { config: h('cc'), container: h('dd') }, h('ee'))],
     ]);
     const verb = (): string | undefined => makePlan(graph, seen, records).entries.find((e) => e.id === 'service')?.verb;
     seen.set(taskId('container'), obs({ v: h('2') }));
