@@ -16,18 +16,22 @@ import { teardownOrder, type Plan } from './plan/plan.ts';
 import { bindPlan, planChanges, readSavedPlan, type SavedPlan } from './plan/saved.ts';
 import { openState } from './state/open.ts';
 import type { TaskRecord } from './state/record.ts';
+import { RecordMap } from './state/records.ts';
 import { err, ok, type Result } from './util/result.ts';
 
-/** What a run cost in file-system work: stats, and files whose content was read. */
+/** What a run cost in file-system work (stats, and files whose content was read), and state records it decoded. */
 export interface IoCounters {
   readonly stats: number;
   readonly contentReads: number;
   readonly bytesRead: number;
+  /** Records the journal kept as text that something read (state/records.ts); a no-op reads none. */
+  readonly recordsDecoded: number;
 }
 
 const ioOf = (session: Session): IoCounters => {
   const { stats, contentReads, bytesRead } = session.cache.counters;
-  return { stats, contentReads, bytesRead };
+  const { records } = session.state;
+  return { stats, contentReads, bytesRead, recordsDecoded: records instanceof RecordMap ? records.decoded : 0 };
 };
 
 export interface PlanResult {

@@ -144,3 +144,20 @@ export function decide(
 }
 
 const NONE: readonly never[] = Object.freeze([]);
+const UNCHANGED_ALONE: Decision = Object.freeze({
+  action: 'unchanged',
+  reasons: NONE,
+  upstream: Object.freeze({}),
+  changedInputs: NONE,
+  changedUpstream: NONE,
+  onlyBecauseOf: undefined,
+  complete: true,
+});
+
+/** The decision `decide` makes for a task found unchanged with every upstream settled (see unchanged.ts). */
+export function unchangedDecision(node: TaskNode, upstreamHashes: readonly ContentHash[]): Decision {
+  if (node.needs.length === 0) return UNCHANGED_ALONE;
+  const upstream: Record<string, ContentHash> = Object.create(null); // a task may be called __proto__
+  for (let i = 0; i < node.needs.length; i++) upstream[node.needs[i]!] = upstreamHashes[i]!;
+  return { action: 'unchanged', reasons: NONE, upstream, changedInputs: NONE, changedUpstream: NONE, onlyBecauseOf: undefined, complete: true };
+}

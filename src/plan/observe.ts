@@ -13,6 +13,7 @@ import { runCheck } from '../execute/action.ts';
 import { observeOutputs } from '../execute/outputs.ts';
 import type { ProcessRunner } from '../execute/runner.ts';
 import type { TaskRecord } from '../state/record.ts';
+import { RecordMap } from '../state/records.ts';
 import { err, ok, type Result } from '../util/result.ts';
 import type { TaskObservation } from './decide.ts';
 
@@ -72,8 +73,8 @@ export async function observe(options: ObserveOptions): Promise<Result<Map<TaskI
         }
       }
     }
-    const record = records.get(node.id);
-    const trusted = record !== undefined && record.status === 'ok';
+    // Without decoding a record the journal kept as text (state/records.ts).
+    const trusted = records instanceof RecordMap ? records.isOk(node.id) : records.get(node.id)?.status === 'ok';
     // Outputs and checks only matter when there is a record they could agree with.
     const outputs = trusted ? observeOutputs(node.outputs, cache) : new Map<string, ContentHash | 'missing'>();
     observations.set(node.id, { inputs, outputs });

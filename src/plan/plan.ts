@@ -1,11 +1,13 @@
 // The planner: graph + observations + state in, a plan with a reason per
 // task out. Pure and synchronous; observe.ts does the reading.
 
-import type { TaskId } from '../ids.ts';
+import type { ContentHash, TaskId } from '../ids.ts';
 import type { TaskGraph, TaskNode } from '../graph/graph.ts';
 import type { TaskRecord } from '../state/record.ts';
-import { decide, type Action, type Decision, type TaskObservation, type UpstreamState } from './decide.ts';
+import { RecordMap } from '../state/records.ts';
+import { decide, unchangedDecision, type Action, type Decision, type TaskObservation, type UpstreamState } from './decide.ts';
 import { definitionOf } from './definition.ts';
+import { unchangedOutputHash } from './unchanged.ts';
 
 export type PlanAction = Action | 'destroy';
 
@@ -70,6 +72,18 @@ export function verbFor(node: TaskNode | undefined, action: PlanAction, onlyBeca
 }
 
 const PENDING: UpstreamState = Object.freeze({ settled: false });
+const NONE: readonly never[] = Object.freeze([]);
+
+/** Fills `into` with the output hash of each of the node's needs; false when one is not settled. */
+function settledHashes(node: TaskNode, upstreamOf: (id: TaskId) => UpstreamState, into: ContentHash[]): boolean {
+  into.length = node.needs.length;
+  for (let i = 0; i < node.needs.length; i++) {
+    const state = upstreamOf(node.needs[i]!);
+    if (!state.settled) return false;
+    into[i] = state.outputHash;
+  }
+  return true;
+}
 
 export function selectTasks(graph: TaskGraph, targets: ReadonlySet<TaskId> | undefined): TaskNode[] {
   if (targets === undefined || targets.size === 0) return [...graph.ordered];
@@ -91,9 +105,25 @@ export function makePlan(
   let recorded = 0;
   const counts = { create: 0, update: 0, replace: 0, drift: 0, maybe: 0, destroy: 0, unchanged: 0 };
 
+  const texts = records instanceof RecordMap ? records : undefined;
+  const upstreamHashes: ContentHash[] = [];
+
   for (const node of selectTasks(graph, options.targets)) {
     const observation = observations.get(node.id);
     if (observation === undefined) throw new Error(`no observation for ${node.id}`);
+    // The shortcut: a record not decoded yet that says exactly what was observed (unchanged.ts).
+    const text = texts?.textOf(node.id);
+    if (text !== undefined && options.replace?.has(node.id) !== true && settledHashes(node, upstreamOf, upstreamHashes)) {
+      const outputHash = unchangedOutputHash(text, node, definitionOf(node, graph.dir), observation, upstreamHashes);
+      if (outputHash !== undefined) {
+        recorded++;
+        decisions.set(node.id, unchangedDecision(node, upstreamHashes));
+        settled.set(node.id, { settled: true, outputHash, ran: false });
+        counts.unchanged++;
+        entries.push({ id: node.id, action: 'unchanged', verb: verbFor(node, 'unchanged'), reasons: NONE });
+        continue;
+      }
+    }
     const record = records.get(node.id);
     if (record !== undefined) recorded++;
     const decision = decide(

@@ -23,6 +23,10 @@
 //    a task and is newer than that task's last good record, that record is
 //    loaded as 'failed' ("distrusted"), because the task did run again and
 //    the record no longer describes what was applied — so it re-runs.
+//  - A plain `ok` record is kept as its checksummed text and validated when
+//    first read (records.ts), with the same outcome as above for a bad one.
+//    The planner's shortcut (plan/unchanged.ts) reads no record: it trusts
+//    only the fields whose text it found equal to what it observed.
 //
 // Torn tails. A torn last line has no newline. Before the first append the
 // writer terminates it with a newline, so the next record starts on a fresh
@@ -70,6 +74,7 @@ import {
   type StateUnreadable,
 } from './errors.ts';
 import { readLock, type Lock, type Locked } from './lock.ts';
+import { RecordMap } from './records.ts';
 import { checkRecord, isTombstone, RECORD_VERSION, validForAppend, type StoredRecord, type TaskRecord } from './record.ts';
 import type {
   LoadedState,
@@ -238,7 +243,7 @@ export function decodeJournal(
   path: string,
   options: { readonly keepEntries?: boolean } = {},
 ): Result<DecodedJournal, StateUnreadable> {
-  const records = new Map<TaskId, TaskRecord>();
+  const records = new RecordMap();
   const warnings: StateWarning[] = [];
   const entries: { line: number; record: StoredRecord }[] | undefined = options.keepEntries ? [] : undefined;
   const size = buf.length;
@@ -296,6 +301,13 @@ export function decodeJournal(
       else drop('torn-line', start, end, 'the last line was cut off mid-write');
       continue;
     }
+    // A plain `ok` record is kept as text until something reads it (records.ts).
+    const lazyId = entries === undefined ? plainOkId(payload) : undefined;
+    if (lazyId !== undefined) {
+      if (suspects.length > 0) lastGood.set(lazyId, lineNo);
+      records.setText(lazyId, payload, lineNo);
+      continue;
+    }
     let value: unknown;
     try {
       value = JSON.parse(payload);
@@ -345,6 +357,22 @@ export function decodeJournal(
     });
   }
   return ok({ records, warnings, lines, dropped, ...(entries ? { entries } : {}) });
+}
+
+const LAZY_HEAD = '{"v":1,"id":"';
+const LAZY_STATUS = '","status":"ok","fingerprint":"';
+
+/**
+ * The id of a record line written as `{"v":1,"id":"<id>","status":"ok","fingerprint":…`
+ * with an id that needs no JSON escape, or undefined: any other line (a
+ * failed record, a tombstone, another format version) is decoded at once.
+ */
+function plainOkId(payload: string): TaskId | undefined {
+  if (!payload.startsWith(LAZY_HEAD)) return undefined;
+  const close = payload.indexOf('"', LAZY_HEAD.length);
+  if (close <= LAZY_HEAD.length || !payload.startsWith(LAZY_STATUS, close)) return undefined;
+  if (payload.lastIndexOf('\\', close) >= LAZY_HEAD.length) return undefined;
+  return payload.slice(LAZY_HEAD.length, close) as TaskId;
 }
 
 const toLoaded = (decoded: DecodedJournal, bytes: number, compacted: boolean, extra: StateWarning[] = []): LoadedState => {

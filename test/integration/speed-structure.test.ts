@@ -27,7 +27,7 @@ const graph = `
 
 const settle = (): Promise<void> => new Promise((r) => setTimeout(r, 400));
 
-test('a no-op reads no content, stats each input and output file once, and writes no state', async () => {
+test('a no-op reads no content, stats each input and output file once, decodes no state record, and writes no state', async () => {
   for (let i = 0; i < TASKS; i++) rig.write(`in/${i}.txt`, `${i}\n`);
   rig.write('in/header.h', 'h\n');
   const nodefile = rig.nodefile(graph);
@@ -45,6 +45,8 @@ test('a no-op reads no content, stats each input and output file once, and write
   if (!noop.ok) throw new Error(JSON.stringify(noop.error));
   expect(noop.value.ran).toEqual([]);
   expect(noop.value.io.contentReads).toBe(0);
+  // The journal's text of each record matched what was observed (plan/unchanged.ts).
+  expect(noop.value.io.recordsDecoded).toBe(0);
   // Each file once: every task's own input and output, and the header that all of them read.
   expect(noop.value.io.stats).toBe(TASKS * 2 + 1);
   expect([statSync(journal), statSync(cache)].map((s) => `${s.size} ${s.mtimeMs} ${s.ino}`)).toEqual(before);

@@ -9,7 +9,9 @@ import type { NodefileApi } from '../../src/nodefile/types.ts';
 import { fingerprintOf, type TaskObservation } from '../../src/plan/decide.ts';
 import { definitionOf } from '../../src/plan/definition.ts';
 import { makePlan, teardownOrder } from '../../src/plan/plan.ts';
-import type { TaskRecord } from '../../src/state/record.ts';
+import { decodeJournal, encodeLine } from '../../src/state/journal.ts';
+import { canonical, type TaskRecord } from '../../src/state/record.ts';
+import { RecordMap } from '../../src/state/records.ts';
 
 /** A hash of the right form: `s` is lowercase hex. */
 const h = (s: string): ContentHash => contentHash(s.padEnd(64, '0'));
@@ -81,6 +83,14 @@ function appliedChain(): { graph: TaskGraph; records: Map<TaskId, TaskRecord>; s
 const actions = (plan: ReturnType<typeof makePlan>): Record<string, string> =>
   Object.fromEntries(plan.entries.map((e) => [e.id, `${e.action}: ${e.reasons.join('; ')}`]));
 
+/** The same records as the journal loads them: kept as text until read (state/records.ts). */
+function asJournal(records: ReadonlyMap<TaskId, TaskRecord>): RecordMap {
+  const lines = [encodeLine({ format: 'nodegraph-state', version: 1 }), ...[...records.values()].map((r) => encodeLine(canonical(r)))];
+  const decoded = decodeJournal(Buffer.concat(lines), 'state.jsonl');
+  if (!decoded.ok || !(decoded.value.records instanceof RecordMap)) throw new Error('decode failed');
+  return decoded.value.records;
+}
+
 describe('makePlan', () => {
   test('with no state every task is created, in topological order', () => {
     const graph = graphOf(declareChain);
@@ -118,6 +128,31 @@ describe('makePlan', () => {
     expect(plan.entries.find((e) => e.id === 'c')?.verb).toBe('restart');
     seen.set(taskId('b'), obs({}, { '/n/out/b': 'missing' }));
     expect(actions(makePlan(graph, seen, records)).b).toBe('drift: output /n/out/b missing');
+  });
+
+  test('records the journal kept as text plan as decoded ones do, and an unchanged task is not decoded', () => {
+    const scenarios: ((w: ReturnType<typeof appliedChain>) => void)[] = [
+      () => {},
+      (w) => w.seen.set(taskId('a'), obs({ src: h('2') }, { '/n/out/a': h('a1') })),
+      (w) => w.seen.set(taskId('b'), obs({}, { '/n/out/b': h('b2') })),
+      (w) => w.seen.set(taskId('b'), obs({}, { '/n/out/b': 'missing' })),
+      (w) => w.seen.set(taskId('c'), obs({}, {}, false)),
+      (w) => w.records.set(taskId('b'), { ...w.records.get(taskId('b'))!, upstream: { a: h('0ff') } }),
+      (w) => w.records.set(taskId('a'), { ...w.records.get(taskId('a'))!, inputs: {} }),
+      (w) => w.records.set(taskId('a'), { ...w.records.get(taskId('a'))!, status: 'failed' }),
+    ];
+    for (const edit of scenarios) {
+      const w = appliedChain();
+      edit(w);
+      const texts = asJournal(w.records);
+      const lazy = makePlan(w.graph, w.seen, texts);
+      const eager = makePlan(w.graph, w.seen, w.records);
+      expect(actions(lazy)).toEqual(actions(eager));
+      expect([...lazy.decisions]).toEqual([...eager.decisions]);
+      // Decoded: exactly the records of the tasks that are not unchanged (and were ok).
+      const acting = lazy.entries.filter((e) => e.action !== 'unchanged' && w.records.get(e.id)?.status === 'ok').length;
+      expect(texts.undecoded).toBe(w.records.size - acting - [...w.records.values()].filter((r) => r.status !== 'ok').length);
+    }
   });
 
   test('an input named like an Object.prototype member is compared as any other', () => {

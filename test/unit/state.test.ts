@@ -22,6 +22,7 @@ import {
   type TaskRecord,
   openState,
 } from '../../src/state/index.ts';
+import { RecordMap } from '../../src/state/records.ts';
 
 const h = (s: string): ContentHash => contentHash(createHash('sha256').update(s).digest('hex'));
 
@@ -394,6 +395,92 @@ describe('decodeJournal', () => {
       [2, 'a'],
       [3, 'a'],
     ]);
+  });
+});
+
+describe('records kept as text until read (RecordMap)', () => {
+  const journalOf = (...lines: unknown[]): Buffer =>
+    Buffer.concat([encodeLine({ format: 'nodegraph-state', version: 1 }), ...lines.map((l) => encodeLine(l))]);
+  const decoded = (buf: Buffer) => {
+    const d = decodeJournal(buf, 'state.jsonl');
+    if (!d.ok) throw new Error(JSON.stringify(d.error));
+    if (!(d.value.records instanceof RecordMap)) throw new Error('not a RecordMap');
+    return { ...d.value, records: d.value.records };
+  };
+
+  test('a plain ok record is decoded only when read, and reads as an eager decode does', () => {
+    const failed = rec('f', 1, { status: 'failed', error: 'exit 1' });
+    const buf = journalOf(rec('a', 1), rec('b', 1), failed, rec('a', 2), rec('c', 1), tomb('c'));
+    const { records, warnings } = decoded(buf);
+    expect(warnings).toEqual([]);
+    // a (its newer line), b: text; f: failed, decoded at once; c: deleted.
+    expect(records.undecoded).toBe(2);
+    expect(records.size).toBe(3);
+    expect(records.has(taskId('a')) && records.has(taskId('f')) && !records.has(taskId('c'))).toBe(true);
+    expect(records.isOk(taskId('a')) && !records.isOk(taskId('f')) && !records.isOk(taskId('c'))).toBe(true);
+    expect(records.textOf(taskId('b'))).toBe(JSON.stringify(rec('b', 1)));
+    expect(records.get(taskId('a'))).toEqual(rec('a', 2));
+    expect(records.undecoded).toBe(1);
+    expect(records.textOf(taskId('a'))).toBeUndefined();
+    // Order is the journal's (first appearance), whatever was read first.
+    expect([...records.keys()]).toEqual(['a', 'b', 'f']);
+    expect(records.undecoded).toBe(0);
+    const eager = decodeJournal(buf, 'state.jsonl', { keepEntries: true });
+    expect(eager.ok && [...eager.value.records]).toEqual([...records]);
+  });
+
+  test('set and delete replace a text that was never read', () => {
+    const { records } = decoded(journalOf(rec('a', 1), rec('b', 1)));
+    records.set(taskId('a'), rec('a', 5));
+    expect(records.delete(taskId('b'))).toBe(true);
+    expect(records.undecoded).toBe(0);
+    expect([...records.values()]).toEqual([rec('a', 5)]);
+  });
+
+  // Only a writer's bug can put such a line there: its checksum is good.
+  const broken = { ...rec('a', 2), recipe: { cwd: 7 } };
+
+  test('a text that is not a valid record, found when read, is dropped as a load would have: the previous record kept as failed', () => {
+    const { records, warnings } = decoded(journalOf(rec('a', 1), broken, rec('b', 1)));
+    expect(warnings).toEqual([]);
+    expect(records.isOk(taskId('a'))).toBe(true);
+    const a = records.get(taskId('a'));
+    expect(a).toEqual({ ...rec('a', 1), status: 'failed', error: 'state record lost (journal line 3 was unreadable); the task must run again' });
+    expect(records.lateWarnings.map((w) => w.kind)).toEqual(['invalid-record', 'distrusted']);
+    // An eager decode of the same bytes agrees.
+    const eager = decodeJournal(journalOf(rec('a', 1), broken, rec('b', 1)), 'state.jsonl', { keepEntries: true });
+    expect(eager.ok && eager.value.records.get(taskId('a'))).toEqual(a);
+  });
+
+  test('a bad text between good ones is passed over, as a load passes over it', () => {
+    const between = decoded(journalOf(rec('a', 1), broken, rec('a', 3)));
+    expect(between.records.get(taskId('a'))).toEqual(rec('a', 3));
+    expect(between.records.lateWarnings.map((w) => [w.kind, w.line])).toEqual([['invalid-record', 3]]);
+    // Two bad ones in a row fall back past both.
+    const twice = decoded(journalOf(rec('a', 1), broken, { ...broken, durationMs: 9 }));
+    expect(twice.records.get(taskId('a'))).toMatchObject({ ...rec('a', 1), status: 'failed' });
+    const eager = decodeJournal(journalOf(rec('a', 1), broken, { ...broken, durationMs: 9 }), 'state.jsonl', { keepEntries: true });
+    // (The eager load names the first bad line in the error; this, the newest.)
+    const { error: _e, ...lazyRecord } = twice.records.get(taskId('a'))!;
+    if (!eager.ok) throw new Error('eager decode failed');
+    const { error: _f, ...eagerRecord } = eager.value.records.get(taskId('a'))!;
+    expect(lazyRecord).toEqual(eagerRecord);
+  });
+
+  test('...and with no previous record the task counts as never run', () => {
+    const { records } = decoded(journalOf(broken, rec('b', 1)));
+    expect(records.size).toBe(2);
+    expect(records.get(taskId('a'))).toBeUndefined();
+    expect(records.has(taskId('a'))).toBe(false);
+    expect([...records.keys()]).toEqual(['b']);
+    expect(records.lateWarnings.map((w) => w.kind)).toEqual(['invalid-record', 'distrusted']);
+  });
+
+  test('a record whose id JSON escapes, or that is not ok, is decoded at once', () => {
+    const { records } = decoded(journalOf(rec('a"b', 1), rec('c\\d', 1), rec('é', 1), rec('g', 1, { status: 'failed' })));
+    expect(records.undecoded).toBe(1);
+    expect(records.textOf(taskId('é'))).toBeDefined();
+    expect([...records.keys()]).toEqual(['a"b', 'c\\d', 'é', 'g']);
   });
 });
 
