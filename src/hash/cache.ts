@@ -184,6 +184,35 @@ const keyOf = (file: string): string =>
 const sameFile = (a: BigIntStats, b: BigIntStats): boolean =>
   a.dev === b.dev && a.ino === b.ino && a.size === b.size && a.mtimeNs === b.mtimeNs && a.ctimeNs === b.ctimeNs;
 
+/** A loaded record's offset in the body: stored complemented (negative) once the record was looked up. */
+const offsetOf = (entry: number): number => (entry < 0 ? ~entry : entry);
+
+// The stat fields a record holds, as the record holds them (int64 little-endian):
+// written into these from a stat, they compare byte for byte without making a bigint.
+const STAT_FIELDS = new BigInt64Array(5);
+const STAT_BYTES = new Uint8Array(STAT_FIELDS.buffer);
+const LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
+
+/** Whether the record's dev, ino, size, mtime and ctime (40 bytes at `at`) are the stat's. */
+function storedStatIs(body: Buffer, at: number, st: BigIntStats): boolean {
+  if (!LITTLE_ENDIAN) {
+    return (
+      body.readBigInt64LE(at) === st.dev &&
+      body.readBigInt64LE(at + 8) === st.ino &&
+      body.readBigInt64LE(at + 16) === st.size &&
+      body.readBigInt64LE(at + 24) === st.mtimeNs &&
+      body.readBigInt64LE(at + 32) === st.ctimeNs
+    );
+  }
+  STAT_FIELDS[0] = st.dev;
+  STAT_FIELDS[1] = st.ino;
+  STAT_FIELDS[2] = st.size;
+  STAT_FIELDS[3] = st.mtimeNs;
+  STAT_FIELDS[4] = st.ctimeNs;
+  for (let i = 0; i < 40; i++) if (body[at + i] !== STAT_BYTES[i]) return false;
+  return true;
+}
+
 /** Parses the record at `at` in a loaded body (its checksum vouches for the bytes). */
 function parseRecord(body: Buffer, at: number): Entry {
   return { ...parseFields(body, at), at };
@@ -281,7 +310,7 @@ export class HashCache {
   readonly counters: HashCacheStats = { stats: 0, contentReads: 0, bytesRead: 0, hits: 0 };
   /** Why the last save() failed, if it did (a failed save loses nothing but time). */
   saveError: string | undefined;
-  /** Parsed entries, or the offset of their record in #body as loaded. */
+  /** Parsed entries, or the offset of their record in #body as loaded (complemented once looked up: see #lookup). */
   #entries: Map<string, Entry | number>;
   /** The body of the loaded cache file. */
   #body: Buffer;
@@ -406,7 +435,7 @@ export class HashCache {
   prune(): number {
     let dropped = 0;
     for (const [key, entry] of this.#entries) {
-      if (typeof entry === 'number' || !entry.seen) {
+      if (typeof entry === 'number' ? entry >= 0 : !entry.seen) {
         this.#entries.delete(key);
         dropped++;
       }
@@ -474,7 +503,7 @@ export class HashCache {
     const sizes: number[] = [];
     for (const [key, entry] of this.#entries) {
       // A record as loaded (unparsed, or parsed and unchanged) is copied byte for byte.
-      const at = typeof entry === 'number' ? entry : entry.at;
+      const at = typeof entry === 'number' ? offsetOf(entry) : entry.at;
       const n = at !== undefined ? 4 + body.readUInt32LE(at) + FIXED : Buffer.byteLength(key, 'utf8');
       sizes.push(n);
       total += at !== undefined ? n : 4 + n + FIXED;
@@ -484,7 +513,7 @@ export class HashCache {
     let i = 0;
     for (const [key, entry] of this.#entries) {
       const n = sizes[i++]!;
-      if (typeof entry === 'number') at += body.copy(out, at, entry, entry + n);
+      if (typeof entry === 'number') at += body.copy(out, at, offsetOf(entry), offsetOf(entry) + n);
       else if (entry.at !== undefined) at += body.copy(out, at, entry.at, entry.at + n);
       else at = writeRecord(out, at, key, n, entry);
     }
@@ -548,11 +577,19 @@ export class HashCache {
   }
 
   #lookup(key: string, st: BigIntStats): FileObservation | undefined {
-    let entry = this.#entries.get(key);
+    const entry = this.#entries.get(key);
     if (entry === undefined) return undefined;
     if (typeof entry === 'number') {
-      entry = parseRecord(this.#body, entry);
-      this.#entries.set(key, entry);
+      // A loaded record is compared where it lies in the body: a hit builds no
+      // entry and no bigint (a no-op looks up every file). It is marked seen
+      // by storing its offset complemented.
+      const at = entry < 0 ? ~entry : entry;
+      if (entry >= 0) this.#entries.set(key, ~at);
+      const body = this.#body;
+      const f = at + 4 + body.readUInt32LE(at);
+      if ((body[f + 32]! & 1) === 1 || !storedStatIs(body, f + 33, st)) return undefined;
+      this.counters.hits++;
+      return { kind: 'file', hash: contentHash(body.toString('hex', f, f + 32)), size: Number(st.size), mode: permissions(st) };
     }
     entry.seen = true;
     if (
@@ -636,7 +673,7 @@ export class HashCache {
     const margin = this.#racyMargin ?? (st.ctimeNs % SECOND_NS === 0n ? COARSE_MARGIN_NS : FINE_MARGIN_NS);
     const racy = unsettled || changed >= started - margin;
     const old = this.#entries.get(key);
-    const previous = typeof old === 'number' ? parseRecord(this.#body, old) : old;
+    const previous = typeof old === 'number' ? parseRecord(this.#body, offsetOf(old)) : old;
     // Only a settled entry is worth a save: a racy one is read again next time
     // whether it is saved or not (an older entry left on disk no longer matches
     // the file's stat). A touch just before a run then writes nothing.
