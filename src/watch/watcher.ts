@@ -61,25 +61,34 @@ export async function watchLoop(options: WatchLoopOptions): Promise<void> {
     options.onState?.(next, why);
   };
 
-  const rewatch = (paths: readonly string[]): void => {
+  // A watcher is armed only once chokidar has set up its watches ('ready'): a
+  // change before that is not seen. So "watching" is said after it, and a new
+  // set of paths gets a new watcher, armed before the old one is closed, so
+  // that no moment is unwatched. (chokidar's add() says nothing when it is done.)
+  const rewatch = async (paths: readonly string[]): Promise<void> => {
     const next = new Set(paths);
-    if (watcher === undefined) {
-      watcher = watch([...next], { ignoreInitial: true, awaitWriteFinish: false });
-      watcher.on('all', (_event, file) => onChange(file));
-    } else {
-      const added = [...next].filter((p) => !watched.has(p));
-      const removed = [...watched].filter((p) => !next.has(p));
-      if (added.length > 0) watcher.add(added);
-      if (removed.length > 0) watcher.unwatch(removed);
+    if (watcher !== undefined && next.size === watched.size && paths.every((p) => watched.has(p))) return;
+    const fresh = watch([...next], { ignoreInitial: true, awaitWriteFinish: false });
+    fresh.on('all', (_event, file) => onChange(file));
+    await new Promise<void>((resolve) => {
+      fresh.once('ready', resolve);
+      fresh.once('error', () => resolve());
+    });
+    if (options.signal.aborted) {
+      await fresh.close();
+      return;
     }
+    const old = watcher;
+    watcher = fresh;
     watched = next;
+    await old?.close();
   };
 
   const run = async (): Promise<void> => {
     set('running');
     const graph = await options.runOnce();
     const modules = options.modules?.() ?? [];
-    rewatch(graph === undefined ? [...options.fallbackPaths, ...modules] : watchedPaths(graph, modules));
+    await rewatch(graph === undefined ? [...options.fallbackPaths, ...modules] : watchedPaths(graph, modules));
     if (options.signal.aborted) return;
     if (state === 'queued') schedule('changed during the run');
     else set('idle');
