@@ -64,15 +64,19 @@ interface Settled {
 }
 
 export async function execute(options: ExecuteOptions): Promise<ExecuteSummary> {
-  const { graph, selected, records, emit, signal } = options;
+  const { graph, records, emit, signal } = options;
   const summary = { ran: [] as TaskId[], failed: [] as TaskId[], skipped: [] as TaskId[], canceled: [] as TaskId[], upToDate: 0 };
-  // A no-op: the plan settled every task as unchanged with its upstream known, so
-  // the loop below would only reuse those decisions. Skipping it saves a no-op of
-  // 50,000 tasks its bookkeeping (a third of a second).
+  // A task the plan settled as unchanged, with every upstream known, is up to
+  // date whatever runs: what it needs was settled unchanged too, so none of it
+  // runs (an order-only upstream does not matter to a task that does not run).
+  // Only the others go through the loop below: after one leaf of 50,000 changed,
+  // 3 tasks and not 50,501 (a no-op skips the loop altogether).
   const { planned } = options;
-  if (planned !== undefined && !signal.aborted && selected.every((n) => isSettledUnchanged(planned.get(n.id)))) {
-    summary.upToDate = selected.length;
-    return summary;
+  let selected = options.selected;
+  if (planned !== undefined && !signal.aborted) {
+    selected = selected.filter((n) => !isSettledUnchanged(planned.get(n.id)));
+    summary.upToDate = options.selected.length - selected.length;
+    if (selected.length === 0) return summary;
   }
   const inPlan = new Set(selected.map((n) => n.id));
   const waitingOn = new Map<TaskId, number>();

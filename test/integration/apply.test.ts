@@ -155,6 +155,21 @@ describe('apply', () => {
     expect(plan.stdout).toMatch(/~ bad\s+update\s+last run failed/);
   });
 
+  test('a failure stops the run; a task the plan found unchanged is up to date, not skipped', async () => {
+    rig.write('b.txt', 'good\n');
+    rig.nodefile(`
+      ng.task('breaks', { inputs: { src: ng.file('b.txt') }, outputs: ['out/b'], run: ['sh', '-c', 'grep -q good b.txt && cp b.txt out/b'] });
+      ng.task('steady', { outputs: ['out/s'], run: ['touch', 'out/s'] });
+    `);
+    expect((await rig.run(['apply'])).code).toBe(0);
+    rig.write('b.txt', 'bad\n');
+    // One job: 'breaks' runs first and fails while 'steady' has not been looked at.
+    const result = await rig.run(['apply', '-j', '1', '--json']);
+    expect(result.code).toBe(1);
+    const summary = events(result.stdout).find((e) => e.type === 'summary');
+    expect(summary?.counts).toMatchObject({ ran: 0, failed: 1, skipped: 0, 'up to date': 1 });
+  });
+
   test('a declared output the task did not write fails it', async () => {
     rig.nodefile(`ng.task('liar', { outputs: ['out/promised'], run: ['true'] });`);
     const result = await rig.run(['apply']);
