@@ -109,6 +109,7 @@ export async function applyNodefile(options: EngineOptions & { readonly planFile
       signal: session.signal,
       emit: session.emit,
       planned: plan.decisions,
+      settled: plan.settled,
     });
     session.store.sync();
     if (session.store.failure !== undefined) return err([session.store.failure]);

@@ -48,6 +48,11 @@ export interface ExecuteOptions {
    * and none of whose upstream tasks ran since (so nothing it saw has moved).
    */
   readonly planned?: ReadonlyMap<TaskId, Decision>;
+  /**
+   * The plan's tasks settled unchanged, with their output hashes. None of them
+   * runs (see below), so this stays true, and their records are not decoded.
+   */
+  readonly settled?: ReadonlyMap<TaskId, UpstreamState>;
 }
 
 export interface ExecuteSummary {
@@ -101,6 +106,8 @@ export async function execute(options: ExecuteOptions): Promise<ExecuteSummary> 
   }
 
   const upstreamOf = (id: TaskId): UpstreamState => {
+    const known = options.settled?.get(id);
+    if (known !== undefined) return known;
     const record = records.get(id);
     if (record === undefined || record.status !== 'ok') return { settled: false };
     return { settled: true, outputHash: record.outputHash, ran: ranNow.has(id) };

@@ -38,6 +38,8 @@ export interface Plan {
 /** A plan with the decision behind each entry, for the executor to reuse. */
 export interface DecidedPlan extends Plan {
   readonly decisions: ReadonlyMap<TaskId, Decision>;
+  /** What a dependent learns of each task settled unchanged: its recorded output hash, without decoding its record. */
+  readonly settled: ReadonlyMap<TaskId, UpstreamState>;
 }
 
 export interface PlanOptions {
@@ -147,7 +149,7 @@ export function makePlan(
       entries.push({ id, action: 'destroy', verb: 'destroy', reasons: ['orphan: no longer in the Nodefile'] });
     }
   }
-  return { entries, counts, decisions };
+  return { entries, counts, decisions, settled };
 }
 
 /** Recorded tasks the Nodefile no longer declares, dependents first (the order to destroy them in). */
