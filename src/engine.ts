@@ -17,7 +17,6 @@ import type { TaskObservation } from './plan/decide.ts';
 import { observe } from './plan/observe.ts';
 import { makePlan, selectTasks, type DecidedPlan } from './plan/plan.ts';
 import { openState, type OpenState } from './state/open.ts';
-import { RecordMap } from './state/records.ts';
 import { appender, type Appender } from './execute/appender.ts';
 import { collectGarbage } from './util/gc.ts';
 import { err, ok, type Result } from './util/result.ts';
@@ -185,9 +184,7 @@ export async function observeAndPlan(session: Session): Promise<Result<Observed,
 
 /** Warnings about records found invalid only when something read them (state/records.ts). */
 export function emitLateWarnings(session: Session): void {
-  const { records } = session.state;
-  if (!(records instanceof RecordMap)) return;
-  for (const warning of records.lateWarnings.splice(0)) session.emit({ type: 'warning', message: warning.message });
+  for (const warning of session.state.records.lateWarnings.splice(0)) session.emit({ type: 'warning', message: warning.message });
 }
 
 /** Runs `body` with a session and always closes it: state synced, cache saved, lock released. */

@@ -16,7 +16,6 @@ import { teardownOrder, type Plan } from './plan/plan.ts';
 import { bindPlan, planChanges, readSavedPlan, type SavedPlan } from './plan/saved.ts';
 import { openState } from './state/open.ts';
 import type { TaskRecord } from './state/record.ts';
-import { RecordMap } from './state/records.ts';
 import { err, ok, type Result } from './util/result.ts';
 
 /** What a run cost in file-system work (stats, and files whose content was read), and state records it decoded. */
@@ -30,8 +29,7 @@ export interface IoCounters {
 
 const ioOf = (session: Session): IoCounters => {
   const { stats, contentReads, bytesRead } = session.cache.counters;
-  const { records } = session.state;
-  return { stats, contentReads, bytesRead, recordsDecoded: records instanceof RecordMap ? records.decoded : 0 };
+  return { stats, contentReads, bytesRead, recordsDecoded: session.state.records.decoded };
 };
 
 export interface PlanResult {

@@ -74,7 +74,6 @@ export function verbFor(node: TaskNode | undefined, action: PlanAction, onlyBeca
 }
 
 const PENDING: UpstreamState = Object.freeze({ settled: false });
-const NONE: readonly never[] = Object.freeze([]);
 
 /** Fills `into` with the output hash of each of the node's needs; false when one is not settled. */
 function settledHashes(node: TaskNode, upstreamOf: (id: TaskId) => UpstreamState, into: ContentHash[]): boolean {
@@ -113,31 +112,26 @@ export function makePlan(
   for (const node of selectTasks(graph, options.targets)) {
     const observation = observations.get(node.id);
     if (observation === undefined) throw new Error(`no observation for ${node.id}`);
+    const definition = definitionOf(node, graph.dir);
+    const forced = options.replace?.has(node.id) ?? false;
     // The shortcut: a record not decoded yet that says exactly what was observed (unchanged.ts).
     const text = texts?.textOf(node.id);
-    if (text !== undefined && options.replace?.has(node.id) !== true && settledHashes(node, upstreamOf, upstreamHashes)) {
-      const outputHash = unchangedOutputHash(text, node, definitionOf(node, graph.dir), observation, upstreamHashes);
-      if (outputHash !== undefined) {
-        recorded++;
-        decisions.set(node.id, unchangedDecision(node, upstreamHashes));
-        settled.set(node.id, { settled: true, outputHash, ran: false });
-        counts.unchanged++;
-        entries.push({ id: node.id, action: 'unchanged', verb: verbFor(node, 'unchanged'), reasons: NONE });
-        continue;
-      }
+    let outputHash =
+      text !== undefined && !forced && settledHashes(node, upstreamOf, upstreamHashes)
+        ? unchangedOutputHash(text, node, definition, observation, upstreamHashes)
+        : undefined;
+    let decision: Decision;
+    if (outputHash !== undefined) {
+      recorded++;
+      decision = unchangedDecision(node, upstreamHashes);
+    } else {
+      const record = records.get(node.id);
+      if (record !== undefined) recorded++;
+      decision = decide(node, definition, observation, record, upstreamOf, forced);
+      outputHash = record?.outputHash;
     }
-    const record = records.get(node.id);
-    if (record !== undefined) recorded++;
-    const decision = decide(
-      node,
-      definitionOf(node, graph.dir),
-      observation,
-      record,
-      upstreamOf,
-      options.replace?.has(node.id) ?? false,
-    );
     decisions.set(node.id, decision);
-    if (decision.action === 'unchanged' && record !== undefined) settled.set(node.id, { settled: true, outputHash: record.outputHash, ran: false });
+    if (decision.action === 'unchanged' && outputHash !== undefined) settled.set(node.id, { settled: true, outputHash, ran: false });
     counts[decision.action]++;
     entries.push({ id: node.id, action: decision.action, verb: verbFor(node, decision.action, decision.onlyBecauseOf), reasons: decision.reasons });
   }

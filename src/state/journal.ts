@@ -224,7 +224,7 @@ const newerFormat = (path: string, found: number): StateUnreadable => ({
 });
 
 export interface DecodedJournal {
-  readonly records: Map<TaskId, TaskRecord>;
+  readonly records: RecordMap;
   readonly warnings: StateWarning[];
   /** Record lines (not the header, not empty lines). */
   readonly lines: number;
@@ -390,7 +390,7 @@ export function readState(stateDir: string): Result<LoadedState, StateUnreadable
   try {
     buf = readFileSync(path);
   } catch (e) {
-    if (errnoCode(e) === 'ENOENT') return ok(toLoaded({ records: new Map(), warnings: [], lines: 0, dropped: 0 }, 0, false));
+    if (errnoCode(e) === 'ENOENT') return ok(toLoaded({ records: new RecordMap(), warnings: [], lines: 0, dropped: 0 }, 0, false));
     return err({ reason: 'state-unreadable', path, kind: 'io', code: errnoCode(e), message: `cannot read ${path}: ${errnoMessage(e)}` });
   }
   const decoded = decodeJournal(buf, path);

@@ -2,13 +2,12 @@
 // load, and a store to append to; close() syncs, closes and unlocks.
 
 import { resolve } from 'node:path';
-import type { TaskId } from '../ids.ts';
 import { err, ok, type Result } from '../util/result.ts';
 import type { StateDirUnwritable, StateError, StateUnreadable } from './errors.ts';
 import { openJournal, readState } from './journal.ts';
 import { acquire, type Lock, type Locked } from './lock.ts';
-import type { TaskRecord } from './record.ts';
 import type { LoadedState, StateStore, StateWarning } from './store.ts';
+import type { RecordMap } from './records.ts';
 
 /** Each of these is assignable to the matching Failure variant in src/error.ts. */
 export type OpenStateError = StateDirUnwritable | StateUnreadable | Locked;
@@ -17,7 +16,7 @@ export interface OpenState {
   /** The absolute state directory. */
   readonly dir: string;
   /** Task id → last record, as loaded; callers keep it current as they append. */
-  readonly records: Map<TaskId, TaskRecord>;
+  readonly records: RecordMap;
   /** What the load recovered from, as messages for the user. */
   readonly warnings: readonly string[];
   /** The detailed warnings behind `warnings`. */

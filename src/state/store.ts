@@ -6,7 +6,8 @@
 import type { TaskId } from '../ids.ts';
 import { ok, type Result } from '../util/result.ts';
 import type { StateError } from './errors.ts';
-import { isTombstone, validForAppend, type StoredRecord, type TaskRecord } from './record.ts';
+import { isTombstone, validForAppend, type StoredRecord } from './record.ts';
+import { RecordMap } from './records.ts';
 
 export { openJournal, readState } from './journal.ts';
 
@@ -50,7 +51,7 @@ export interface LoadStats {
 
 export interface LoadedState {
   /** Task id → its last record; destroyed tasks are absent. */
-  readonly records: Map<TaskId, TaskRecord>;
+  readonly records: RecordMap;
   readonly warnings: StateWarning[];
   readonly stats: LoadStats;
 }
@@ -71,7 +72,7 @@ export interface StateStore {
 }
 
 export const emptyLoad = (): LoadedState => ({
-  records: new Map(),
+  records: new RecordMap(),
   warnings: [],
   stats: { lines: 0, dropped: 0, live: 0, bytes: 0, compacted: false },
 });
@@ -105,7 +106,7 @@ export function memoryStore(initial: Iterable<StoredRecord> = []): MemoryStore {
     },
     load() {
       guard();
-      const records = new Map<TaskId, TaskRecord>();
+      const records = new RecordMap();
       for (const r of log) {
         if (isTombstone(r)) records.delete(r.id);
         else records.set(r.id, structuredClone(r));
