@@ -11,10 +11,11 @@ import { ExecaRunner, type ProcessRunner } from './execute/runner.ts';
 import { analyze } from './graph/analyze.ts';
 import type { TaskGraph, TaskNode } from './graph/graph.ts';
 import { HashCache } from './hash/cache.ts';
+import { StatPrefetch } from './hash/prefetch.ts';
 import { taskId, type TaskId } from './ids.ts';
 import { loadNodefile } from './nodefile/load.ts';
 import type { TaskObservation } from './plan/decide.ts';
-import { observe } from './plan/observe.ts';
+import { filesToObserve, observe, type FilesToObserve } from './plan/observe.ts';
 import { makePlan, selectTasks, type DecidedPlan } from './plan/plan.ts';
 import { openState, type OpenState } from './state/open.ts';
 import { appender, type Appender } from './execute/appender.ts';
@@ -56,6 +57,9 @@ export interface Session {
   readonly runner: ProcessRunner;
   readonly signal: AbortSignal;
   readonly emit: EventSink;
+  /** What observing will look at, and its stats taken ahead on another thread (large graphs only); used once. */
+  readonly files?: FilesToObserve | undefined;
+  readonly prefetched?: StatPrefetch | undefined;
   readonly jobs: number;
   readonly targets: ReadonlySet<TaskId> | undefined;
   readonly replace: ReadonlySet<TaskId>;
@@ -125,7 +129,8 @@ const COLLECT_AFTER_STATE_BYTES = 8 * 2 ** 20;
 
 export async function openSession(
   options: EngineOptions,
-  mode: { readonly lock: boolean },
+  /** observe: false for a session that will not observe (a teardown): nothing is stat'ed ahead. */
+  mode: { readonly lock: boolean; readonly observe?: boolean },
 ): Promise<Result<Session, Failure[]>> {
   const graph = await loadGraph(options.nodefile);
   if (!graph.ok) return graph;
@@ -134,8 +139,16 @@ export async function openSession(
   const replace = resolveTargets(options.replace, (id) => graph.value.has(id), () => graph.value.ordered.map((n) => n.id));
   if (!replace.ok) return replace;
   const emit = options.onEvent ?? (() => {});
+  // Started now, to be ready by the time loading the state and the cache is done; it
+  // stats nothing before the lock is held (see prefetch.ts).
+  const files = mode.observe === false ? undefined : filesToObserve(selectTasks(graph.value, targets.value), graph.value.dir);
+  const prefetched = files === undefined ? undefined : StatPrefetch.start(files.paths);
   const state = openState(stateDirOf(options), { lock: mode.lock, command: options.command ?? 'nodegraph' });
-  if (!state.ok) return err([state.error]);
+  if (!state.ok) {
+    prefetched?.close();
+    return err([state.error]);
+  }
+  prefetched?.go();
   if (state.value.bytes >= COLLECT_AFTER_STATE_BYTES) collectGarbage();
   for (const warning of state.value.warnings) emit({ type: 'warning', message: warning });
   const loaded = HashCache.load(path.join(state.value.dir, 'hashcache'));
@@ -152,6 +165,8 @@ export async function openSession(
     targets: targets.value,
     replace: replace.value ?? new Set(),
     env: options.env ?? process.env,
+    files,
+    prefetched,
   });
 }
 
@@ -162,7 +177,7 @@ export interface Observed {
 }
 
 export async function observeAndPlan(session: Session): Promise<Result<Observed, Failure[]>> {
-  const selected = selectTasks(session.graph, session.targets);
+  const selected = session.files?.nodes ?? selectTasks(session.graph, session.targets);
   const observations = await observe({
     nodes: selected,
     dir: session.graph.dir,
@@ -172,7 +187,10 @@ export async function observeAndPlan(session: Session): Promise<Result<Observed,
     jobs: session.jobs,
     signal: session.signal,
     env: session.env,
+    files: session.files,
+    prefetched: session.prefetched,
   });
+  session.prefetched?.close();
   if (!observations.ok) return err(await withSites(session.graph.file, observations.error));
   const plan = makePlan(session.graph, observations.value, session.state.records, {
     ...(session.targets === undefined ? {} : { targets: session.targets }),
@@ -198,6 +216,7 @@ export async function withSession<T>(
   try {
     return await body(session.value);
   } finally {
+    session.value.prefetched?.close();
     emitLateWarnings(session.value);
     session.value.cache.save();
     session.value.state.close();

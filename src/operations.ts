@@ -202,7 +202,7 @@ export async function teardownNodefile(
   const stateDir = stateDirOf(options);
   if (existsSync(path.resolve(options.nodefile))) {
     // The Nodefile must at least load: a broken one may mean the user is mid-edit.
-    const session = await openSession({ ...options, targets: [] }, { lock: true });
+    const session = await openSession({ ...options, targets: [] }, { lock: true, observe: false });
     if (!session.ok) return session;
     try {
       return await teardownWith(session.value, options, started);

@@ -2,6 +2,7 @@
 
 import type { ContentHash } from '../ids.ts';
 import type { HashCache } from '../hash/cache.ts';
+import type { StatPrefetch } from '../hash/prefetch.ts';
 import { hashTree } from '../hash/tree.ts';
 import { unreachable } from '../util/unreachable.ts';
 
@@ -11,8 +12,9 @@ export function observeOutputs(outputs: readonly string[], cache: HashCache): Ma
   return seen;
 }
 
-export function observePath(file: string, cache: HashCache): ContentHash | 'missing' {
-  const observation = cache.hashFile(file);
+/** `prefetched`, `slot`: a stat of `file` taken ahead, for observing before a run (see HashCache.hashFile). */
+export function observePath(file: string, cache: HashCache, prefetched?: StatPrefetch, slot?: number): ContentHash | 'missing' {
+  const observation = cache.hashFile(file, prefetched, slot);
   switch (observation.kind) {
     case 'file':
       return observation.hash;

@@ -89,6 +89,7 @@ import path from 'node:path';
 import { open } from 'node:fs/promises';
 import { contentHash, type ContentHash } from '../ids.ts';
 import { sha256FdSync, sha256HandleAsync, type FileDigest } from './file.ts';
+import type { StatFields, StatPrefetch } from './prefetch.ts';
 
 export type FileObservation =
   | { readonly kind: 'file'; readonly hash: ContentHash; readonly size: number; readonly mode: number }
@@ -172,8 +173,8 @@ const defaultNow = (): bigint => BigInt(Date.now()) * 1_000_000n;
 const S_IFMT = 0o170000;
 const S_IFREG = 0o100000;
 const S_IFDIR = 0o040000;
-const isRegular = (st: BigIntStats): boolean => (Number(st.mode) & S_IFMT) === S_IFREG;
-const permissions = (st: BigIntStats): number => Number(st.mode) & 0o7777;
+const isRegular = (st: StatFields): boolean => (Number(st.mode) & S_IFMT) === S_IFREG;
+const permissions = (st: StatFields): number => Number(st.mode) & 0o7777;
 
 /** Matches what path.resolve would change in an absolute path: `//`, `/./`, `/../`, a trailing `/`. */
 const NOT_NORMAL = /\/\/|\/\.\.?(?:\/|$)|.\/$/;
@@ -181,7 +182,7 @@ const NOT_NORMAL = /\/\/|\/\.\.?(?:\/|$)|.\/$/;
 const keyOf = (file: string): string =>
   path.sep === '/' && file.charCodeAt(0) === 47 && !NOT_NORMAL.test(file) ? file : path.resolve(file);
 
-const sameFile = (a: BigIntStats, b: BigIntStats): boolean =>
+const sameFile = (a: StatFields, b: StatFields): boolean =>
   a.dev === b.dev && a.ino === b.ino && a.size === b.size && a.mtimeNs === b.mtimeNs && a.ctimeNs === b.ctimeNs;
 
 /** A loaded record's offset in the body: stored complemented (negative) once the record was looked up. */
@@ -194,7 +195,7 @@ const STAT_BYTES = new Uint8Array(STAT_FIELDS.buffer);
 const LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
 
 /** Whether the record's dev, ino, size, mtime and ctime (40 bytes at `at`) are the stat's. */
-function storedStatIs(body: Buffer, at: number, st: BigIntStats): boolean {
+function storedStatIs(body: Buffer, at: number, st: StatFields): boolean {
   if (!LITTLE_ENDIAN) {
     return (
       body.readBigInt64LE(at) === st.dev &&
@@ -390,11 +391,20 @@ export class HashCache {
   /**
    * Observes `file` (following symlinks): one stat, and a read of its content only
    * if the cache cannot vouch for it. Reads synchronously; see hashFileAsync for
-   * large files when the event loop must stay free.
+   * large files when the event loop must stay free. `prefetched` and `slot`: where
+   * a stat of `file` was taken ahead (observe.ts), to use instead of taking one.
    */
-  hashFile(file: string): FileObservation {
+  hashFile(file: string, prefetched?: StatPrefetch, slot = -1): FileObservation {
     const key = keyOf(file);
-    let st = this.#statOf(key);
+    let st: StatFields | undefined;
+    // The stat taken ahead of `file` (prefetch.ts, its slot) stands for this one; a test's simulated stats are taken here.
+    if (prefetched === undefined || this.#simulate !== undefined || !prefetched.ready(slot)) st = this.#statOf(key);
+    else {
+      this.counters.stats++;
+      const hit = this.#prefetchedHit(key, prefetched, slot);
+      if (hit !== undefined) return hit;
+      st = prefetched.stat(slot);
+    }
     if (st === undefined || !isRegular(st)) return this.#notFile(key, st);
     const hit = this.#lookup(key, st);
     if (hit !== undefined) return hit;
@@ -567,7 +577,7 @@ export class HashCache {
     return st === undefined || this.#simulate === undefined ? st : this.#simulate(st);
   }
 
-  #notFile(key: string, st: BigIntStats | undefined): FileObservation {
+  #notFile(key: string, st: StatFields | undefined): FileObservation {
     if (this.#entries.delete(key)) {
       this.#rewrite = true;
     }
@@ -576,20 +586,16 @@ export class HashCache {
     return { kind: 'other' };
   }
 
-  #lookup(key: string, st: BigIntStats): FileObservation | undefined {
+  #lookup(key: string, st: StatFields): FileObservation | undefined {
     const entry = this.#entries.get(key);
     if (entry === undefined) return undefined;
     if (typeof entry === 'number') {
       // A loaded record is compared where it lies in the body: a hit builds no
       // entry and no bigint (a no-op looks up every file). It is marked seen
       // by storing its offset complemented.
-      const at = entry < 0 ? ~entry : entry;
-      if (entry >= 0) this.#entries.set(key, ~at);
-      const body = this.#body;
-      const f = at + 4 + body.readUInt32LE(at);
-      if ((body[f + 32]! & 1) === 1 || !storedStatIs(body, f + 33, st)) return undefined;
-      this.counters.hits++;
-      return { kind: 'file', hash: contentHash(body.toString('hex', f, f + 32)), size: Number(st.size), mode: permissions(st) };
+      const f = this.#loadedFields(key, entry);
+      if (f < 0 || !storedStatIs(this.#body, f + 33, st)) return undefined;
+      return this.#loadedHit(f, Number(st.size), permissions(st));
     }
     entry.seen = true;
     if (
@@ -604,6 +610,37 @@ export class HashCache {
     }
     this.counters.hits++;
     return { kind: 'file', hash: entry.hash, size: Number(st.size), mode: permissions(st) };
+  }
+
+  /**
+   * A hit from a stat taken ahead, compared byte for byte where both lie (a
+   * loaded record and the shared slot): no bigint is made. Undefined for
+   * anything else, which then takes the stat as its own (see hashFile).
+   */
+  #prefetchedHit(key: string, prefetched: StatPrefetch, slot: number): FileObservation | undefined {
+    const entry = this.#entries.get(key);
+    const mode = prefetched.mode(slot);
+    if (typeof entry !== 'number' || !LITTLE_ENDIAN || (mode & S_IFMT) !== S_IFREG) return undefined;
+    const f = this.#loadedFields(key, entry);
+    if (f < 0) return undefined;
+    const body = this.#body;
+    const bytes = prefetched.bytes;
+    const at = prefetched.statOffset(slot);
+    for (let i = 0; i < 40; i++) if (body[f + 33 + i] !== bytes[at + i]) return undefined;
+    return this.#loadedHit(f, prefetched.size(slot), mode & 0o7777);
+  }
+
+  /** Marks a loaded record seen; where its fields start in the body, or -1 when it is recorded racy. */
+  #loadedFields(key: string, entry: number): number {
+    const at = offsetOf(entry);
+    if (entry >= 0) this.#entries.set(key, ~at);
+    const f = at + 4 + this.#body.readUInt32LE(at);
+    return (this.#body[f + 32]! & 1) === 1 ? -1 : f;
+  }
+
+  #loadedHit(f: number, size: number, mode: number): FileObservation {
+    this.counters.hits++;
+    return { kind: 'file', hash: contentHash(this.#body.toString('hex', f, f + 32)), size, mode };
   }
 
   /** Reads and hashes the file, then fstats it: the stat recorded is of the very file read. */
@@ -641,7 +678,7 @@ export class HashCache {
    * being read (or, on the last attempt, if it is still a file: recorded racy);
    * undefined to look again.
    */
-  #conclude(key: string, st: BigIntStats, read: Read | undefined, started: bigint, attempt: number): FileObservation | undefined {
+  #conclude(key: string, st: StatFields, read: Read | undefined, started: bigint, attempt: number): FileObservation | undefined {
     if (read === undefined) return undefined;
     const last = attempt === READ_ATTEMPTS;
     if (!isRegular(read.after)) return last ? this.#notFile(key, read.after) : undefined;
@@ -668,7 +705,7 @@ export class HashCache {
     }
   }
 
-  #record(key: string, st: BigIntStats, digest: FileDigest, started: bigint, unsettled: boolean): FileObservation {
+  #record(key: string, st: StatFields, digest: FileDigest, started: bigint, unsettled: boolean): FileObservation {
     const changed = st.mtimeNs > st.ctimeNs ? st.mtimeNs : st.ctimeNs;
     const margin = this.#racyMargin ?? (st.ctimeNs % SECOND_NS === 0n ? COARSE_MARGIN_NS : FINE_MARGIN_NS);
     const racy = unsettled || changed >= started - margin;

@@ -7,10 +7,11 @@ import { join } from '../graph/analyze.ts';
 import type { TaskNode } from '../graph/graph.ts';
 import type { FileObservation, HashCache } from '../hash/cache.ts';
 import { hashGlob } from '../hash/glob.ts';
+import type { StatPrefetch } from '../hash/prefetch.ts';
 import { hashTree } from '../hash/tree.ts';
 import { hashValue } from '../hash/value.ts';
 import { runCheck } from '../execute/action.ts';
-import { observeOutputs } from '../execute/outputs.ts';
+import { observePath } from '../execute/outputs.ts';
 import type { ProcessRunner } from '../execute/runner.ts';
 import type { TaskRecord } from '../state/record.ts';
 import { RecordMap } from '../state/records.ts';
@@ -27,6 +28,49 @@ export interface ObserveOptions {
   readonly jobs: number;
   readonly signal: AbortSignal;
   readonly env: Readonly<Record<string, string | undefined>>;
+  /** The files to look at, worked out beforehand (filesToObserve); for these nodes, or ignored. */
+  readonly files?: FilesToObserve | undefined;
+  /** Stats taken ahead of `files.paths` (hash/prefetch.ts). */
+  readonly prefetched?: StatPrefetch | undefined;
+}
+
+/**
+ * The files an observing pass stats, worked out from the graph alone — before the
+ * state is loaded, so that a StatPrefetch can stat them meanwhile.
+ */
+export interface FilesToObserve {
+  readonly nodes: readonly TaskNode[];
+  /**
+   * Each file input once (a header a thousand tasks read is looked at once),
+   * and every output, as the hash cache keys them, in the order the pass looks.
+   * (Outputs are only looked at for a task with a record, which is not known yet.)
+   */
+  readonly paths: readonly string[];
+  /** Node i's file and tree inputs (in for…in order), then its outputs, as indexes into paths: from slots[starts[i]]. */
+  readonly slots: Int32Array;
+  readonly starts: Int32Array;
+}
+
+export function filesToObserve(nodes: readonly TaskNode[], dir: string): FilesToObserve {
+  const paths: string[] = [];
+  const inputSlots = new Map<string, number>();
+  const slots: number[] = [];
+  const starts = new Int32Array(nodes.length);
+  for (let i = 0; i < nodes.length; i++) {
+    const node = nodes[i]!;
+    starts[i] = slots.length;
+    for (const name in node.inputs) {
+      const input = node.inputs[name]!;
+      if (input.kind !== 'file' && input.kind !== 'tree') continue;
+      // join() leaves a path as the hash cache keys it (absolute, normalized): its stat is the cache's.
+      const absolute = join(dir, input.path);
+      let slot = inputSlots.get(absolute);
+      if (slot === undefined) inputSlots.set(absolute, (slot = paths.push(absolute) - 1));
+      slots.push(slot);
+    }
+    for (const output of node.outputs) slots.push(paths.push(output) - 1);
+  }
+  return { nodes, paths, slots: Int32Array.from(slots), starts };
 }
 
 export async function observe(options: ObserveOptions): Promise<Result<Map<TaskId, TaskObservation>, Failure[]>> {
@@ -34,13 +78,18 @@ export async function observe(options: ObserveOptions): Promise<Result<Map<TaskI
   const failures: Failure[] = [];
   const observations = new Map<TaskId, TaskObservation>();
   const checks: TaskNode[] = [];
+  const files = options.files?.nodes === nodes ? options.files : filesToObserve(nodes, options.dir);
+  const prefetched = files === options.files ? options.prefetched : undefined;
+  const { paths, slots, starts } = files;
   // One look per file in this pass (a header that is an input of a thousand tasks is
-  // stat'ed once). Only here: the executor hashes outputs again after tasks write them.
-  const files = new Map<string, FileObservation>();
+  // stat'ed once): by slot. Only here: the executor hashes outputs again after tasks write them.
+  const seenFiles: (FileObservation | undefined)[] = new Array(paths.length);
   // And one walk per directory: a tree several tasks read is hashed once.
   const trees = new Map<string, ContentHash>();
 
-  for (const node of nodes) {
+  for (let n = 0; n < nodes.length; n++) {
+    const node = nodes[n]!;
+    let at = starts[n]!;
     const inputs = new Map<string, ContentHash>();
     for (const name in node.inputs) {
       const input = node.inputs[name]!;
@@ -58,9 +107,10 @@ export async function observe(options: ObserveOptions): Promise<Result<Map<TaskI
           break;
         case 'file':
         case 'tree': {
-          const absolute = join(options.dir, input.path);
-          let seen = files.get(absolute);
-          if (seen === undefined) files.set(absolute, (seen = cache.hashFile(absolute)));
+          const slot = slots[at++]!;
+          const absolute = paths[slot]!;
+          let seen = seenFiles[slot];
+          if (seen === undefined) seenFiles[slot] = seen = cache.hashFile(absolute, prefetched, slot);
           if (seen.kind === 'missing' || seen.kind === 'other') {
             failures.push({ reason: 'missing-input', task: node.id, input: name, path: absolute, site: node.decl.site.get() });
           } else if (seen.kind === 'directory') {
@@ -76,7 +126,8 @@ export async function observe(options: ObserveOptions): Promise<Result<Map<TaskI
     // Without decoding a record the journal kept as text (state/records.ts).
     const trusted = records instanceof RecordMap ? records.isOk(node.id) : records.get(node.id)?.status === 'ok';
     // Outputs and checks only matter when there is a record they could agree with.
-    const outputs = trusted ? observeOutputs(node.outputs, cache) : new Map<string, ContentHash | 'missing'>();
+    const outputs = new Map<string, ContentHash | 'missing'>();
+    if (trusted) for (const output of node.outputs) outputs.set(output, observePath(output, cache, prefetched, slots[at++]));
     observations.set(node.id, { inputs, outputs });
     if (trusted && node.decl.spec.check !== undefined) checks.push(node);
   }

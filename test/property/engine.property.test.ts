@@ -98,9 +98,26 @@ const editArb = fc.oneof(
   fc.record({ kind: fc.constant('remove-edge' as const), task: fc.nat(20) }),
 );
 
+/**
+ * Runs `body` with every path stat'ed ahead on a worker thread (hash/prefetch.ts),
+ * whatever the graph's size, or with none: the two must not differ.
+ */
+async function withStatAhead<T>(on: boolean, body: () => Promise<T>): Promise<T> {
+  const before = process.env['NODEGRAPH_STAT_AHEAD'];
+  process.env['NODEGRAPH_STAT_AHEAD'] = on ? '0' : 'off';
+  try {
+    return await body();
+  } finally {
+    if (before === undefined) delete process.env['NODEGRAPH_STAT_AHEAD'];
+    else process.env['NODEGRAPH_STAT_AHEAD'] = before;
+  }
+}
+
 class Scenario {
   readonly dir = mkdtempSync(path.join(tmpdir(), 'nodegraph-prop-'));
   world: World;
+  /** Whether its runs stat ahead (scenario b does, a does not: they are compared). */
+  statAhead = false;
   /** Content of every output as of the last apply, and the definitions then. */
   applied = new Map<string, string>();
   appliedDefs = new Map<string, string>();
@@ -188,7 +205,9 @@ class Scenario {
 
   async apply(jobs: number): Promise<{ ran: string[]; counts: Map<string, number> }> {
     const events: EngineEvent[] = [];
-    const result = await applyNodefile({ nodefile: path.join(this.dir, 'Nodefile.ts'), jobs, onEvent: (e) => events.push(e) });
+    const result = await withStatAhead(this.statAhead, () =>
+      applyNodefile({ nodefile: path.join(this.dir, 'Nodefile.ts'), jobs, onEvent: (e) => events.push(e) }),
+    );
     if (!result.ok) throw new Error(JSON.stringify(result.error));
     expect(result.value.failed).toEqual([]);
     const counts = new Map<string, number>();
@@ -221,6 +240,7 @@ describe('engine properties', () => {
         const world = build(raw);
         const a = new Scenario(structuredClone(world));
         const b = new Scenario(structuredClone(world));
+        b.statAhead = true;
         try {
           await a.apply(jobs);
           await b.apply(jobs === 1 ? 4 : 1);

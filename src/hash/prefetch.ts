@@ -1,0 +1,220 @@
+// Stats taken ahead, on another thread. A no-op's single largest cost is the
+// stat of every input and output (100,000 files at 50,000 tasks): each call
+// is a system call plus a BigIntStats of about twenty heap objects, all on the
+// main thread. The paths are known as soon as the graph is loaded, so a worker
+// thread can stat them, on the other core, while the main thread loads the
+// state and the hash cache; observing then takes each stat from shared memory.
+//
+// Lifecycle:
+//
+//   start(paths) ──► waiting ──go()──► statting ──► done
+//        │              │                  │
+//        └──────────────┴─── close() ──────┴──► closed (slot() answers -1)
+//
+// The worker starts statting only on go(), which the engine calls once it
+// holds the state lock: a stat taken while another run might still be writing
+// files would describe a file that run was about to replace.
+//
+// What a slot says is exactly what statSync(path, { bigint: true }) said on
+// the worker: the hash cache treats it as its own stat (cache.ts hashFile),
+// and a path the worker has not reached is waited for. Anything that goes
+// wrong here — no worker, a worker that dies or stalls — only means the main
+// thread stats the path itself.
+
+import type { Worker } from 'node:worker_threads';
+
+/** The stat fields the hash cache uses; what a slot gives back. */
+export interface StatFields {
+  readonly dev: bigint;
+  readonly ino: bigint;
+  readonly size: bigint;
+  readonly mtimeNs: bigint;
+  readonly ctimeNs: bigint;
+  readonly mode: bigint;
+}
+
+/**
+ * Fewer paths than this are stat'ed in place: a worker costs a few milliseconds
+ * of the main thread to start. NODEGRAPH_STAT_AHEAD in the environment sets
+ * another number, or `off`.
+ */
+export const PREFETCH_MIN_PATHS = 8192;
+
+function minimumPaths(): number {
+  const set = process.env['NODEGRAPH_STAT_AHEAD'];
+  if (set === undefined || set === '') return PREFETCH_MIN_PATHS;
+  if (set === 'off') return Infinity;
+  const n = Number(set);
+  return Number.isInteger(n) && n >= 0 ? n : PREFETCH_MIN_PATHS;
+}
+
+// Shared memory: a header of two int32 — [0] go (0 waiting, 1 go, -1 closed),
+// [1] how many slots are filled (-1: the worker failed) — then a slot of eight
+// int64 per path: state (1 a stat, 2 none), dev, ino, size, mtime, ctime,
+// mode, unused. dev…ctime are in the hash cache's record order, so a record
+// compares with bytes 8-47 of a slot as they stand.
+const HEADER = 8;
+const SLOT_WORDS = 8;
+const SLOT_BYTES = SLOT_WORDS * 8;
+const GO = 0;
+const FILLED = 1;
+const LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
+/** A worker that fills no slot for this long is given up on. */
+const STALL_MS = 2000;
+
+// Plain JavaScript: a worker given source runs it without type stripping.
+const WORKER = `'use strict';
+const { workerData } = require('node:worker_threads');
+const { statSync } = require('node:fs');
+const header = new Int32Array(workerData.shared, 0, 2);
+try {
+  const slots = new BigInt64Array(workerData.shared, ${HEADER});
+  const paths = workerData.paths.split('\\0');
+  while (Atomics.load(header, ${GO}) === 0) Atomics.wait(header, ${GO}, 0);
+  for (let i = 0; i < paths.length && Atomics.load(header, ${GO}) === 1; i++) {
+    let st;
+    try {
+      st = statSync(paths[i], { bigint: true, throwIfNoEntry: false });
+    } catch {
+      // ENOTDIR, ELOOP, EACCES on a parent: nothing readable is there (as the cache's own stat says).
+    }
+    const at = i * ${SLOT_WORDS};
+    if (st === undefined) slots[at] = 2n;
+    else {
+      slots[at + 1] = st.dev;
+      slots[at + 2] = st.ino;
+      slots[at + 3] = st.size;
+      slots[at + 4] = st.mtimeNs;
+      slots[at + 5] = st.ctimeNs;
+      slots[at + 6] = st.mode;
+      slots[at] = 1n;
+    }
+    Atomics.store(header, ${FILLED}, i + 1);
+    if ((i & 255) === 255) Atomics.notify(header, ${FILLED});
+  }
+} catch {
+  Atomics.store(header, ${FILLED}, -1);
+}
+Atomics.notify(header, ${FILLED});
+`;
+
+export class StatPrefetch {
+  /** How many paths (slots) there are. */
+  readonly count: number;
+  readonly #header: Int32Array;
+  readonly #words: BigInt64Array;
+  /** The same memory, for reading a slot's state, size and mode as numbers (reading a BigInt64Array makes a bigint). */
+  readonly #view: DataView;
+  /** The shared memory as bytes: what a hash-cache record's stat is compared with. */
+  readonly bytes: Uint8Array;
+  readonly #worker: Worker;
+  #state: 'waiting' | 'statting' | 'closed' = 'waiting';
+
+  private constructor(paths: readonly string[], worker: (shared: SharedArrayBuffer, joined: string) => Worker) {
+    const shared = new SharedArrayBuffer(HEADER + paths.length * SLOT_BYTES);
+    this.#header = new Int32Array(shared, 0, 2);
+    this.#words = new BigInt64Array(shared, HEADER);
+    this.bytes = new Uint8Array(shared);
+    this.#view = new DataView(shared);
+    this.count = paths.length;
+    this.#worker = worker(shared, paths.join('\0'));
+  }
+
+  /**
+   * A worker that will stat `paths` (absolute, normalized: the hash cache's keys) once
+   * go() is called; undefined when there are too few to be worth it (fewer than
+   * `min`), a path cannot be passed (it holds a NUL), or no worker could be started.
+   */
+  static start(paths: readonly string[], min = minimumPaths()): StatPrefetch | undefined {
+    if (paths.length === 0 || paths.length < min || paths.some((p) => p.includes('\0'))) return undefined;
+    const { Worker } = process.getBuiltinModule('node:worker_threads');
+    try {
+      return new StatPrefetch(paths, (shared, joined) => {
+        const worker = new Worker(WORKER, {
+          eval: true,
+          workerData: { shared, paths: joined },
+          // Its garbage is one BigIntStats after another: a small young generation is plenty.
+          resourceLimits: { maxYoungGenerationSizeMb: 2 },
+          stdout: true,
+          stderr: true,
+        });
+        // It must not keep the process alive, and what it could say goes nowhere: a
+        // failure shows as FILLED = -1 or a stall, and the main thread stats instead.
+        worker.unref();
+        worker.on('error', () => {});
+        return worker;
+      });
+    } catch {
+      return undefined;
+    }
+  }
+
+  /** Lets the worker begin (the engine holds the state lock now). */
+  go(): void {
+    if (this.#state !== 'waiting') return;
+    this.#state = 'statting';
+    Atomics.store(this.#header, GO, 1);
+    Atomics.notify(this.#header, GO);
+  }
+
+  /**
+   * True once the worker has stat'ed the slot's path (the `slot`-th of the paths
+   * given to start()), waiting for it if need be; false when it will not: not
+   * started, closed, or the worker failed or stalled. Its stat is then stat(slot).
+   */
+  ready(slot: number): boolean {
+    if (this.#state !== 'statting' || slot < 0 || slot >= this.count) return false;
+    let filled = Atomics.load(this.#header, FILLED);
+    if (filled > slot) return true;
+    let waited = 0;
+    while (filled >= 0 && filled <= slot) {
+      const started = performance.now();
+      Atomics.wait(this.#header, FILLED, filled, 50);
+      const now = Atomics.load(this.#header, FILLED);
+      waited = now === filled ? waited + performance.now() - started : 0;
+      filled = now;
+      if (waited > STALL_MS) break;
+    }
+    if (filled > slot) return true;
+    this.close();
+    return false;
+  }
+
+  /** The stat the worker took of the slot's path; undefined when nothing is there. */
+  stat(slot: number): StatFields | undefined {
+    const at = slot * SLOT_WORDS;
+    const w = this.#words;
+    if (this.#int(slot, 0) !== 1) return undefined;
+    return { dev: w[at + 1]!, ino: w[at + 2]!, size: w[at + 3]!, mtimeNs: w[at + 4]!, ctimeNs: w[at + 5]!, mode: w[at + 6]! };
+  }
+
+  /** The slot's mode as a number; 0 when nothing is there. */
+  mode(slot: number): number {
+    return this.#int(slot, 0) === 1 ? this.#int(slot, 6) : 0;
+  }
+
+  /** The slot's size as a number. */
+  size(slot: number): number {
+    return this.#int(slot, 3) + this.#int(slot, 3, 4) * 2 ** 32;
+  }
+
+  /** Where the slot's dev, ino, size, mtime and ctime start in `bytes` (int64 each, native byte order). */
+  statOffset(slot: number): number {
+    return HEADER + slot * SLOT_BYTES + 8;
+  }
+
+  /** The low (or, at +4, high) 32 bits of a slot's word, unsigned. */
+  #int(slot: number, word: number, high: 0 | 4 = 0): number {
+    const at = HEADER + slot * SLOT_BYTES + word * 8;
+    return LITTLE_ENDIAN ? this.#view.getUint32(at + high, true) : this.#view.getUint32(at + 4 - high, false);
+  }
+
+  /** Stops the worker; ready() answers false from now on. */
+  close(): void {
+    if (this.#state === 'closed') return;
+    this.#state = 'closed';
+    Atomics.store(this.#header, GO, -1);
+    Atomics.notify(this.#header, GO);
+    void this.#worker.terminate().catch(() => {});
+  }
+}

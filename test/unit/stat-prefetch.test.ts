@@ -1,0 +1,170 @@
+// Stats taken ahead on a worker thread (src/hash/prefetch.ts): each slot says
+// what statSync said of its path, nothing is stat'ed before go(), a closed
+// prefetch answers nothing, and the hash cache given one observes exactly what
+// it observes without (the engine property test runs whole applies both ways).
+
+import { mkdirSync, mkdtempSync, rmSync, statSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterEach, beforeEach, describe, expect, test } from 'vitest';
+import { HashCache, type FileObservation } from '../../src/hash/cache.ts';
+import { StatPrefetch } from '../../src/hash/prefetch.ts';
+
+let dir: string;
+beforeEach(() => {
+  dir = mkdtempSync(path.join(tmpdir(), 'ng-prefetch-'));
+});
+afterEach(() => rmSync(dir, { recursive: true, force: true }));
+
+const sha = (s: string): string => `sha256:${createHash('sha256').update(s).digest('hex')}`;
+/** A clock a minute ahead: every file looks old, so no entry is racy. */
+const later = { now: (): bigint => (BigInt(Date.now()) + 60_000n) * 1_000_000n };
+
+function write(name: string, content: string): string {
+  const file = path.join(dir, name);
+  mkdirSync(path.dirname(file), { recursive: true });
+  writeFileSync(file, content);
+  return file;
+}
+
+/** Every path filled, as the engine uses it: started, let go, then read. */
+function prefetch(paths: string[]): StatPrefetch {
+  const stats = StatPrefetch.start(paths, 0);
+  if (stats === undefined) throw new Error('no worker');
+  stats.go();
+  return stats;
+}
+
+describe('StatPrefetch', () => {
+  test('each slot holds what statSync said of its path', () => {
+    const file = write('a/file.txt', 'hello');
+    const folder = path.join(dir, 'a');
+    const link = path.join(dir, 'link');
+    symlinkSync(file, link);
+    const missing = path.join(dir, 'missing');
+    const underFile = path.join(file, 'x'); // ENOTDIR: nothing readable is there
+    const paths = [file, folder, link, missing, underFile];
+    const stats = prefetch(paths);
+    try {
+      paths.forEach((p, slot) => {
+        expect(stats.ready(slot)).toBe(true);
+        let real: ReturnType<typeof statSync> | undefined;
+        try {
+          real = statSync(p, { bigint: true, throwIfNoEntry: false });
+        } catch {
+          real = undefined;
+        }
+        const got = stats.stat(slot);
+        if (real === undefined) {
+          expect(got).toBeUndefined();
+          expect(stats.mode(slot)).toBe(0);
+          return;
+        }
+        expect(got).toEqual({ dev: real.dev, ino: real.ino, size: real.size, mtimeNs: real.mtimeNs, ctimeNs: real.ctimeNs, mode: real.mode });
+        expect(stats.mode(slot)).toBe(Number(real.mode));
+        expect(stats.size(slot)).toBe(Number(real.size));
+      });
+      expect(stats.ready(paths.length)).toBe(false);
+      expect(stats.ready(-1)).toBe(false);
+    } finally {
+      stats.close();
+    }
+  });
+
+  test('nothing is stat\'ed before go(), and nothing is answered after close()', () => {
+    const file = write('f', 'one');
+    const stats = StatPrefetch.start([file], 0)!;
+    expect(stats.ready(0)).toBe(false);
+    // Changed between start and go: the slot is of the file as it is at go().
+    writeFileSync(file, 'three');
+    stats.go();
+    expect(stats.ready(0)).toBe(true);
+    expect(stats.size(0)).toBe(5);
+    stats.close();
+    expect(stats.ready(0)).toBe(false);
+  });
+
+  test('too few paths, or a path that cannot be passed, start no worker', () => {
+    expect(StatPrefetch.start([path.join(dir, 'a')], 2)).toBeUndefined();
+    expect(StatPrefetch.start([], 0)).toBeUndefined();
+    expect(StatPrefetch.start([path.join(dir, 'a\0b')], 0)).toBeUndefined();
+  });
+
+  test('NODEGRAPH_STAT_AHEAD sets the smallest number of paths worth a worker', () => {
+    const before = process.env['NODEGRAPH_STAT_AHEAD'];
+    try {
+      process.env['NODEGRAPH_STAT_AHEAD'] = 'off';
+      expect(StatPrefetch.start([path.join(dir, 'a')])).toBeUndefined();
+      process.env['NODEGRAPH_STAT_AHEAD'] = '2';
+      expect(StatPrefetch.start([path.join(dir, 'a')])).toBeUndefined();
+      process.env['NODEGRAPH_STAT_AHEAD'] = '1';
+      const stats = StatPrefetch.start([path.join(dir, 'a')]);
+      expect(stats).toBeDefined();
+      stats?.close();
+    } finally {
+      if (before === undefined) delete process.env['NODEGRAPH_STAT_AHEAD'];
+      else process.env['NODEGRAPH_STAT_AHEAD'] = before;
+    }
+  });
+});
+
+describe('the hash cache with stats taken ahead', () => {
+  test('observes what it observes without them, hits read nothing', () => {
+    const same = write('same', 'unchanged');
+    const edited = write('edited', 'before');
+    const folder = path.join(dir, 'folder');
+    mkdirSync(folder);
+    const missing = path.join(dir, 'missing');
+    const first = new HashCache(path.join(dir, 'cache'), later);
+    first.hashFile(same);
+    first.hashFile(edited);
+    expect(first.save()).toBe(true);
+    writeFileSync(edited, 'after, longer');
+
+    const paths = [same, edited, folder, missing];
+    const stats = prefetch(paths);
+    const ahead = HashCache.load(path.join(dir, 'cache'), later).cache;
+    const plain = HashCache.load(path.join(dir, 'cache'), later).cache;
+    try {
+      const seenAhead: FileObservation[] = paths.map((p, slot) => ahead.hashFile(p, stats, slot));
+      const seenPlain: FileObservation[] = paths.map((p) => plain.hashFile(p));
+      expect(seenAhead).toEqual(seenPlain);
+      expect(seenAhead[0]).toMatchObject({ kind: 'file', hash: sha('unchanged') });
+      expect(seenAhead[1]).toMatchObject({ kind: 'file', hash: sha('after, longer') });
+      expect(seenAhead[2]!.kind).toBe('directory');
+      expect(seenAhead[3]!.kind).toBe('missing');
+      expect(ahead.counters).toEqual(plain.counters);
+      expect(ahead.counters.hits).toBe(1);
+      expect(ahead.counters.contentReads).toBe(1);
+    } finally {
+      stats.close();
+    }
+  });
+
+  test('a stat taken ahead that the file no longer matches costs a read, never a wrong hash', () => {
+    const file = write('f', 'first');
+    const cache = new HashCache(path.join(dir, 'cache'), later);
+    cache.hashFile(file);
+    cache.save();
+    const stats = prefetch([file]);
+    try {
+      expect(stats.ready(0)).toBe(true);
+      // Rewritten after the stat was taken, to the same size, its mtime put back.
+      const before = statSync(file);
+      writeFileSync(file, 'other');
+      utimesSync(file, before.atime, before.mtime);
+      const loaded = HashCache.load(path.join(dir, 'cache'), later).cache;
+      // The stat taken ahead still matches the cached record: the cache answers for
+      // the file as it was then, as it would had it stat'ed it then itself.
+      expect(loaded.hashFile(file, stats, 0)).toMatchObject({ hash: sha('first') });
+      // Without an entry to match, the read is of the file now; the stat ahead is not
+      // the read file's (its ctime moved), so the read is checked with a new stat.
+      const fresh = new HashCache(undefined, later);
+      expect(fresh.hashFile(file, stats, 0)).toMatchObject({ hash: sha('other') });
+      expect(fresh.counters.contentReads).toBe(2);
+    } finally {
+      stats.close();
+    }
+  });
+});
