@@ -2,7 +2,6 @@
 // execute, tear down. Commands in src/cli/ and tests call these functions;
 // every expected failure comes back as a Failure value.
 
-import { availableParallelism } from 'node:os';
 import path from 'node:path';
 import type { Failure } from './error.ts';
 import type { ExecuteSummary } from './execute/executor.ts';
@@ -21,6 +20,9 @@ import { openState, type OpenState } from './state/open.ts';
 import { appender, type Appender } from './execute/appender.ts';
 import { collectGarbage } from './util/gc.ts';
 import { err, ok, type Result } from './util/result.ts';
+
+// Built-ins by getBuiltinModule rather than import: see cli/main.ts.
+const { availableParallelism } = process.getBuiltinModule('node:os');
 
 export interface EngineOptions {
   /** Path of the Nodefile. */

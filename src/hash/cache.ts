@@ -84,12 +84,14 @@ import {
   writeSync,
   type BigIntStats,
 } from 'node:fs';
-import { hash as oneShot } from 'node:crypto';
 import path from 'node:path';
-import { open } from 'node:fs/promises';
 import { contentHash, type ContentHash } from '../ids.ts';
 import { sha256FdSync, sha256HandleAsync, type FileDigest } from './file.ts';
 import type { StatFields, StatPrefetch } from './prefetch.ts';
+
+// Built-ins by getBuiltinModule rather than import: see cli/main.ts.
+const { hash: oneShot } = process.getBuiltinModule('node:crypto');
+const { open } = process.getBuiltinModule('node:fs/promises');
 
 export type FileObservation =
   | { readonly kind: 'file'; readonly hash: ContentHash; readonly size: number; readonly mode: number }

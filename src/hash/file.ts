@@ -11,9 +11,13 @@
 // bench/hash.ts compares these with `sha256sum`.
 
 import { closeSync, openSync, readSync } from 'node:fs';
-import { open, type FileHandle } from 'node:fs/promises';
-import { createHash, hash as oneShot, type Hash } from 'node:crypto';
+import type { FileHandle } from 'node:fs/promises';
+import type { Hash } from 'node:crypto';
 import { contentHash, type ContentHash } from '../ids.ts';
+
+// Built-ins by getBuiltinModule rather than import: see cli/main.ts.
+const { open } = process.getBuiltinModule('node:fs/promises');
+const { createHash, hash: oneShot } = process.getBuiltinModule('node:crypto');
 
 export interface FileDigest {
   readonly hash: ContentHash;

@@ -3,8 +3,10 @@
 // Digests from different functions here are not meant to be compared with one
 // another (hashString('x') and hashValue('x') differ); each is stable for its input.
 
-import { hash as oneShot } from 'node:crypto';
 import { contentHash, type ContentHash } from '../ids.ts';
+
+// Built-ins by getBuiltinModule rather than import: see cli/main.ts.
+const { hash: oneShot } = process.getBuiltinModule('node:crypto');
 
 const identifier = /^[A-Za-z_$][A-Za-z0-9_$]*$/;
 

@@ -44,8 +44,6 @@
 // the next writer. Only the lock holder writes or compacts, so no other
 // process holds an fd on the replaced file.
 
-import { constants as bufferConstants } from 'node:buffer';
-import { randomUUID } from 'node:crypto';
 import {
   closeSync,
   fstatSync,
@@ -60,7 +58,6 @@ import {
   writeSync,
 } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { crc32 } from 'node:zlib';
 import type { TaskId } from '../ids.ts';
 import { err, ok, type Result } from '../util/result.ts';
 import {
@@ -82,6 +79,11 @@ import type {
   StateStore,
   StateWarning,
 } from './store.ts';
+
+// Built-ins by getBuiltinModule rather than import: see cli/main.ts.
+const { constants: bufferConstants } = process.getBuiltinModule('node:buffer');
+const { randomUUID } = process.getBuiltinModule('node:crypto');
+const { crc32 } = process.getBuiltinModule('node:zlib');
 
 export const JOURNAL_FILE = 'state.jsonl';
 export const JOURNAL_FORMAT = 'nodegraph-state';

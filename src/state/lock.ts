@@ -7,7 +7,6 @@
 // Everything here is synchronous: the lock is taken once at startup and
 // released once at exit, and synchronous calls cannot interleave.
 
-import { randomUUID } from 'node:crypto';
 import {
   closeSync,
   fstatSync,
@@ -21,10 +20,13 @@ import {
   unlinkSync,
   writeSync,
 } from 'node:fs';
-import { hostname } from 'node:os';
 import { join, resolve } from 'node:path';
 import { err, ok, type Result } from '../util/result.ts';
 import { ensureStateDir, errnoCode, errnoMessage, unwritable, type StateDirUnwritable } from './errors.ts';
+
+// Built-ins by getBuiltinModule rather than import: see cli/main.ts.
+const { randomUUID } = process.getBuiltinModule('node:crypto');
+const { hostname } = process.getBuiltinModule('node:os');
 
 /** Who holds the lock; the same shape as LockHolder in src/error.ts. */
 export interface LockHolder {
