@@ -91,7 +91,6 @@ import type { StatFields, StatPrefetch } from './prefetch.ts';
 
 // Built-ins by getBuiltinModule rather than import: see cli/main.ts.
 const { hash: oneShot } = process.getBuiltinModule('node:crypto');
-const { open } = process.getBuiltinModule('node:fs/promises');
 
 export type FileObservation =
   | { readonly kind: 'file'; readonly hash: ContentHash; readonly size: number; readonly mode: number }
@@ -659,7 +658,8 @@ export class HashCache {
   }
 
   async #readAsync(key: string): Promise<Read> {
-    const handle = await open(key, OPEN_FLAGS);
+    // node:fs/promises only when a large file needs it: a no-op does not load it.
+    const handle = await process.getBuiltinModule('node:fs/promises').open(key, OPEN_FLAGS);
     try {
       const digest = await sha256HandleAsync(handle);
       this.counters.stats++;

@@ -16,7 +16,6 @@ import type { Hash } from 'node:crypto';
 import { contentHash, type ContentHash } from '../ids.ts';
 
 // Built-ins by getBuiltinModule rather than import: see cli/main.ts.
-const { open } = process.getBuiltinModule('node:fs/promises');
 const { createHash, hash: oneShot } = process.getBuiltinModule('node:crypto');
 
 export interface FileDigest {
@@ -97,7 +96,8 @@ export function sha256FileSync(file: string): FileDigest {
  * (The hashing itself still runs on the main thread, overlapped with the next read.)
  */
 export async function sha256FileAsync(file: string): Promise<FileDigest> {
-  const handle = await open(file, 'r');
+  // node:fs/promises only when it is used: a no-op does not load it.
+  const handle = await process.getBuiltinModule('node:fs/promises').open(file, 'r');
   try {
     return await sha256HandleAsync(handle);
   } finally {

@@ -59,6 +59,7 @@ import {
 } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { TaskId } from '../ids.ts';
+import { crc32 } from '../util/crc32.ts';
 import { err, ok, type Result } from '../util/result.ts';
 import {
   ensureStateDir,
@@ -83,7 +84,6 @@ import type {
 // Built-ins by getBuiltinModule rather than import: see cli/main.ts.
 const { constants: bufferConstants } = process.getBuiltinModule('node:buffer');
 const { randomUUID } = process.getBuiltinModule('node:crypto');
-const { crc32 } = process.getBuiltinModule('node:zlib');
 
 export const JOURNAL_FILE = 'state.jsonl';
 export const JOURNAL_FORMAT = 'nodegraph-state';
