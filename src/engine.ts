@@ -2,6 +2,7 @@
 // execute, tear down. Commands in src/cli/ and tests call these functions;
 // every expected failure comes back as a Failure value.
 
+import { existsSync } from 'node:fs';
 import path from 'node:path';
 import type { Failure } from './error.ts';
 import type { ExecuteSummary } from './execute/executor.ts';
@@ -142,10 +143,12 @@ export async function openSession(
   if (!replace.ok) return replace;
   const emit = options.onEvent ?? (() => {});
   // Started now, to be ready by the time loading the state and the cache is done; it
-  // stats nothing before the lock is held (see prefetch.ts).
+  // stats nothing before the lock is held (see prefetch.ts). Not on a first run: with
+  // no hash cache every file is read anyway, and a worker only adds its memory.
+  const stateDir = stateDirOf(options);
   const files = mode.observe === false ? undefined : filesToObserve(selectTasks(graph.value, targets.value), graph.value.dir);
-  const prefetched = files === undefined ? undefined : StatPrefetch.start(files.paths);
-  const state = openState(stateDirOf(options), { lock: mode.lock, command: options.command ?? 'nodegraph' });
+  const prefetched = files === undefined || !existsSync(path.join(stateDir, 'hashcache')) ? undefined : StatPrefetch.start(files.paths);
+  const state = openState(stateDir, { lock: mode.lock, command: options.command ?? 'nodegraph' });
   if (!state.ok) {
     prefetched?.close();
     return err([state.error]);

@@ -69,12 +69,17 @@ const { statSync } = require('node:fs');
 const header = new Int32Array(workerData.shared, 0, 2);
 try {
   const slots = new BigInt64Array(workerData.shared, ${HEADER});
-  const paths = workerData.paths.split('\\0');
+  // One path at a time out of the joined string (no array of them all: less memory).
+  const joined = workerData.paths;
   while (Atomics.load(header, ${GO}) === 0) Atomics.wait(header, ${GO}, 0);
-  for (let i = 0; i < paths.length && Atomics.load(header, ${GO}) === 1; i++) {
+  for (let i = 0, from = 0; from <= joined.length && Atomics.load(header, ${GO}) === 1; i++) {
+    let to = joined.indexOf('\\0', from);
+    if (to < 0) to = joined.length;
+    const path = joined.slice(from, to);
+    from = to + 1;
     let st;
     try {
-      st = statSync(paths[i], { bigint: true, throwIfNoEntry: false });
+      st = statSync(path, { bigint: true, throwIfNoEntry: false });
     } catch {
       // ENOTDIR, ELOOP, EACCES on a parent: nothing readable is there (as the cache's own stat says).
     }
