@@ -9,7 +9,7 @@
 //
 //   start(paths) ──► waiting ──go()──► statting ──► done
 //        │              │                  │
-//        └──────────────┴─── close() ──────┴──► closed (slot() answers -1)
+//        └──────────────┴─── close() ──────┴──► closed (ready() answers false)
 //
 // The worker starts statting only on go(), which the engine calls once it
 // holds the state lock: a stat taken while another run might still be writing
