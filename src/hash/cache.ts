@@ -88,9 +88,7 @@ import path from 'node:path';
 import { contentHash, type ContentHash } from '../ids.ts';
 import { sha256FdSync, sha256HandleAsync, type FileDigest } from './file.ts';
 import type { StatFields, StatPrefetch } from './prefetch.ts';
-
-// Built-ins by getBuiltinModule rather than import: see cli/main.ts.
-const { hash: oneShot } = process.getBuiltinModule('node:crypto');
+import { sha256Hex } from './sha256.ts';
 
 export type FileObservation =
   | { readonly kind: 'file'; readonly hash: ContentHash; readonly size: number; readonly mode: number }
@@ -267,7 +265,7 @@ function decode(data: Buffer): Loaded {
     return { ok: false, reason: 'malformed header' };
   }
   const body = data.subarray(headerEnd + 1);
-  if (oneShot('sha256', body, 'hex') !== sum) return { ok: false, reason: 'checksum mismatch (torn or corrupt)' };
+  if (sha256Hex(body) !== sum) return { ok: false, reason: 'checksum mismatch (torn or corrupt)' };
   const entries = new Map<string, Entry | number>();
   let at = 0;
   while (at < body.length) {
@@ -297,7 +295,7 @@ function applyDelta(data: Buffer, sum: string, entries: Map<string, Entry | numb
     if (length < 4 + FIXED || end + DELTA_SUM > data.length) return { records, clean: false };
     const record = data.subarray(at + 4, end);
     const pathBytes = record.readUInt32LE(0);
-    const digest = Buffer.from(oneShot('sha256', record, 'hex').slice(0, 2 * DELTA_SUM), 'hex');
+    const digest = Buffer.from(sha256Hex(record).slice(0, 2 * DELTA_SUM), 'hex');
     if (!digest.equals(data.subarray(end, end + DELTA_SUM)) || 4 + pathBytes + FIXED !== length) return { records, clean: false };
     entries.set(record.toString('utf8', 4, 4 + pathBytes), parseFields(record, 0));
     records++;
@@ -485,7 +483,7 @@ export class HashCache {
       const out = Buffer.allocUnsafe(4 + length + DELTA_SUM);
       out.writeUInt32LE(length, 0);
       writeRecord(out, 4, key, n, entry);
-      out.write(oneShot('sha256', out.subarray(4, 4 + length), 'hex').slice(0, 2 * DELTA_SUM), 4 + length, DELTA_SUM, 'hex');
+      out.write(sha256Hex(out.subarray(4, 4 + length)).slice(0, 2 * DELTA_SUM), 4 + length, DELTA_SUM, 'hex');
       parts.push(out);
     }
     const records = parts.length - (this.#deltaRecords === 0 ? 1 : 0);
@@ -528,7 +526,7 @@ export class HashCache {
       else if (entry.at !== undefined) at += body.copy(out, at, entry.at, entry.at + n);
       else at = writeRecord(out, at, key, n, entry);
     }
-    const sum = oneShot('sha256', out, 'hex');
+    const sum = sha256Hex(out);
     const header = `${FORMAT} ${VERSION} ${this.#entries.size} ${sum}\n`;
     const dir = path.dirname(file);
     const temp = `${file}.${process.pid}.${Math.random().toString(36).slice(2)}.tmp`;

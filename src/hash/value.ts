@@ -4,9 +4,8 @@
 // another (hashString('x') and hashValue('x') differ); each is stable for its input.
 
 import { contentHash, type ContentHash } from '../ids.ts';
+import { sha256Hex } from './sha256.ts';
 
-// Built-ins by getBuiltinModule rather than import: see cli/main.ts.
-const { hash: oneShot } = process.getBuiltinModule('node:crypto');
 
 const identifier = /^[A-Za-z_$][A-Za-z0-9_$]*$/;
 
@@ -121,10 +120,10 @@ export function canonicalJson(value: unknown): string {
 }
 
 /** SHA-256 of a value's canonical JSON (see canonicalJson for what is accepted). */
-export const hashValue = (value: unknown): ContentHash => contentHash(oneShot('sha256', canonicalJson(value), 'hex'));
+export const hashValue = (value: unknown): ContentHash => contentHash(sha256Hex(canonicalJson(value)));
 
 /** SHA-256 of a string's UTF-8 bytes (or of bytes): equal to `sha256sum` of a file holding them. */
-export const hashString = (text: string | Uint8Array): ContentHash => contentHash(oneShot('sha256', text, 'hex'));
+export const hashString = (text: string | Uint8Array): ContentHash => contentHash(sha256Hex(text));
 
 /**
  * SHA-256 of a list of strings, unambiguously: each part is written as
@@ -135,5 +134,5 @@ export const hashString = (text: string | Uint8Array): ContentHash => contentHas
 export function hashParts(parts: readonly string[]): ContentHash {
   let text = '';
   for (const part of parts) text += `${part.length}:${part}\n`;
-  return contentHash(oneShot('sha256', text, 'hex'));
+  return contentHash(sha256Hex(text));
 }

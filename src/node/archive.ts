@@ -4,12 +4,14 @@
 // unpacked into a sibling staging directory and swapped in whole, so a
 // failed unpack never leaves half a rootfs behind.
 
-import { createHash } from 'node:crypto';
 import { createReadStream, existsSync, lstatSync, mkdirSync, readFileSync, readdirSync, realpathSync, renameSync, rmSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
 import { lastLine, tryExec, type Exec } from './exec.ts';
 import { removePath } from '../util/mounts.ts';
+
+// node:crypto when an archive is checked, not when a Nodefile imports this (see hash/sha256.ts).
+const createHash = (algorithm: string): import('node:crypto').Hash => process.getBuiltinModule('node:crypto').createHash(algorithm);
 
 export async function sha256File(file: string): Promise<string> {
   const hash = createHash('sha256');

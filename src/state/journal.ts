@@ -60,6 +60,7 @@ import {
 import { join, resolve } from 'node:path';
 import type { TaskId } from '../ids.ts';
 import { crc32 } from '../util/crc32.ts';
+import { randomId } from '../util/random.ts';
 import { err, ok, type Result } from '../util/result.ts';
 import {
   ensureStateDir,
@@ -83,7 +84,6 @@ import type {
 
 // Built-ins by getBuiltinModule rather than import: see cli/main.ts.
 const { constants: bufferConstants } = process.getBuiltinModule('node:buffer');
-const { randomUUID } = process.getBuiltinModule('node:crypto');
 
 export const JOURNAL_FILE = 'state.jsonl';
 export const JOURNAL_FORMAT = 'nodegraph-state';
@@ -555,7 +555,7 @@ export function openJournal(lock: Lock, options: JournalOptions = {}): Result<Jo
   };
 
   const rewrite = (records: ReadonlyMap<TaskId, TaskRecord>, linesBefore: number, bytesBefore: number): Result<CompactionStats, StateError> => {
-    const tmp = join(dir, `${COMPACT_TMP_PREFIX}${process.pid}-${randomUUID().slice(0, 8)}.tmp`);
+    const tmp = join(dir, `${COMPACT_TMP_PREFIX}${process.pid}-${randomId().slice(0, 8)}.tmp`);
     const chunks = [headerLine()];
     for (const record of records.values()) chunks.push(encodeLine(record));
     const content = Buffer.concat(chunks);

@@ -21,11 +21,11 @@ import {
   writeSync,
 } from 'node:fs';
 import { join, resolve } from 'node:path';
+import { randomId } from '../util/random.ts';
 import { err, ok, type Result } from '../util/result.ts';
 import { ensureStateDir, errnoCode, errnoMessage, unwritable, type StateDirUnwritable } from './errors.ts';
 
 // Built-ins by getBuiltinModule rather than import: see cli/main.ts.
-const { randomUUID } = process.getBuiltinModule('node:crypto');
 const { hostname } = process.getBuiltinModule('node:os');
 
 /** Who holds the lock; the same shape as LockHolder in src/error.ts. */
@@ -238,7 +238,7 @@ function removeQuietly(file: string): void {
  * isHeld() report it as no longer held.
  */
 function removeStale(path: string, stale: Extract<Seen, { kind: 'held' }>): Result<'removed' | 'changed', StateDirUnwritable> {
-  const aside = `${path}.stale-${randomUUID()}`;
+  const aside = `${path}.stale-${randomId()}`;
   try {
     const st = statSync(path);
     if (st.dev !== stale.dev || st.ino !== stale.ino) return ok('changed');
@@ -331,7 +331,7 @@ export function acquire(stateDir: string, options: AcquireOptions = {}): Result<
     host: hostname(),
     command: options.command ?? process.argv.join(' '),
     startedAt: new Date().toISOString(),
-    token: randomUUID(),
+    token: randomId(),
     ...(boot === undefined ? {} : { bootId: boot }),
   };
   let tookOverFrom: LockHolder | undefined;
@@ -376,7 +376,7 @@ export function acquire(stateDir: string, options: AcquireOptions = {}): Result<
  */
 export function breakLock(stateDir: string): Result<ForceUnlockOutcome, StateDirUnwritable> {
   const path = lockPath(stateDir);
-  const aside = `${path}.stale-${randomUUID()}`;
+  const aside = `${path}.stale-${randomId()}`;
   try {
     renameSync(path, aside);
   } catch (e) {
