@@ -167,4 +167,20 @@ describe('the hash cache with stats taken ahead', () => {
       stats.close();
     }
   });
+
+  test('a prefetch that was closed, or a slot it never filled, leaves the cache to stat for itself', () => {
+    const file = write('g', 'content');
+    const cache = new HashCache(path.join(dir, 'cache'), later);
+    cache.hashFile(file);
+    cache.save();
+    const stats = StatPrefetch.start([file], 0)!;
+    // Never let go: nothing is filled, and hashFile must not wait for it.
+    const waiting = HashCache.load(path.join(dir, 'cache'), later).cache;
+    expect(waiting.hashFile(file, stats, 0)).toMatchObject({ kind: 'file', hash: sha('content') });
+    stats.go();
+    stats.close();
+    const closed = HashCache.load(path.join(dir, 'cache'), later).cache;
+    expect(closed.hashFile(file, stats, 0)).toMatchObject({ kind: 'file', hash: sha('content') });
+    expect(closed.counters).toMatchObject({ stats: 1, hits: 1, contentReads: 0 });
+  });
 });
