@@ -28,6 +28,15 @@ function write(name: string, content: string): string {
   return file;
 }
 
+/** A hash cache saved with these files in it (none racy); load() loads it again, as a new run would. */
+function saveCache(...files: string[]): void {
+  const cache = new HashCache(CACHE(), later);
+  for (const file of files) cache.hashFile(file);
+  expect(cache.save()).toBe(true);
+}
+const CACHE = (): string => path.join(dir, 'cache');
+const load = (): HashCache => HashCache.load(CACHE(), later).cache;
+
 /** Every path filled, as the engine uses it: started, let go, then read. */
 function prefetch(paths: string[]): StatPrefetch {
   const stats = StatPrefetch.start(paths, 0);
@@ -116,16 +125,13 @@ describe('the hash cache with stats taken ahead', () => {
     const folder = path.join(dir, 'folder');
     mkdirSync(folder);
     const missing = path.join(dir, 'missing');
-    const first = new HashCache(path.join(dir, 'cache'), later);
-    first.hashFile(same);
-    first.hashFile(edited);
-    expect(first.save()).toBe(true);
+    saveCache(same, edited);
     writeFileSync(edited, 'after, longer');
 
     const paths = [same, edited, folder, missing];
     const stats = prefetch(paths);
-    const ahead = HashCache.load(path.join(dir, 'cache'), later).cache;
-    const plain = HashCache.load(path.join(dir, 'cache'), later).cache;
+    const ahead = load();
+    const plain = load();
     try {
       const seenAhead: FileObservation[] = paths.map((p, slot) => ahead.hashFile(p, stats, slot));
       const seenPlain: FileObservation[] = paths.map((p) => plain.hashFile(p));
@@ -144,9 +150,7 @@ describe('the hash cache with stats taken ahead', () => {
 
   test('a stat taken ahead that the file no longer matches costs a read, never a wrong hash', () => {
     const file = write('f', 'first');
-    const cache = new HashCache(path.join(dir, 'cache'), later);
-    cache.hashFile(file);
-    cache.save();
+    saveCache(file);
     const stats = prefetch([file]);
     try {
       expect(stats.ready(0)).toBe(true);
@@ -154,7 +158,7 @@ describe('the hash cache with stats taken ahead', () => {
       const before = statSync(file);
       writeFileSync(file, 'other');
       utimesSync(file, before.atime, before.mtime);
-      const loaded = HashCache.load(path.join(dir, 'cache'), later).cache;
+      const loaded = load();
       // The stat taken ahead still matches the cached record: the cache answers for
       // the file as it was then, as it would had it stat'ed it then itself.
       expect(loaded.hashFile(file, stats, 0)).toMatchObject({ hash: sha('first') });
@@ -170,16 +174,14 @@ describe('the hash cache with stats taken ahead', () => {
 
   test('a prefetch that was closed, or a slot it never filled, leaves the cache to stat for itself', () => {
     const file = write('g', 'content');
-    const cache = new HashCache(path.join(dir, 'cache'), later);
-    cache.hashFile(file);
-    cache.save();
+    saveCache(file);
     const stats = StatPrefetch.start([file], 0)!;
     // Never let go: nothing is filled, and hashFile must not wait for it.
-    const waiting = HashCache.load(path.join(dir, 'cache'), later).cache;
+    const waiting = load();
     expect(waiting.hashFile(file, stats, 0)).toMatchObject({ kind: 'file', hash: sha('content') });
     stats.go();
     stats.close();
-    const closed = HashCache.load(path.join(dir, 'cache'), later).cache;
+    const closed = load();
     expect(closed.hashFile(file, stats, 0)).toMatchObject({ kind: 'file', hash: sha('content') });
     expect(closed.counters).toMatchObject({ stats: 1, hits: 1, contentReads: 0 });
   });
