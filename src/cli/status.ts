@@ -1,5 +1,6 @@
 import { observeAndPlan, withSession } from '../engine.ts';
 import type { PlanEntry } from '../plan/plan.ts';
+import { reasonsLine } from '../plan/reasons.ts';
 import { ok } from '../util/result.ts';
 import type { CliIo } from './main.ts';
 import { engineOptions, paletteFor, printFailures, type Args } from './shared.ts';
@@ -33,7 +34,7 @@ export async function run(args: Args, io: CliIo): Promise<number> {
   for (const r of result.value) width = Math.max(width, r.entry.id.length);
   const color = { applied: c.green, stale: c.yellow, drifted: c.red, failed: c.red, absent: c.dim, orphan: c.yellow };
   // One write for the table, not one per task.
-  const lines = result.value.map(({ entry, status }) => `${entry.id.padEnd(width)}  ${color[status](status.padEnd(7))}  ${c.dim(entry.reasons.join('; '))}`.trimEnd());
+  const lines = result.value.map(({ entry, status }) => `${entry.id.padEnd(width)}  ${color[status](status.padEnd(7))}  ${c.dim(reasonsLine(entry.reasons, `(all: nodegraph explain ${entry.id})`))}`.trimEnd());
   io.stdout.write(lines.length === 0 ? '' : `${lines.join('\n')}\n`);
   return 0;
 }

@@ -21,6 +21,7 @@ import type { Json } from '../nodefile/types.ts';
 import { decide, fingerprintOf, type Decision, type TaskObservation, type UpstreamState } from '../plan/decide.ts';
 import { definitionOf } from '../plan/definition.ts';
 import { verbFor } from '../plan/plan.ts';
+import { reasonsLine } from '../plan/reasons.ts';
 import type { TaskRecord } from '../state/record.ts';
 import type { Appender } from './appender.ts';
 import { Queue } from '../util/queue.ts';
@@ -280,7 +281,7 @@ export async function execute(options: ExecuteOptions): Promise<ExecuteSummary> 
         continue;
       }
       const verb = verbFor(node, decision.action, decision.onlyBecauseOf);
-      start(node, decision.reasons.join('; '), verb, records.get(node.id) === undefined, decision);
+      start(node, reasonsLine(decision.reasons), verb, records.get(node.id) === undefined, decision);
     }
     if (running === 0) break;
     await new Promise<void>((resolve) => {

@@ -3,6 +3,7 @@
 
 import type { Plan, PlanEntry } from '../plan/plan.ts';
 import { unreachable } from '../util/unreachable.ts';
+import { reasonsLine } from '../plan/reasons.ts';
 import type { Palette } from './color.ts';
 
 function symbol(entry: PlanEntry, c: Palette): string {
@@ -46,7 +47,7 @@ export function renderPlan(plan: Plan, c: Palette, options: { verbose?: boolean 
   }
   idWidth = Math.min(48, idWidth);
   const lines = acting.map(
-    (e) => `  ${symbol(e, c)} ${e.id.padEnd(idWidth)}  ${e.verb.padEnd(verbWidth)}  ${c.dim(e.reasons.join('; '))}`.trimEnd(),
+    (e) => `  ${symbol(e, c)} ${e.id.padEnd(idWidth)}  ${e.verb.padEnd(verbWidth)}  ${c.dim(reasonsLine(e.reasons, `(all: nodegraph explain ${e.id})`))}`.trimEnd(),
   );
   return [...lines, summaryLine(plan)].join('\n');
 }

@@ -187,3 +187,36 @@ describe('apply', () => {
     expect(readFileSync(rig.path('out/b'), 'utf8')).toBe('hello\ntail\n');
   });
 });
+
+describe('a task that gathers many', () => {
+  // Twelve parts read one shared file; `gather` concatenates them all.
+  const fanIn = `
+    const parts = {};
+    for (let i = 0; i < 12; i++) {
+      parts['p' + i] = (ng.task('part/' + i, { inputs: { shared: ng.file('shared.txt') }, outputs: ['out/' + i], run: { shell: 'cat shared.txt > out/' + i + '; echo ' + i + ' >> out/' + i } }));
+    }
+    ng.task('gather', { inputs: parts, outputs: ['out/all'], run: { shell: 'cat out/[0-9]* > out/all' } });
+  `;
+
+  test('the plan and the live line name a few of its reasons and count the rest; explain and --json give them all', async () => {
+    rig.write('shared.txt', 'one\n');
+    rig.nodefile(fanIn);
+    expect((await rig.run(['apply'])).code).toBe(0);
+    rig.write('shared.txt', 'two\n');
+
+    const plan = await rig.run(['plan']);
+    const line = plan.stdout.split('\n').find((l) => l.includes('gather'))!;
+    expect(line).toMatch(/^  \? gather\s+may update\s+known after part\/0, part\/1, part\/2 and 9 more \(all: nodegraph explain gather\)$/);
+
+    const json = JSON.parse((await rig.run(['plan', '--json'])).stdout) as { entries: { id: string; reasons: string[] }[] };
+    expect(json.entries.find((e) => e.id === 'gather')!.reasons).toEqual(Array.from({ length: 12 }, (_, i) => `known after part/${i}`));
+    const explain = await rig.run(['explain', 'gather']);
+    expect(explain.stdout.match(/^  because known after part\/\d+$/gm)).toHaveLength(12);
+
+    // Every part's output changed: gather runs for twelve reasons and its live line names three.
+    const apply = await rig.run(['apply', '--json']);
+    const start = events(apply.stdout).find((e) => e.type === 'task-start' && e.id === 'gather')!;
+    expect(start.reason).toMatch(/^upstream part\/0 changed [0-9a-f]{8}→[0-9a-f]{8}; upstream part\/1 changed \S+; upstream part\/2 changed \S+; and 9 more$/);
+    expect(rig.read('out/all')).toBe(Array.from({ length: 12 }, (_, i) => `two\n${i}\n`).sort().join(''));
+  });
+});
