@@ -160,7 +160,7 @@ const holderOf = (info: LockInfo): LockHolder => ({
   startedAt: info.startedAt,
 });
 
-/** 'dead' only when we are sure: same host, and (another boot, or no such process). */
+/** 'dead' only when we are sure: same host, and (another boot, or no such process, or a zombie). */
 function liveness(info: LockInfo): 'alive' | 'dead' | 'other-host' {
   if (info.host !== hostname()) return 'other-host';
   const boot = bootId();
@@ -168,11 +168,31 @@ function liveness(info: LockInfo): 'alive' | 'dead' | 'other-host' {
   if (info.pid === process.pid) return 'alive';
   try {
     process.kill(info.pid, 0);
-    return 'alive';
   } catch (e) {
     // EPERM: the process exists but belongs to someone else — alive.
     return errnoCode(e) === 'ESRCH' ? 'dead' : 'alive';
   }
+  return isZombie(info.pid) ? 'dead' : 'alive';
+}
+
+/**
+ * Whether the process has exited and only waits for its parent to collect its
+ * exit status. kill(pid, 0) still finds such a process, but it runs no more
+ * code and holds no file: a run killed with -9 whose parent (a script, a
+ * supervisor) has not reaped it yet left a lock as stale as a vanished one.
+ * Linux's /proc/<pid>/stat gives the state after the command name, which is
+ * in parentheses and may itself hold any character: hence the last ')'.
+ * Without /proc (not Linux) nothing is known, and the process counts as alive.
+ */
+function isZombie(pid: number): boolean {
+  let stat: string;
+  try {
+    stat = readFileSync(`/proc/${pid}/stat`, 'latin1');
+  } catch {
+    return false;
+  }
+  const state = stat.charAt(stat.lastIndexOf(')') + 2);
+  return state === 'Z' || state === 'X';
 }
 
 /**

@@ -1,6 +1,7 @@
 // The state lock, on real temp dirs.
 
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
+import { once } from 'node:events';
 import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -79,6 +80,26 @@ test('a lock left by a dead process on this host is taken over', () => {
   expect(l.tookOverFrom).toMatchObject({ pid, command: 'nodegraph apply' });
   expect(JSON.parse(readFileSync(lockFile(), 'utf8')).pid).toBe(process.pid);
   expect(readdirSync(dir).filter((n) => n.startsWith('lock.'))).toEqual([]);
+});
+
+test('a lock held by a zombie (killed, not yet reaped by its parent) is taken over', async () => {
+  if (!existsSync('/proc/self/stat')) return; // not Linux
+  // sh starts a child that exits at once, then becomes `sleep`, which never reaps it.
+  const parent = spawn('sh', ['-c', 'true & echo $!; exec sleep 30'], { stdio: ['ignore', 'pipe', 'ignore'] });
+  try {
+    const pid = Number((await once(parent.stdout, 'data'))[0].toString().trim());
+    const stateOf = (): string => {
+      const stat = readFileSync(`/proc/${pid}/stat`, 'latin1');
+      return stat.charAt(stat.lastIndexOf(')') + 2);
+    };
+    for (let i = 0; i < 200 && stateOf() !== 'Z'; i++) await new Promise((r) => setTimeout(r, 10));
+    expect(stateOf()).toBe('Z');
+    expect(() => process.kill(pid, 0)).not.toThrow(); // kill(pid, 0) alone would call it alive
+    writeFileSync(lockFile(), JSON.stringify({ pid, host: hostname(), command: 'nodegraph apply', startedAt: 's', token: 'old' }));
+    expect(take().tookOverFrom?.pid).toBe(pid);
+  } finally {
+    parent.kill('SIGKILL');
+  }
 });
 
 test('a lock from an earlier boot is stale even if its pid is alive now', () => {
