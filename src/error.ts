@@ -25,7 +25,8 @@ export type Failure =
   | { readonly reason: 'nodefile-not-found'; readonly path: string }
   | { readonly reason: 'nodefile-syntax'; readonly path: string; readonly message: string; readonly site: SourceSite | undefined }
   | { readonly reason: 'nodefile-threw'; readonly path: string; readonly message: string; readonly site: SourceSite | undefined }
-  | { readonly reason: 'nodefile-no-default'; readonly path: string }
+  /** `found`: what the default export is instead of a function ("a number"), when there is one. */
+  | { readonly reason: 'nodefile-no-default'; readonly path: string; readonly found?: string }
   | {
       readonly reason: 'invalid-field';
       readonly task: string | undefined;

@@ -85,7 +85,10 @@ export async function loadNodefile(file: string, options: { sites?: boolean } = 
   } catch (error) {
     return err([classifyImportError(absolute, error)]);
   }
-  if (typeof nodefile.default !== 'function') return err([{ reason: 'nodefile-no-default', path: absolute }]);
+  if (typeof nodefile.default !== 'function') {
+    const found = nodefile.default === undefined ? undefined : nodefile.default === null ? 'null' : Array.isArray(nodefile.default) ? 'an array' : `${/^[aeiou]/.test(typeof nodefile.default) ? 'an' : 'a'} ${typeof nodefile.default}`;
+    return err([{ reason: 'nodefile-no-default', path: absolute, ...(found === undefined ? {} : { found }) }]);
+  }
 
   const builder = new Builder(absolute, path.dirname(absolute), options);
   try {

@@ -42,7 +42,7 @@ export function message(failure: Failure, cwd: string): string {
     case 'nodefile-threw':
       return `the Nodefile threw while declaring the graph: ${failure.message}`;
     case 'nodefile-no-default':
-      return `${failure.path} has no default export: export a function that receives the Nodefile API, e.g. \`export default (ng: NodefileApi) => { ... }\``;
+      return `${failure.path} ${failure.found === undefined ? 'has no default export' : `exports ${failure.found} as its default, not a function`}: export a function that receives the Nodefile API, e.g. \`export default (ng: NodefileApi) => { ... }\``;
     case 'invalid-field':
       return failure.task === undefined
         ? `${failure.field}: ${failure.message}`

@@ -150,6 +150,21 @@ describe('bad input', () => {
     expect(result.stderr).toBe('error[unknown-target]: no task matches b\n');
   });
 
+  test('a Nodefile without a function as its default export says what it exports instead', async () => {
+    const hint = ': export a function that receives the Nodefile API, e.g. `export default (ng: NodefileApi) => { ... }`\n';
+    for (const [source, what] of [
+      ['export const tasks = 1;\n', 'has no default export'],
+      ['export default 42;\n', 'exports a number as its default, not a function'],
+      ['export default { task: 1 };\n', 'exports an object as its default, not a function'],
+      ['export default [];\n', 'exports an array as its default, not a function'],
+    ] as const) {
+      rig.write('Nodefile.ts', source);
+      const result = await rig.run(['plan']);
+      expect(result.code).toBe(1);
+      expect(result.stderr).toBe(`error[nodefile-no-default]: ${rig.path('Nodefile.ts')} ${what}${hint}`);
+    }
+  });
+
   test('no Nodefile', async () => {
     const result = await rig.run(['plan']);
     expect(result.code).toBe(1);
