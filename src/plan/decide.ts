@@ -88,7 +88,7 @@ export function decide(
 
   if (forced) return result('replace', ['forced by --replace']);
   if (record === undefined) return result('create', ['never ran']);
-  if (record.status === 'failed') return result('update', ['last run failed']);
+  if (record.status === 'failed') return result('update', [lastRunFailed(record.error)]);
 
   // What changed among the task's own definition and inputs is known now.
   const reasons: string[] = [];
@@ -141,6 +141,19 @@ export function decide(
   }
   // Most tasks of most runs end here: nothing to allocate for them but the decision.
   return drift === undefined ? result('unchanged', NONE, NONE, NONE) : result('drift', drift, NONE, NONE);
+}
+
+/**
+ * Why a task whose last run did not succeed runs again, with what went wrong
+ * then: `last run failed: exited with code 3`, `last run was canceled`. The
+ * error's first line only, and at most 80 characters of it: the record keeps
+ * it whole.
+ */
+export function lastRunFailed(error: string | undefined): string {
+  if (error === 'canceled') return 'last run was canceled';
+  const line = error?.split('\n', 1)[0]!.trim() ?? '';
+  if (line === '') return 'last run failed';
+  return `last run failed: ${line.length > 80 ? `${line.slice(0, 79)}…` : line}`;
 }
 
 const NONE: readonly never[] = Object.freeze([]);

@@ -17,6 +17,12 @@ export interface PlainOptions {
 
 const seconds = (ms: number): string => (ms < 1000 ? `${ms}ms` : `${(ms / 1000).toFixed(1)}s`);
 
+/** `id failed: exited with code 3`; a canceled task is only `id canceled`, not `id canceled: canceled`. */
+export function unsuccessful(id: string, outcome: string, error: string | undefined): string {
+  const first = (error ?? '').split('\n', 1)[0]!;
+  return first === '' || first === outcome ? `${id} ${outcome}` : `${id} ${outcome}: ${first}`;
+}
+
 export function indent(text: string, prefix = '    '): string {
   return text
     .trimEnd()
@@ -56,7 +62,7 @@ export function plainReporter(options: PlainOptions): Reporter {
         if (event.outcome === 'ran') {
           write(`${c.green('✔')} ${event.id} ${c.dim(seconds(event.durationMs))}${event.outputsChanged === false ? c.dim(' (outputs unchanged)') : ''}\n`);
         } else if (event.outcome === 'failed' || event.outcome === 'canceled') {
-          write(`${c.red('✖')} ${event.id} ${event.outcome}: ${(event.error ?? '').split('\n')[0]}\n`);
+          write(`${c.red('✖')} ${unsuccessful(event.id, event.outcome, event.error)}\n`);
           if (event.command !== undefined) write(`${indent(`$ ${event.command}`)}\n`);
           if (event.output !== undefined && event.output.trim() !== '') write(`${indent(event.output)}\n`);
         } else if (event.outcome === 'skipped') {

@@ -7,7 +7,7 @@ import { Listr, type DefaultRenderer, type ListrTaskWrapper } from 'listr2';
 import type { EngineEvent } from '../execute/events.ts';
 import type { TaskId } from '../ids.ts';
 import type { Palette } from './color.ts';
-import { indent, plainReporter } from './plain.ts';
+import { indent, plainReporter, unsuccessful } from './plain.ts';
 import { renderPlan } from './plan-view.ts';
 import type { Reporter } from './reporter.ts';
 
@@ -91,8 +91,9 @@ export function ttyReporter(write: (text: string) => void, c: Palette): Reporter
         } else if (event.outcome === 'up-to-date') settle(event.id, { ok: true, skip: `${event.id} up to date` });
         else if (event.outcome === 'skipped') settle(event.id, { ok: true, skip: `${event.id} skipped${event.because === undefined ? '' : ` (${event.because} did not succeed)`}` });
         else {
-          settle(event.id, { ok: false, error: `${event.id} ${event.outcome}: ${(event.error ?? '').split('\n')[0]}` });
-          const detail = [`${c.red('✖')} ${event.id} ${event.outcome}: ${(event.error ?? '').split('\n')[0]}`];
+          const line = unsuccessful(event.id, event.outcome, event.error);
+          settle(event.id, { ok: false, error: line });
+          const detail = [`${c.red('✖')} ${line}`];
           if (event.command !== undefined) detail.push(indent(`$ ${event.command}`));
           if (event.output !== undefined && event.output.trim() !== '') detail.push(indent(event.output));
           failures.push(detail.join('\n'));

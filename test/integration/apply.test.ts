@@ -152,7 +152,7 @@ describe('apply', () => {
     expect(result.stdout).toContain('- after-bad skipped (bad did not succeed)');
     expect(rig.exists('out/other')).toBe(true);
     const plan = await rig.run(['plan']);
-    expect(plan.stdout).toMatch(/~ bad\s+update\s+last run failed/);
+    expect(plan.stdout).toMatch(/~ bad\s+update\s+last run failed: exited with code 3\n/);
   });
 
   test('a failure stops the run; a task the plan found unchanged is up to date, not skipped', async () => {

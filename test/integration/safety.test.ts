@@ -54,7 +54,7 @@ test('Ctrl-C kills the running task, records nothing as done, releases the lock,
   expect(existsSync(rig.path('.nodegraph/lock'))).toBe(false);
   const plan = await rig.run(['plan']);
   // quick finished and was recorded; long was interrupted and is not trusted.
-  expect(plan.stdout).toMatch(/~ long\s+update\s+last run failed/);
+  expect(plan.stdout).toMatch(/~ long\s+update\s+last run was canceled\n/);
   expect(plan.stdout).not.toContain('quick');
 });
 

@@ -6,7 +6,7 @@ import type { TaskGraph } from '../../src/graph/graph.ts';
 import { contentHash, taskId, type ContentHash, type TaskId } from '../../src/ids.ts';
 import { Builder } from '../../src/nodefile/builder.ts';
 import type { NodefileApi } from '../../src/nodefile/types.ts';
-import { fingerprintOf, type TaskObservation } from '../../src/plan/decide.ts';
+import { fingerprintOf, lastRunFailed, type TaskObservation } from '../../src/plan/decide.ts';
 import { definitionOf } from '../../src/plan/definition.ts';
 import { makePlan, teardownOrder } from '../../src/plan/plan.ts';
 import { decodeJournal, encodeLine } from '../../src/state/journal.ts';
@@ -183,6 +183,17 @@ describe('makePlan', () => {
     const plan = makePlan(graph, seen, records);
     expect(actions(plan)).toEqual({ ['__proto__']: 'unchanged: ', b: 'unchanged: ' });
     expect(Object.hasOwn(plan.decisions.get(taskId('b'))!.upstream, '__proto__')).toBe(true);
+  });
+
+  test('a failed last run says what went wrong then: the first line, cut at 80 characters', () => {
+    expect(lastRunFailed(undefined)).toBe('last run failed');
+    expect(lastRunFailed('')).toBe('last run failed');
+    expect(lastRunFailed('canceled')).toBe('last run was canceled');
+    expect(lastRunFailed('exited with code 3')).toBe('last run failed: exited with code 3');
+    expect(lastRunFailed('Error: no route to host\n    at connect (net.js:1:1)')).toBe('last run failed: Error: no route to host');
+    const long = lastRunFailed(`declared output ${'x/'.repeat(60)} was not produced`);
+    expect(long).toBe(`last run failed: declared output ${'x/'.repeat(31)}x…`);
+    expect(long.length).toBe('last run failed: '.length + 80);
   });
 
   test('a failed last run, a forced task and a changed definition each re-run', () => {
