@@ -50,8 +50,9 @@ const REPO = path.resolve(import.meta.dirname, '..');
 const NODE = path.join(REPO, 'node_modules', '.bin', 'node');
 /**
  * The engine measured: a snapshot of the checkout's bin/ and src/ (committed and uncommitted),
- * taken when the run starts, so that edits made to src/ while a run of the better part of an
- * hour goes on do not change what is measured half-way. BENCH_ENGINE=live runs the checkout.
+ * taken when the run starts and bundled as `npm pack` bundles it, so that edits made to src/
+ * while a run of the better part of an hour goes on do not change what is measured half-way.
+ * BENCH_ENGINE=live runs the checkout as it is (its TypeScript sources, unless it has a dist/).
  */
 const live = process.env.BENCH_ENGINE === 'live';
 const HYPERFINE = '/usr/bin/hyperfine';
@@ -667,7 +668,7 @@ async function machine(): Promise<Machine> {
     commit: await git('rev-parse', '--short', 'HEAD'),
     dirtySources: dirty.length,
     dirtyFiles: dirty,
-    engine: live ? 'the checkout itself (BENCH_ENGINE=live)' : `a snapshot of the checkout's bin/ and src/ in ${ENGINE}`,
+    engine: live ? 'the checkout itself (BENCH_ENGINE=live)' : `a snapshot of the checkout's bin/ and src/ in ${ENGINE}, bundled as npm pack does`,
     jobs,
     workRoot,
   };
@@ -830,7 +831,7 @@ function report(m: Machine, results: readonly SizeResult[], start: Startup | und
   const lines: string[] = [
     `Run of ${m.date} (commit ${m.commit}${m.dirtySources > 0 ? ` with ${m.dirtySources} uncommitted change(s) under src/ and bin/` : ''}); took ${minutes.toFixed(0)} min. Raw data: [${rel(resultsDir)}/](${rel(resultsDir)}/).`,
     '',
-    `Engine: ${live ? 'the checkout itself' : 'a snapshot of the checkout\'s `bin/` and `src/` (with `bench/hash.ts`) taken at the start of the run, so that edits during the run do not change what is measured'}${m.dirtyFiles.length > 0 ? `; uncommitted at the time: ${m.dirtyFiles.map((f) => `\`${f}\``).join(', ')}` : ''}.`,
+    `Engine: ${live ? 'the checkout itself' : 'a snapshot of the checkout\'s `bin/` and `src/` (with `bench/hash.ts`) taken at the start of the run, so that edits during the run do not change what is measured, and bundled as `npm pack` bundles it (`scripts/build-dist.ts`): what an installed package runs'}${m.dirtyFiles.length > 0 ? `; uncommitted at the time: ${m.dirtyFiles.map((f) => `\`${f}\``).join(', ')}` : ''}.`,
     '',
     `Machine: ${m.cores} cores (${m.cpu}), ${m.memory} memory, ${m.kernel}; Node ${m.node}, ninja ${m.ninja}, ${m.make}, ${m.hyperfine}. Job count for all three tools: ${m.jobs} (cores + 2).`,
     '',
@@ -899,14 +900,20 @@ function splice(markdown: string): void {
   writeFileSync(file, next);
 }
 
-/** Copies bin/, src/, bench/hash.ts and package.json to ENGINE, with node_modules linked. */
-function snapshotEngine(): void {
+/**
+ * Copies bin/, src/, scripts/, bench/hash.ts and package.json to ENGINE, with
+ * node_modules linked, and bundles it as `npm pack` does (scripts/build-dist.ts):
+ * what is measured is what an installed package runs.
+ */
+async function snapshotEngine(): Promise<void> {
   rmSync(ENGINE, { recursive: true, force: true });
   mkdirSync(path.join(ENGINE, 'bench'), { recursive: true });
-  for (const part of ['bin', 'src']) cpSync(path.join(REPO, part), path.join(ENGINE, part), { recursive: true });
+  for (const part of ['bin', 'src', 'scripts']) cpSync(path.join(REPO, part), path.join(ENGINE, part), { recursive: true });
   cpSync(path.join(REPO, 'package.json'), path.join(ENGINE, 'package.json'));
   if (existsSync(path.join(REPO, 'bench', 'hash.ts'))) cpSync(path.join(REPO, 'bench', 'hash.ts'), path.join(ENGINE, 'bench', 'hash.ts'));
   symlinkSync(path.join(REPO, 'node_modules'), path.join(ENGINE, 'node_modules'));
+  await must([NODE, path.join(ENGINE, 'scripts', 'build-dist.ts')], ENGINE);
+  if (!existsSync(path.join(ENGINE, 'dist', 'lib', 'main.js'))) throw new Error('bundling the engine made no dist/lib/main.js');
 }
 
 // ---- main -----------------------------------------------------------------------
@@ -916,7 +923,7 @@ async function main(): Promise<void> {
     if (!existsSync(bin)) throw new Error(`${bin} is missing (hyperfine and time are Debian packages; npm ci installs node)`);
   }
   mkdirSync(resultsDir, { recursive: true });
-  if (!live) snapshotEngine();
+  if (!live) await snapshotEngine();
   const m = await machine();
   if (m.dirtyFiles.length > 0) {
     // What was measured, when it was not a commit: the uncommitted changes (new files are listed only).

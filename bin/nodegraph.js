@@ -12,6 +12,6 @@ if (major < 22 || (major === 22 && minor < 18)) {
 }
 // V8's code cache for our modules and dependencies: start-up is most of a no-op's cost.
 module.enableCompileCache?.();
-const dist = new URL('../dist/cli/main.js', import.meta.url);
+const dist = new URL('../dist/lib/main.js', import.meta.url);
 const { runCli } = await import(existsSync(dist) ? dist.href : new URL('../src/cli/main.ts', import.meta.url).href);
 await runCli();

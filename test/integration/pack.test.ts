@@ -1,7 +1,7 @@
 // `npm pack` makes a package that installs into an empty folder and runs:
 // there, below node_modules, Node will not strip types, so it must be JS.
 
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -13,7 +13,7 @@ test('the packed package installs into an empty folder, runs nodegraph --version
   // Pack a copy: packing builds and removes dist/ in the folder it runs in, and
   // the other tests run the checkout's CLI meanwhile.
   const copy = mkdtempSync(path.join(tmpdir(), 'nodegraph-src-'));
-  for (const entry of ['package.json', 'package-lock.json', 'tsconfig.json', 'tsconfig.build.json', 'bin', 'src', 'scripts', 'README.md']) {
+  for (const entry of ['package.json', 'package-lock.json', 'tsconfig.json', 'bin', 'src', 'scripts', 'README.md']) {
     cpSync(path.join(repo, entry), path.join(copy, entry), { recursive: true });
   }
   symlinkSync(path.join(repo, 'node_modules'), path.join(copy, 'node_modules'));
@@ -26,8 +26,8 @@ test('the packed package installs into an empty folder, runs nodegraph --version
     execFileSync('npm', ['install', '--silent', '--no-audit', '--no-fund', path.join(out, name)], { cwd: home, env, stdio: 'ignore' });
     const version = execFileSync(process.execPath, [path.join(home, 'node_modules/.bin/nodegraph'), '--version'], { cwd: home, encoding: 'utf8' });
     expect(version).toMatch(/^nodegraph \d+\.\d+\.\d+\n$/);
-    expect(existsSync(path.join(home, 'node_modules/nodegraph/dist/cli/main.js'))).toBe(true);
-    expect(existsSync(path.join(home, 'node_modules/nodegraph/dist/execute/spawn-server.js'))).toBe(true);
+    expect(existsSync(path.join(home, 'node_modules/nodegraph/dist/lib/main.js'))).toBe(true);
+    expect(existsSync(path.join(home, 'node_modules/nodegraph/dist/lib/spawn-server.js'))).toBe(true);
 
     // Enough tasks that the spawn server starts (after the 24th command): each records
     // the pid of the process that started it, the engine's or the server's.
@@ -44,6 +44,15 @@ export default (ng: NodefileApi): void => {
     expect(applied).toMatch(new RegExp(`Apply: ${tasks} ran, 0 failed`));
     const spawners = new Set(Array.from({ length: tasks }, (_, i) => readFileSync(path.join(home, `out/${i}`), 'utf8').trim()));
     expect(spawners.size).toBe(2); // the engine for the first commands, then the server
+
+    // Bundled, a declaration's site is still the Nodefile's line, not a frame inside nodegraph.
+    writeFileSync(path.join(home, 'Nodefile.ts'), `export default (ng: any): void => {\n  ng.task('bad', { run: 'true' });\n};\n`);
+    const bad = spawnSync(process.execPath, [path.join(home, 'node_modules/.bin/nodegraph'), 'plan'], { cwd: home, encoding: 'utf8', env: { ...process.env, CI: '1' } });
+    expect(bad.status).toBe(1);
+    expect(bad.stderr).toMatch(/^error\[invalid-field\]: task bad: field run: .*\n --> Nodefile\.ts:2:6\n/);
+    // The library entry loads, with the operations it exports.
+    const lib = execFileSync(process.execPath, ['--input-type=module', '-e', "const m = await import('nodegraph'); console.log(typeof m.applyNodefile, typeof m.ExecaRunner)"], { cwd: home, encoding: 'utf8' });
+    expect(lib).toBe('function function\n');
   } finally {
     rmSync(out, { recursive: true, force: true });
     rmSync(home, { recursive: true, force: true });
