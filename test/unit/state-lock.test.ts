@@ -84,8 +84,10 @@ test('a lock left by a dead process on this host is taken over', () => {
 
 test('a lock held by a zombie (killed, not yet reaped by its parent) is taken over', async () => {
   if (!existsSync('/proc/self/stat')) return; // not Linux
-  // sh starts a child that exits at once, then becomes `sleep`, which never reaps it.
-  const parent = spawn('sh', ['-c', 'true & echo $!; exec sleep 30'], { stdio: ['ignore', 'pipe', 'ignore'] });
+  // perl forks a child that exits at once and never waits for it (a shell may reap it first).
+  const parent = spawn('perl', ['-e', '$| = 1; my $pid = fork() // die; exit 0 if $pid == 0; print "$pid\\n"; sleep 30'], {
+    stdio: ['ignore', 'pipe', 'ignore'],
+  });
   try {
     const pid = Number((await once(parent.stdout, 'data'))[0].toString().trim());
     const stateOf = (): string => {
