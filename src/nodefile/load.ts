@@ -7,6 +7,7 @@ import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import type { Failure } from '../error.ts';
 import { err, ok, type Result } from '../util/result.ts';
+import { bundledDependency } from './deps.ts';
 import { Builder, type Declarations } from './builder.ts';
 import { captureSiteFromError } from './site.ts';
 import type { SourceSite } from './types.ts';
@@ -45,6 +46,9 @@ function loadAsModule(url: string): void {
     // its own is noted, and takes its importer's query: a reloaded Nodefile
     // (`?g=N`) runs the current text of every file it is made of, not the first.
     resolve(specifier, context, next) {
+      // zod, yaml, smol-toml for the node kit: one file each rather than dozens (deps.ts).
+      const bundle = bundledDependency(specifier, context.parentURL, OWN);
+      if (bundle !== undefined) return { url: bundle, format: 'module', shortCircuit: true };
       const resolved = next(specifier, context);
       const parent = context.parentURL;
       if (parent === undefined || !resolved.url.startsWith('file:') || resolved.url.includes('?')) return resolved;

@@ -2,7 +2,7 @@
 // timed: the machines are shared and noisy). A no-op reads no file content,
 // stats each file once, writes no state, and loads no module it does not use.
 
-import { readFileSync, rmSync, statSync } from 'node:fs';
+import { existsSync, readFileSync, rmSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, beforeEach, expect, test } from 'vitest';
 import { applyNodefile } from '../../src/operations.ts';
@@ -116,7 +116,9 @@ process.on('exit', () => writeFileSync(${JSON.stringify(`${log}.builtins`)}, pro
 
 let builtinsLoaded: string[] = [];
 
-const loadedPackage = (urls: string[], name: string): boolean => urls.some((u) => u.includes(`/node_modules/${name}/`));
+/** Whether the package was loaded: from its own folder, or as the one-file bundle a checkout has (src/nodefile/deps.ts). */
+const loadedPackage = (urls: string[], name: string): boolean =>
+  urls.some((u) => u.includes(`/node_modules/${name}/`) || u.endsWith(`/node_modules/.nodegraph/deps/${name}.js`));
 
 test('--version loads no engine module and no dependency', async () => {
   const urls = await modulesLoaded(['--version']);
@@ -153,3 +155,24 @@ test('a no-op apply loads neither zod, nor graphology, nor execa, nor the termin
   expect(builtinsLoaded).not.toContain('NativeModule zlib');
   expect(builtinsLoaded).not.toContain('NativeModule crypto');
 });
+
+test("the node kit's modules get yaml and smol-toml as one file each (npm ci's prepare bundles them)", async () => {
+  // The Nodefile renders YAML and TOML at declaration time, as the node kit does.
+  rig.write(
+    'Nodefile.ts',
+    `import { toYaml } from ${JSON.stringify(path.join(repo, 'src/node/yaml.ts'))};
+import { toToml } from ${JSON.stringify(path.join(repo, 'src/node/toml.ts'))};
+export default (ng: any) => {
+  ng.task('render', { inputs: { y: ng.value(toYaml({ a: [1] })), t: ng.value(toToml({ a: 1 })) }, outputs: ['out'], run: ['touch', 'out'] });
+};
+`,
+  );
+  const manifest = path.join(repo, 'node_modules/.nodegraph/deps/manifest.json');
+  expect(existsSync(manifest), `${manifest} is missing: npm ci (its prepare script) makes it`).toBe(true);
+  const urls = await modulesLoaded(['plan']);
+  expect(urls.filter((u) => u.includes('/node_modules/')).map((u) => u.slice(u.indexOf('/node_modules/')))).toEqual([
+    '/node_modules/.nodegraph/deps/yaml.js',
+    '/node_modules/.nodegraph/deps/smol-toml.js',
+  ]);
+});
+
