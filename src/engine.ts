@@ -75,14 +75,15 @@ export interface Session {
  * sites (fast); when something is wrong they are loaded again with them, so
  * the diagnostics can point into the Nodefile.
  */
-export async function loadGraph(nodefile: string): Promise<Result<TaskGraph, Failure[]>> {
+export async function loadGraph(nodefile: string, stateDir?: string): Promise<Result<TaskGraph, Failure[]>> {
   const fast = await loadNodefile(nodefile, { sites: false });
   if (!fast.ok) return fast;
-  const graph = analyze(fast.value);
+  const options = stateDir === undefined ? {} : { stateDir };
+  const graph = analyze(fast.value, options);
   if (graph.ok) return graph;
   const slow = await loadNodefile(nodefile, { sites: true });
   if (!slow.ok) return slow;
-  const again = analyze(slow.value);
+  const again = analyze(slow.value, options);
   return again.ok ? err(graph.error) : again;
 }
 
@@ -135,7 +136,7 @@ export async function openSession(
   /** observe: false for a session that will not observe (a teardown): nothing is stat'ed ahead. */
   mode: { readonly lock: boolean; readonly observe?: boolean },
 ): Promise<Result<Session, Failure[]>> {
-  const graph = await loadGraph(options.nodefile);
+  const graph = await loadGraph(options.nodefile, stateDirOf(options));
   if (!graph.ok) return graph;
   const targets = resolveTargets(options.targets, (id) => graph.value.has(id), () => graph.value.ordered.map((n) => n.id));
   if (!targets.ok) return targets;

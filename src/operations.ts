@@ -10,6 +10,7 @@ import { teardown, type TeardownSummary } from './execute/teardown.ts';
 import { ExecaRunner } from './execute/runner.ts';
 import { appender } from './execute/appender.ts';
 import { observeAndPlan, openSession, resolveTargets, stateDirOf, withSession, type EngineOptions, type Session } from './engine.ts';
+import { OutputGuard } from './graph/analyze.ts';
 import type { TaskGraph } from './graph/graph.ts';
 import type { TaskId } from './ids.ts';
 import { teardownOrder, type Plan } from './plan/plan.ts';
@@ -90,7 +91,7 @@ export async function applyNodefile(options: EngineOptions & { readonly planFile
     // A whole-graph plan lists the orphans, dependents first: no second search of 50,000 records for them.
     if (plan.counts.destroy > 0) {
       const orphans = plan.entries.filter((e) => e.action === 'destroy').map((e) => e.id);
-      const removed = await runTeardown(session, orphans, 'destroy');
+      const removed = await runTeardown({ ...session, guard: guardOf(options) }, orphans, 'destroy');
       for (const id of removed.done) destroyed.push(id);
     }
     const summary = await execute({
@@ -131,8 +132,14 @@ export async function applyNodefile(options: EngineOptions & { readonly planFile
   });
 }
 
-/** What teardown needs of a session: no graph, so it works from the state alone. */
-type TeardownSession = Pick<Session, 'state' | 'store' | 'runner' | 'signal' | 'emit'>;
+/**
+ * What teardown needs of a session: the graph only if the Nodefile was there
+ * to load (teardown works from the state alone), and what never to remove.
+ */
+type TeardownSession = Pick<Session, 'state' | 'store' | 'runner' | 'signal' | 'emit'> & {
+  readonly graph?: TaskGraph | undefined;
+  readonly guard: OutputGuard;
+};
 
 function runTeardown(session: TeardownSession, order: readonly TaskId[], mode: 'stop' | 'destroy'): Promise<TeardownSummary> {
   return teardown({
@@ -143,7 +150,15 @@ function runTeardown(session: TeardownSession, order: readonly TaskId[], mode: '
     signal: session.signal,
     emit: session.emit,
     mode,
+    graph: session.graph,
+    guard: session.guard,
   });
+}
+
+/** The project and the state, which no teardown removes (see OutputGuard). */
+function guardOf(options: EngineOptions): OutputGuard {
+  const nodefile = path.resolve(options.nodefile);
+  return new OutputGuard(nodefile, path.dirname(nodefile), stateDirOf(options));
 }
 
 export interface TeardownResult extends TeardownSummary {
@@ -205,7 +220,7 @@ export async function teardownNodefile(
     const session = await openSession({ ...options, targets: [] }, { lock: true, observe: false });
     if (!session.ok) return session;
     try {
-      return await teardownWith(session.value, options, started);
+      return await teardownWith({ ...session.value, guard: guardOf(options) }, options, started);
     } finally {
       session.value.cache.save();
       session.value.state.close();
@@ -223,6 +238,7 @@ export async function teardownNodefile(
       runner: options.runner ?? new ExecaRunner(),
       signal: options.signal ?? new AbortController().signal,
       emit,
+      guard: guardOf(options),
     };
     return await teardownWith(session, options, started);
   } finally {

@@ -1,12 +1,21 @@
 // Tears down recorded tasks in reverse graph order, from the recipe each
 // record carries, so a task that left the Nodefile can still be destroyed.
+// A task the Nodefile still declares stops and is destroyed by the commands it
+// declares now: a fixed destroy action counts without running the task again.
+// What is removed is what the record says the task made, less what must not
+// go: the project, the state (OutputGuard), and any path a task that stays
+// now declares as its output (a task renamed in the Nodefile is its old self's
+// orphan, and its file is the new one's).
 // One at a time: teardown order is the point, and it is rarely long.
 
+import { holds, type OutputGuard } from '../graph/analyze.ts';
+import type { TaskGraph } from '../graph/graph.ts';
 import type { TaskId } from '../ids.ts';
 import type { TaskRecord } from '../state/record.ts';
 import { removePath } from '../util/mounts.ts';
 import type { Appender } from './appender.ts';
 import type { EventSink } from './events.ts';
+import { recipeOf } from './executor.ts';
 import { describeCommand, type ProcessRunner } from './runner.ts';
 
 export interface TeardownOptions {
@@ -19,6 +28,10 @@ export interface TeardownOptions {
   readonly emit: EventSink;
   /** 'stop' runs stop commands only and keeps everything; 'destroy' also destroys, removes and forgets. */
   readonly mode: 'stop' | 'destroy';
+  /** The Nodefile's graph, when it was loaded: its tasks' current actions, and the outputs that stay. */
+  readonly graph?: TaskGraph | undefined;
+  /** Paths never removed, whatever a record says (see OutputGuard). */
+  readonly guard?: OutputGuard | undefined;
 }
 
 export interface TeardownSummary {
@@ -30,6 +43,7 @@ export interface TeardownSummary {
 export async function teardown(options: TeardownOptions): Promise<TeardownSummary> {
   const { records, emit } = options;
   const summary: TeardownSummary = { done: [], failed: [], kept: [] };
+  const claimed = claimedOutputs(options);
   // A task whose dependent could not be torn down is kept: it is still needed.
   const blocked = new Map<TaskId, TaskId>();
 
@@ -43,9 +57,11 @@ export async function teardown(options: TeardownOptions): Promise<TeardownSummar
       blockUpstream(record, id, blocked);
       continue;
     }
-    const commands = options.mode === 'stop' ? record.recipe.stop : [...record.recipe.stop, ...record.recipe.destroy];
+    const node = options.graph?.get(id);
+    const recipe = node === undefined ? record.recipe : { ...recipeOf(node), remove: record.recipe.remove };
+    const commands = options.mode === 'stop' ? recipe.stop : [...recipe.stop, ...recipe.destroy];
     emit({ type: 'destroy-start', id, command: commands.map((c) => describeCommand(c)).join(' && ') || undefined });
-    const failure = await runRecipe(record, commands, options);
+    const failure = await runRecipe(id, recipe, commands, options, claimed);
     if (failure !== undefined) {
       summary.failed.push(id);
       emit({ type: 'destroy-done', id, outcome: 'failed', error: failure.error, output: failure.output });
@@ -67,24 +83,56 @@ function blockUpstream(record: TaskRecord, id: TaskId, blocked: Map<TaskId, Task
 }
 
 async function runRecipe(
-  record: TaskRecord,
+  id: TaskId,
+  recipe: TaskRecord['recipe'],
   commands: readonly (readonly string[])[],
   options: TeardownOptions,
+  claimed: ReadonlyMap<string, TaskId>,
 ): Promise<{ error: string; output: string } | undefined> {
   let output = '';
   for (const argv of commands) {
     const result = await options.runner.run(argv, {
-      cwd: record.recipe.cwd,
-      ...(record.recipe.env === undefined ? {} : { env: record.recipe.env }),
+      cwd: recipe.cwd,
+      ...(recipe.env === undefined ? {} : { env: recipe.env }),
       signal: options.signal,
     });
     output += result.output;
     if (!result.ok) return { error: `${result.command}: ${result.failure ?? 'failed'}`, output };
   }
   if (options.mode === 'stop') return undefined;
-  for (const target of record.recipe.remove) {
+  for (const target of recipe.remove) {
+    const kept = keptBecause(target, options.guard, claimed);
+    if (kept !== undefined) {
+      options.emit({ type: 'warning', message: `${id}: kept ${target}, which ${kept}` });
+      continue;
+    }
     const problem = removePath(target);
     if (problem !== undefined) return { error: problem, output };
+  }
+  return undefined;
+}
+
+/** The outputs of the graph's tasks that this teardown leaves in place, with the task that declares each. */
+function claimedOutputs(options: TeardownOptions): ReadonlyMap<string, TaskId> {
+  const claimed = new Map<string, TaskId>();
+  if (options.graph === undefined || options.mode === 'stop') return claimed;
+  const going = new Set(options.order);
+  for (const node of options.graph.ordered) {
+    if (going.has(node.id)) continue;
+    for (const output of node.outputs) claimed.set(output, node.id);
+  }
+  return claimed;
+}
+
+/** Why `target` must stay, or undefined: it is guarded, another task's output, or holds or lies in one. */
+function keptBecause(target: string, guard: OutputGuard | undefined, claimed: ReadonlyMap<string, TaskId>): string | undefined {
+  const refused = guard?.refuses(target);
+  if (refused !== undefined) return refused;
+  const owner = claimed.get(target);
+  if (owner !== undefined) return `is now ${owner}'s output`;
+  for (const [output, task] of claimed) {
+    if (holds(target, output)) return `holds ${output}, ${task}'s output`;
+    if (holds(output, target)) return `lies in ${output}, ${task}'s output`;
   }
   return undefined;
 }

@@ -39,9 +39,10 @@ const NO_PATHS: readonly string[] = Object.freeze([]);
  * Two passes over the declarations, one object per task, edges as pairs of
  * indices: a 50,000-task graph is checked in a small part of a second.
  */
-export function analyze(declarations: Declarations): Result<TaskGraph, Failure[]> {
+export function analyze(declarations: Declarations, options: { readonly stateDir?: string } = {}): Result<TaskGraph, Failure[]> {
   const failures: Failure[] = [...declarations.failures];
   const { dir } = declarations;
+  const guard = new OutputGuard(declarations.file, dir, options.stateDir);
   const byId = new Map<TaskId, Node>();
   const nodes: Node[] = [];
   const producers = new Map<string, Node>();
@@ -61,7 +62,12 @@ export function analyze(declarations: Declarations): Result<TaskGraph, Failure[]
     if (decl.spec.cwd !== undefined) node.cwd = path.resolve(dir, decl.spec.cwd);
     if (decl.outputs.length > 0) node.outputs = decl.outputs.map((o) => roots.join(dir, o));
     nodes.push(node);
-    for (const output of node.outputs) {
+    for (let i = 0; i < node.outputs.length; i++) {
+      const output = node.outputs[i]!;
+      const refused = guard.refuses(output);
+      if (refused !== undefined) {
+        failures.push({ reason: 'invalid-field', task: decl.id, field: `outputs[${i}]`, message: `${decl.outputs[i]} ${refused}`, site: decl.site.get() });
+      }
       const count = producers.size;
       producers.set(output, node);
       if (producers.size === count) {
@@ -157,6 +163,40 @@ function producerOf(folder: string, producers: ReadonlyMap<string, Node>, folder
   const found = producers.get(folder) ?? producerOfFolder(folder, producers, folders);
   folders.set(folder, found);
   return found;
+}
+
+/**
+ * What no output may be: a task's outputs are removed when it is destroyed
+ * (or found orphaned), so an output that is the Nodefile, its folder or a
+ * folder above it, or the state folder, one above it or a file in it, would
+ * take the project or nodegraph's record of it along.
+ */
+export class OutputGuard {
+  readonly #nodefile: string;
+  readonly #dir: string;
+  readonly #stateDir: string | undefined;
+  constructor(nodefile: string, dir: string, stateDir: string | undefined) {
+    this.#nodefile = nodefile;
+    this.#dir = dir;
+    this.#stateDir = stateDir === undefined ? undefined : path.resolve(stateDir);
+  }
+
+  /** Why `output` (absolute) may not be an output, or undefined. Most outputs lie below the folder: one comparison. */
+  refuses(output: string): string | undefined {
+    if (output === this.#nodefile) return 'is the Nodefile itself: destroying the task would remove it';
+    if (holds(output, this.#dir)) return `is ${output === this.#dir ? 'the Nodefile\'s folder' : 'a folder that holds the Nodefile'}: destroying the task would remove the project`;
+    const state = this.#stateDir;
+    if (state !== undefined && (holds(output, state) || holds(state, output))) {
+      return `${output === state ? 'is' : holds(output, state) ? 'holds' : 'is inside'} nodegraph's state folder ${state}: destroying the task would remove what nodegraph applied`;
+    }
+    return undefined;
+  }
+}
+
+/** Whether `folder` is `p` or a folder above it (both absolute and normalised). */
+export function holds(folder: string, p: string): boolean {
+  if (folder.length > p.length || !p.startsWith(folder)) return false;
+  return folder.length === p.length || folder === '/' || p.charCodeAt(folder.length) === 47;
 }
 
 const needsNormalising = /(^|\/)\.\.?(\/|$)|\/\/|\/$/;

@@ -1,0 +1,74 @@
+// What a teardown must never remove, and what it runs: the project and the
+// state are no task's outputs; a file a task now declares is not removed with
+// the orphan that made it; a task still declared is destroyed as it is
+// declared now.
+
+import { existsSync, readdirSync } from 'node:fs';
+import { afterEach, beforeEach, expect, test } from 'vitest';
+import { Rig } from '../support/rig.ts';
+
+let rig: Rig;
+beforeEach(() => {
+  rig = new Rig();
+});
+afterEach(() => rig.cleanup());
+
+test('an output that is the project folder, a folder above it, the Nodefile or the state is refused where it is declared', async () => {
+  rig.write('keep.txt', 'mine\n');
+  const cases: [string, string][] = [
+    ['.', ". is the Nodefile's folder: destroying the task would remove the project"],
+    ['..', '.. is a folder that holds the Nodefile: destroying the task would remove the project'],
+    ['Nodefile.ts', 'Nodefile.ts is the Nodefile itself: destroying the task would remove it'],
+    ['.nodegraph', `.nodegraph is nodegraph's state folder ${rig.path('.nodegraph')}: destroying the task would remove what nodegraph applied`],
+    ['.nodegraph/x', `.nodegraph/x is inside nodegraph's state folder ${rig.path('.nodegraph')}: destroying the task would remove what nodegraph applied`],
+  ];
+  for (const [output, why] of cases) {
+    rig.nodefile(`  ng.task('a', { outputs: [${JSON.stringify(output)}], run: ['true'] });`);
+    const result = await rig.run(['apply']);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toMatch(new RegExp(`^error\\[invalid-field\\]: task a: field outputs\\[0\\]: ${why.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}\\n --> Nodefile\\.ts:3:6\\n`));
+    expect(readdirSync(rig.dir).sort()).toEqual(['Nodefile.ts', 'keep.txt']);
+  }
+  // Elsewhere, the state folder is the one named: below the project is then just a folder.
+  rig.nodefile(`  ng.task('a', { outputs: ['.nodegraph/x'], run: ['sh', '-c', 'mkdir -p .nodegraph && touch .nodegraph/x'] });`);
+  expect((await rig.run(['apply', '--state-dir', rig.path('state')])).code).toBe(0);
+});
+
+test('a renamed task: its old self is destroyed as an orphan, but the file the new one declares stays', async () => {
+  rig.nodefile(`  ng.task('db', { outputs: ['precious.db'], run: ['sh', '-c', 'test -f precious.db || echo empty > precious.db'] });`);
+  expect((await rig.run(['apply'])).code).toBe(0);
+  rig.write('precious.db', 'years of data\n');
+  rig.nodefile(`  ng.task('database', { outputs: ['precious.db'], run: ['sh', '-c', 'test -f precious.db || echo empty > precious.db'] });`);
+  const apply = await rig.run(['apply']);
+  expect(apply.code).toBe(0);
+  expect(apply.stdout).toMatch(/- db\s+destroy\s+orphan: no longer in the Nodefile\n/);
+  expect(apply.stdout).toContain(`warning: db: kept ${rig.path('precious.db')}, which is now database's output`);
+  expect(rig.read('precious.db')).toBe('years of data\n');
+  expect((await rig.run(['status'])).stdout).not.toContain('db ');
+});
+
+test('a record that would remove the project (made by a Nodefile that lived elsewhere) keeps it and says so', async () => {
+  // One state, two Nodefiles: the first one's output is the folder the second one lives in.
+  rig.write('a/Nodefile.ts', `export default (ng: any) => { ng.task('made', { outputs: ['../b'], run: ['mkdir', '-p', '../b'] }); };\n`);
+  const state = rig.path('state');
+  expect((await rig.run(['apply', '-f', 'a/Nodefile.ts', '--state-dir', state])).code).toBe(0);
+  rig.write('b/Nodefile.ts', `export default (ng: any) => {};\n`);
+  const destroy = await rig.run(['destroy', '--yes', '-f', 'b/Nodefile.ts', '--state-dir', state]);
+  expect(destroy.code).toBe(0);
+  expect(destroy.stdout).toContain(`warning: made: kept ${rig.path('b')}, which is the Nodefile's folder: destroying the task would remove the project`);
+  expect(existsSync(rig.path('b/Nodefile.ts'))).toBe(true);
+});
+
+test('a task still declared is stopped and destroyed by the actions it declares now, not those recorded', async () => {
+  rig.nodefile(`  ng.task('svc', { outputs: ['out'], run: ['touch', 'out'], destroy: ['false'] });`);
+  expect((await rig.run(['apply'])).code).toBe(0);
+  expect((await rig.run(['destroy', '--yes'])).code).toBe(1);
+  // The fix needs no apply: a destroy action is not part of what the task does.
+  rig.nodefile(`  ng.task('svc', { outputs: ['out'], run: ['touch', 'out'], stop: ['sh', '-c', 'echo stopped > stop.log'], destroy: ['true'] });`);
+  expect((await rig.run(['plan'])).stdout).toBe('No changes: 1 task up to date.\n');
+  expect((await rig.run(['stop'])).code).toBe(0);
+  expect(rig.read('stop.log')).toBe('stopped\n');
+  const destroy = await rig.run(['destroy', '--yes']);
+  expect(destroy.code).toBe(0);
+  expect(rig.exists('out')).toBe(false);
+});
