@@ -5,6 +5,7 @@ import { chmodSync, mkdirSync, readFileSync, renameSync, statSync, writeFileSync
 import path from 'node:path';
 import type { TaskId } from '../ids.ts';
 import type { TaskNode } from '../graph/graph.ts';
+import { canonicalJson } from '../hash/value.ts';
 import type { Argv, CheckFunction, Command, ExecOptions, ExecResult, Json, TaskContext, TaskFunction } from '../nodefile/types.ts';
 import type { EventSink } from './events.ts';
 import { describeCommand, type ProcessRunner } from './runner.ts';
@@ -48,6 +49,15 @@ export async function runAction(node: TaskNode, context: ActionContext): Promise
   try {
     const value = await (run as TaskFunction)(ctx);
     if (context.signal.aborted) return { ok: false, canceled: true, error: 'canceled', command: undefined, output: log.join('') };
+    if (value !== undefined) {
+      // The value becomes part of the output hash: NaN, a bigint, a function or a cycle cannot.
+      try {
+        canonicalJson(value);
+      } catch (error) {
+        const why = (error as Error).message.replace(/^canonicalJson: /, '');
+        return { ok: false, canceled: false, error: `returned a value that is not JSON (${why})`, command: undefined, output: log.join('') };
+      }
+    }
     return { ok: true, value: value === undefined ? undefined : value, command: undefined, output: log.join('') };
   } catch (error) {
     return {

@@ -146,7 +146,7 @@ export async function execute(options: ExecuteOptions): Promise<ExecuteSummary> 
     running++;
     const pool = poolOf(node);
     if (pool !== '') poolUse.set(pool, (poolUse.get(pool) ?? 0) + 1);
-    void runOne(node, reason, verb, forcedFresh, decision).then((outcome) => {
+    const conclude = (outcome: TaskOutcome): void => {
       running--;
       if (pool !== '') {
         poolUse.set(pool, poolUse.get(pool)! - 1);
@@ -162,7 +162,24 @@ export async function execute(options: ExecuteOptions): Promise<ExecuteSummary> 
       } else if (outcome === 'canceled') summary.canceled.push(node.id);
       settle(node, outcome);
       finished();
-    });
+    };
+    void runOne(node, reason, verb, forcedFresh, decision).then(conclude, (error: unknown) => conclude(unexpected(node, error)));
+  };
+
+  /**
+   * A throw from recording a task's result, not from the task: the task
+   * counts as failed rather than the engine exiting with children still
+   * running and the lock left behind.
+   */
+  const unexpected = (node: TaskNode, error: unknown): TaskOutcome => {
+    const message = `nodegraph could not record the result: ${error instanceof Error ? error.message : String(error)}`;
+    try {
+      record(failedRecord(node, graph, records.get(node.id), new Date(), 0, message));
+    } catch {
+      // the record's absence or an older one: the task runs again either way
+    }
+    emit({ type: 'task-done', id: node.id, outcome: 'failed', durationMs: 0, error: message });
+    return 'failed';
   };
 
   const runOne = async (

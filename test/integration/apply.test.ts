@@ -170,6 +170,21 @@ describe('apply', () => {
     expect(summary?.counts).toMatchObject({ ran: 0, failed: 1, skipped: 0, 'up to date': 1 });
   });
 
+  test('a function that returns what JSON cannot hold fails its task, and the run ends as any failed run does', async () => {
+    rig.nodefile(`
+      ng.task('slow', { outputs: ['out/slow'], run: ['sh', '-c', 'sleep 0.5; echo done > out/slow'] });
+      ng.task('nan', { run: async () => { await new Promise((r) => setTimeout(r, 100)); return { n: NaN }; } });
+      ng.task('big', { run: () => 10n });
+    `);
+    const result = await rig.run(['apply', '-k', '-j', '4']);
+    expect(result.code).toBe(1);
+    expect(result.stdout).toContain('✖ nan failed: returned a value that is not JSON (NaN at $.n is not a finite number)\n');
+    expect(result.stdout).toContain('✖ big failed: returned a value that is not JSON (a bigint at $ has no JSON form (convert it to a string))\n');
+    expect(result.stdout).toMatch(/Apply: 1 ran, 2 failed/);
+    expect(rig.read('out/slow')).toBe('done\n');
+    expect(rig.exists('.nodegraph/lock')).toBe(false);
+  });
+
   test('a declared output the task did not write fails it', async () => {
     rig.nodefile(`ng.task('liar', { outputs: ['out/promised'], run: ['true'] });`);
     const result = await rig.run(['apply']);
