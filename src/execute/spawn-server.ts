@@ -64,6 +64,7 @@ function start(request: RunRequest): void {
       cwd: request.cwd,
       env: request.env === undefined ? base : { ...base, ...request.env },
       stdio: ['ignore', 'pipe', 'pipe'],
+      detached: true, // its own process group: see signalGroup in runner.ts
     });
   } catch (error) {
     send({ id, thrown: error instanceof Error ? error.message : String(error) });
@@ -99,10 +100,26 @@ function start(request: RunRequest): void {
   });
 }
 
+/** The command and everything it started (as runner.ts's signalGroup, which this module does not import). */
+function signalGroup(child: ChildProcess, signal: NodeJS.Signals): void {
+  try {
+    if (child.pid !== undefined) {
+      process.kill(-child.pid, signal);
+      return;
+    }
+  } catch {
+    // the group is gone: the command itself, if it is still there
+  }
+  child.kill(signal);
+}
+
 function handle(line: string): void {
   const request = JSON.parse(line) as Request;
   if (request.t === 'run') start(request);
-  else if (request.t === 'kill') running.get(request.id)?.kill(request.signal);
+  else if (request.t === 'kill') {
+    const child = running.get(request.id);
+    if (child !== undefined) signalGroup(child, request.signal);
+  }
   else if (request.t === 'env') base = request.env;
 }
 

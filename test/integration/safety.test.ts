@@ -21,6 +21,34 @@ const ranIds = (stdout: string): string[] =>
     .map((e) => e.id!)
     .sort();
 
+// A SIGTERM sent to nodegraph alone (kill PID, a supervisor, CI) reaches what each
+// running command started too, whether nodegraph or its spawn server started it.
+for (const [how, quick] of [
+  ['started by the engine', 0],
+  ['started by the spawn server', 30],
+] as const) {
+  test(`a SIGTERM to nodegraph alone stops a command's own children (${how}) and exits 130 at once`, async () => {
+    rig.nodefile(`
+      const quick = [];
+      for (let i = 0; i < ${quick}; i++) quick.push(ng.task('q' + i, { outputs: ['out/q' + i], run: ['touch', 'out/q' + i] }));
+      // The shell waits for its child; killing the shell alone would leave the sleep, holding the output pipe.
+      ng.task('long', { after: quick, outputs: ['out/long'], run: { shell: 'sleep 120 & echo $! > out/pid; wait' } });
+    `);
+    const child = rig.spawn(['apply', '-j', '4']);
+    const done = collect(child);
+    await until(() => existsSync(rig.path('out/pid')) && readFileSync(rig.path('out/pid'), 'utf8').endsWith('\n'));
+    const sleeper = Number(readFileSync(rig.path('out/pid'), 'utf8'));
+    expect(alive(sleeper)).toBe(true);
+    child.kill('SIGTERM');
+    // Before the sleep would have ended by itself (and let go of the output pipe).
+    const result = await done;
+    expect(result.code).toBe(130);
+    expect(alive(sleeper)).toBe(false);
+    await until(() => !alive(sleeper), 10_000);
+    expect(existsSync(rig.path('.nodegraph/lock'))).toBe(false);
+  }, 30_000);
+}
+
 test('a second apply is refused while the first holds the lock, with who holds it', async () => {
   rig.nodefile(`ng.task('slow', { outputs: ['out/slow'], run: { shell: 'sleep 3; touch out/slow' } });`);
   const first = rig.spawn(['apply']);

@@ -89,10 +89,16 @@ export async function until(what: () => boolean, ms = 20_000): Promise<void> {
 }
 
 /** Whether a process exists (a zombie not yet reaped counts). */
+/** Whether the process runs: not gone, and not a zombie waiting for its parent (killed, not reaped yet). */
 export function alive(pid: number): boolean {
   try {
     process.kill(pid, 0);
-    return true;
+  } catch {
+    return false;
+  }
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'latin1');
+    return stat.charAt(stat.lastIndexOf(')') + 2) !== 'Z';
   } catch {
     return false;
   }
