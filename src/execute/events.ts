@@ -18,7 +18,7 @@ export type EngineEvent =
       readonly durationMs: number;
       /** For 'ran': whether the outputs came out different (false = early cutoff). */
       readonly outputsChanged?: boolean;
-      /** For 'failed': what failed, the command, and its buffered output. */
+      /** For 'failed': what failed, the command, and its buffered output; for 'ran', a command's output when it printed any. */
       readonly error?: string;
       readonly command?: string;
       readonly output?: string;

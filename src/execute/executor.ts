@@ -251,6 +251,8 @@ export async function execute(options: ExecuteOptions): Promise<ExecuteSummary> 
       outcome: 'ran',
       durationMs,
       outputsChanged: previous?.status !== 'ok' || previous.outputHash !== outputHash,
+      // What a command printed, as ninja shows it (a function's ctx.log went out as task-log events).
+      ...(result.command !== undefined && result.output !== '' ? { command: result.command, output: result.output } : {}),
     });
     return 'ran';
   };

@@ -56,11 +56,13 @@ export function plainReporter(options: PlainOptions): Reporter {
         write(`${c.cyan('▶')} ${event.id} ${c.dim(`${event.verb}: ${event.reason}`)}\n`);
         break;
       case 'task-log':
+        write(`${c.dim(`  ${event.id}:`)} ${event.message}\n`);
         break;
       case 'task-done':
         running.delete(event.id);
         if (event.outcome === 'ran') {
           write(`${c.green('✔')} ${event.id} ${c.dim(seconds(event.durationMs))}${event.outputsChanged === false ? c.dim(' (outputs unchanged)') : ''}\n`);
+          if (event.output !== undefined && event.output.trim() !== '') write(`${indent(event.output)}\n`);
         } else if (event.outcome === 'failed' || event.outcome === 'canceled') {
           write(`${c.red('✖')} ${unsuccessful(event.id, event.outcome, event.error)}\n`);
           if (event.command !== undefined) write(`${indent(`$ ${event.command}`)}\n`);

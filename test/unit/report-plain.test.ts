@@ -23,3 +23,13 @@ test('a failure names what failed, then the command and its output; a cancel say
   ]);
   expect(text).toBe('✖ a failed: exited with code 3\n    $ sh -c x\n    boom\n✖ b canceled\n    $ sleep 9\n✖ c failed\n');
 });
+
+test("what a command printed follows its line, as ninja shows it; a function's ctx.log shows as it comes", () => {
+  const text = lines([
+    { type: 'task-log', id: taskId('fn'), message: 'hello' },
+    { type: 'task-done', id: taskId('fn'), outcome: 'ran', durationMs: 1 },
+    { type: 'task-done', id: taskId('say'), outcome: 'ran', durationMs: 12, command: 'echo hi', output: 'hi\nthere\n' },
+    { type: 'task-done', id: taskId('quiet'), outcome: 'ran', durationMs: 3, outputsChanged: false },
+  ]);
+  expect(text).toBe('  fn: hello\n✔ fn 1ms\n✔ say 12ms\n    hi\n    there\n✔ quiet 3ms (outputs unchanged)\n');
+});
