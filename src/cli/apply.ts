@@ -1,18 +1,21 @@
-import { existsSync, statSync } from 'node:fs';
+import { closeSync, openSync, readSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { applyNodefile } from '../operations.ts';
+import { PLAN_FORMAT } from '../plan/saved.ts';
 import type { CliIo } from './main.ts';
 import { engineOptions, printFailures, reporterFor, str, type Args } from './shared.ts';
 
 export async function run(args: Args, io: CliIo): Promise<number> {
   const options = engineOptions(args, io, 'apply');
   if ('reason' in options) return printFailures([options], io);
-  // `apply PLANFILE`, as Terraform has it: one positional that is a file, not a task.
+  // `apply PLANFILE`, as Terraform has it: one positional that is a plan file. A
+  // task named like a file that exists (nginx.conf, say) is still a task: only a
+  // file that begins as `plan --out` writes them is taken for a plan.
   let planFile = str(args.values['plan']);
   let targets = options.targets ?? [];
   if (planFile === undefined && targets.length === 1) {
     const candidate = path.resolve(io.cwd, targets[0]!);
-    if (existsSync(candidate) && statSync(candidate).isFile()) {
+    if (looksLikePlan(candidate)) {
       planFile = candidate;
       targets = [];
     }
@@ -30,3 +33,22 @@ export async function run(args: Args, io: CliIo): Promise<number> {
   if (s.canceled.length > 0 || io.signal.aborted) return 130;
   return s.failed.length > 0 ? 1 : 0;
 }
+
+/** Whether `file` is a file that starts as a saved plan does: `{"format":"nodegraph-plan"`. */
+function looksLikePlan(file: string): boolean {
+  let fd: number;
+  try {
+    if (!statSync(file).isFile()) return false;
+    fd = openSync(file, 'r');
+  } catch {
+    return false;
+  }
+  try {
+    const head = Buffer.alloc(PLAN_HEAD.length);
+    return readSync(fd, head, 0, head.length, 0) === head.length && head.toString('latin1') === PLAN_HEAD;
+  } finally {
+    closeSync(fd);
+  }
+}
+
+const PLAN_HEAD = `{"format":${JSON.stringify(PLAN_FORMAT)}`;

@@ -101,6 +101,17 @@ describe('destroy', () => {
 });
 
 describe('saved plans', () => {
+  test('apply NAME is a task when a file NAME exists that is not a saved plan (a task named after its output)', async () => {
+    rig.write('in.conf', 'listen 80;\n');
+    rig.nodefile(`ng.task('nginx.conf', { inputs: { src: ng.file('in.conf') }, outputs: ['nginx.conf'], run: ['cp', 'in.conf', 'nginx.conf'] });`);
+    expect((await rig.run(['apply', 'nginx.conf'])).code).toBe(0);
+    rig.write('in.conf', 'listen 8080;\n');
+    const again = await rig.run(['apply', 'nginx.conf']);
+    expect(again.stderr).toBe('');
+    expect(again.code).toBe(0);
+    expect(rig.read('nginx.conf')).toBe('listen 8080;\n');
+  });
+
   test('apply PLANFILE applies it while nothing changed, and refuses once anything did', async () => {
     rig.write('in.txt', 'one\n');
     rig.nodefile(`ng.task('copy', { inputs: { src: ng.file('in.txt') }, outputs: ['out/copy'], run: ['cp', 'in.txt', 'out/copy'] });`);
