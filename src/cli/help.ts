@@ -77,7 +77,11 @@ ${COMMON}`,
 
 Removes the state lock, saying whose it was. Only for a lock left by a
 nodegraph that is gone (a lock from a dead process on this host is taken
-over by itself).
+over by itself). A lock held by a process still running on this host is
+refused without --force.
+
+Options:
+      --force          remove the lock even if its holder is running here
 ${COMMON}`,
   watch: `Usage: nodegraph watch [options] [TARGET...]
 

@@ -42,7 +42,7 @@ const optionsFor: Record<CommandName, ParseArgsConfig['options']> = {
   status: { ...common, jobs: { type: 'string', short: 'j' } },
   explain: { ...common },
   graph: { ...common, format: { type: 'string' } },
-  unlock: { ...common },
+  unlock: { ...common, force: { type: 'boolean' } },
   watch: { ...common, jobs: { type: 'string', short: 'j' }, debounce: { type: 'string' } },
 };
 

@@ -1,12 +1,26 @@
 import { stateDirOf } from '../engine.ts';
-import { forceUnlock } from '../state/open.ts';
+import { forceUnlock, liveHolder } from '../state/open.ts';
 import type { CliIo } from './main.ts';
 import { engineOptions, printFailures, type Args } from './shared.ts';
 
 export async function run(args: Args, io: CliIo): Promise<number> {
   const options = engineOptions(args, io, 'unlock');
   if ('reason' in options) return printFailures([options], io);
-  const removed = forceUnlock(stateDirOf(options));
+  const stateDir = stateDirOf(options);
+  // A run that is alive here still works on the state: removing its lock would let a second one in beside it.
+  const live = args.values['force'] === true ? undefined : liveHolder(stateDir);
+  if (live !== undefined) {
+    return printFailures(
+      [
+        {
+          reason: 'usage',
+          message: `the lock is held by pid ${live.pid} (${live.command}, since ${live.startedAt}), which is running on this host: stop it (Ctrl-C), or pass --force to remove its lock anyway`,
+        },
+      ],
+      io,
+    );
+  }
+  const removed = forceUnlock(stateDir);
   if (!removed.ok) return printFailures([removed.error], io);
   const h = removed.value;
   io.stdout.write(

@@ -435,6 +435,13 @@ export function forceUnlock(stateDir: string): Result<LockHolder | undefined, St
   return ok({ pid: 0, host: 'unknown', command: `unreadable lock file: ${JSON.stringify(content)}`, startedAt: 'unknown' });
 }
 
+/** The holder of the lock when it is a process alive on this host (so no lock to break by hand), else undefined. */
+export function liveHolder(stateDir: string): LockHolder | undefined {
+  const seen = read(lockPath(stateDir));
+  if (!seen.ok || seen.value.kind !== 'held') return undefined;
+  return liveness(seen.value.info) === 'alive' ? holderOf(seen.value.info) : undefined;
+}
+
 /** Reads the lock without touching it, e.g. for `nodegraph status`. */
 export function readLock(stateDir: string): Result<Locked | undefined, StateDirUnwritable> {
   const path = lockPath(stateDir);

@@ -107,4 +107,4 @@ function readOnlyStore(loaded: LoadedState): StateStore {
   };
 }
 
-export { forceUnlock } from './lock.ts';
+export { forceUnlock, liveHolder } from './lock.ts';

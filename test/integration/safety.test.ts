@@ -137,3 +137,17 @@ test('nodegraph unlock removes a lock and says whose it was', async () => {
   expect(removed.stdout).toBe('Removed the lock held by pid 1 on elsewhere (nodegraph apply), since 2026-01-01T00:00:00.000Z.\n');
   expect((await rig.run(['apply'])).code).toBe(0);
 });
+
+test('nodegraph unlock refuses the lock of a run still going on this host, unless --force', async () => {
+  rig.nodefile(`ng.task('slow', { outputs: ['out/slow'], run: { shell: 'sleep 3; touch out/slow' } });`);
+  const first = rig.spawn(['apply']);
+  const done = collect(first);
+  await until(() => existsSync(rig.path('.nodegraph/lock')));
+  const refused = await rig.run(['unlock']);
+  expect(refused.code).toBe(1);
+  expect(refused.stderr).toMatch(new RegExp(`^error\\[usage\\]: the lock is held by pid ${first.pid} \\(nodegraph apply, since \\S+\\), which is running on this host: stop it \\(Ctrl-C\\), or pass --force to remove its lock anyway\n$`));
+  expect(existsSync(rig.path('.nodegraph/lock'))).toBe(true);
+  const forced = await rig.run(['unlock', '--force']);
+  expect(forced.stdout).toMatch(new RegExp(`^Removed the lock held by pid ${first.pid} on `));
+  expect((await done).code).toBe(0);
+});
