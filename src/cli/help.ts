@@ -54,8 +54,8 @@ Exit codes: 0 ok, 1 a teardown failed or an error, 130 interrupted.
 `,
   stop: `Usage: nodegraph stop [options] [TARGET...]
 
-Runs stop actions in reverse graph order, keeping every file and the state;
-the next apply starts what was stopped again.
+Runs stop actions in reverse graph order, keeping every file; each task it
+stopped is recorded as stopped, and the next apply starts it again.
 ${COMMON}`,
   status: `Usage: nodegraph status [options] [TARGET...]
 

@@ -1,16 +1,18 @@
 import { observeAndPlan, withSession } from '../engine.ts';
 import type { PlanEntry } from '../plan/plan.ts';
 import { reasonsLine } from '../plan/reasons.ts';
+import { STOPPED } from '../execute/teardown.ts';
+import type { TaskRecord } from '../state/record.ts';
 import { ok } from '../util/result.ts';
 import type { CliIo } from './main.ts';
 import { engineOptions, paletteFor, printFailures, type Args } from './shared.ts';
 
-export type TaskStatus = 'applied' | 'stale' | 'drifted' | 'failed' | 'absent' | 'orphan';
+export type TaskStatus = 'applied' | 'stale' | 'drifted' | 'failed' | 'stopped' | 'absent' | 'orphan';
 
-export function statusOf(entry: PlanEntry, recorded: 'ok' | 'failed' | undefined): TaskStatus {
+export function statusOf(entry: PlanEntry, recorded: Pick<TaskRecord, 'status' | 'error'> | undefined): TaskStatus {
   if (entry.action === 'destroy') return 'orphan';
   if (recorded === undefined) return 'absent';
-  if (recorded === 'failed') return 'failed';
+  if (recorded.status === 'failed') return recorded.error === STOPPED ? 'stopped' : 'failed';
   if (entry.action === 'drift') return 'drifted';
   return entry.action === 'unchanged' ? 'applied' : 'stale';
 }
@@ -21,7 +23,7 @@ export async function run(args: Args, io: CliIo): Promise<number> {
   const result = await withSession(options, { lock: false }, async (session) => {
     const observed = await observeAndPlan(session);
     if (!observed.ok) return observed;
-    return ok(observed.value.plan.entries.map((e) => ({ entry: e, status: statusOf(e, session.state.records.get(e.id)?.status) })));
+    return ok(observed.value.plan.entries.map((e) => ({ entry: e, status: statusOf(e, session.state.records.get(e.id)) })));
   });
   if (!result.ok) return printFailures(result.error, io);
   if (args.values['json'] === true) {
@@ -32,7 +34,7 @@ export async function run(args: Args, io: CliIo): Promise<number> {
   // A loop, not Math.max(...ids): spreading some 100,000 arguments overflows the stack.
   let width = 0;
   for (const r of result.value) width = Math.max(width, r.entry.id.length);
-  const color = { applied: c.green, stale: c.yellow, drifted: c.red, failed: c.red, absent: c.dim, orphan: c.yellow };
+  const color = { applied: c.green, stale: c.yellow, drifted: c.red, failed: c.red, stopped: c.yellow, absent: c.dim, orphan: c.yellow };
   // One write for the table, not one per task.
   const lines = result.value.map(({ entry, status }) => `${entry.id.padEnd(width)}  ${color[status](status.padEnd(7))}  ${c.dim(reasonsLine(entry.reasons, `(all: nodegraph explain ${entry.id})`))}`.trimEnd());
   io.stdout.write(lines.length === 0 ? '' : `${lines.join('\n')}\n`);

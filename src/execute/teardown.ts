@@ -18,6 +18,9 @@ import type { EventSink } from './events.ts';
 import { recipeOf } from './executor.ts';
 import { describeCommand, type ProcessRunner } from './runner.ts';
 
+/** The error a stopped task's record carries (see lastRunFailed in plan/decide.ts). */
+export const STOPPED = 'stopped';
+
 export interface TeardownOptions {
   /** In teardown order: dependents first. */
   readonly order: readonly TaskId[];
@@ -59,6 +62,8 @@ export async function teardown(options: TeardownOptions): Promise<TeardownSummar
     }
     const node = options.graph?.get(id);
     const recipe = node === undefined ? record.recipe : { ...recipeOf(node), remove: record.recipe.remove };
+    // Stopping a task that declares nothing to stop it does nothing, and says nothing.
+    if (options.mode === 'stop' && recipe.stop.length === 0) continue;
     const commands = options.mode === 'stop' ? recipe.stop : [...recipe.stop, ...recipe.destroy];
     emit({ type: 'destroy-start', id, command: commands.map((c) => describeCommand(c)).join(' && ') || undefined });
     const failure = await runRecipe(id, recipe, commands, options, claimed);
@@ -71,6 +76,12 @@ export async function teardown(options: TeardownOptions): Promise<TeardownSummar
     if (options.mode === 'destroy') {
       records.delete(id);
       options.store.append({ v: 1, id, deleted: true });
+    } else {
+      // What the task made is no longer running: the next apply starts it again,
+      // whether or not a check would have noticed.
+      const stopped: TaskRecord = { ...record, status: 'failed', error: STOPPED };
+      records.set(id, stopped);
+      options.store.append(stopped);
     }
     summary.done.push(id);
     emit({ type: 'destroy-done', id, outcome: 'destroyed' });

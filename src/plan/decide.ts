@@ -145,12 +145,14 @@ export function decide(
 
 /**
  * Why a task whose last run did not succeed runs again, with what went wrong
- * then: `last run failed: exited with code 3`, `last run was canceled`. The
+ * then: `last run failed: exited with code 3`, `last run was canceled`,
+ * `stopped by nodegraph stop` (a task stopped is started again). The
  * error's first line only, and at most 80 characters of it: the record keeps
  * it whole.
  */
 export function lastRunFailed(error: string | undefined): string {
   if (error === 'canceled') return 'last run was canceled';
+  if (error === 'stopped') return 'stopped by nodegraph stop';
   const line = error?.split('\n', 1)[0]!.trim() ?? '';
   if (line === '') return 'last run failed';
   return `last run failed: ${line.length > 80 ? `${line.slice(0, 79)}…` : line}`;

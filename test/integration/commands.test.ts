@@ -86,17 +86,29 @@ describe('destroy', () => {
     expect(existsSync(rig.path('teardown.log'))).toBe(false);
   });
 
-  test('stop runs stop actions in reverse order and keeps files; apply brings checked tasks back', async () => {
+  test('stop runs stop actions in reverse order and keeps files; the next apply starts what it stopped, checked or not', async () => {
     rig.nodefile(`
-      ng.task('svc', { outputs: ['out/conf'], run: { shell: 'touch out/conf out/up' }, check: ['test', '-e', 'out/up'], stop: ['rm', 'out/up'] });
+      ng.task('conf', { outputs: ['out/conf'], run: ['touch', 'out/conf'] });
+      ng.task('svc', { after: ['conf'], run: { shell: 'touch out/up' }, version: '1', stop: ['rm', 'out/up'] });
+      ng.task('checked', { after: ['conf'], run: { shell: 'touch out/checked' }, check: ['test', '-e', 'out/checked'], stop: ['rm', 'out/checked'] });
     `);
     await rig.run(['apply']);
-    expect((await rig.run(['stop'])).code).toBe(0);
+    const stop = await rig.run(['stop']);
+    expect(stop.code).toBe(0);
+    // Only the two tasks with something to stop are stopped, and counted.
+    expect(stop.stdout).toMatch(/Stop: 2 stopped, 0 failed, 0 kept/);
+    expect(stop.stdout).not.toContain('conf');
     expect(existsSync(rig.path('out/up'))).toBe(false);
     expect(existsSync(rig.path('out/conf'))).toBe(true);
-    expect((await rig.run(['plan'])).stdout).toMatch(/! svc\s+update\s+check failed: test -e out\/up exited with code 1/);
+    expect((await rig.run(['status'])).stdout).toMatch(/^conf\s+applied\s*\nsvc\s+stopped\s+stopped by nodegraph stop\nchecked\s+stopped\s+stopped by nodegraph stop\n$/);
+    const plan = await rig.run(['plan']);
+    expect(plan.stdout).toMatch(/~ svc\s+update\s+stopped by nodegraph stop\n/);
+    expect(plan.stdout).toMatch(/~ checked\s+update\s+stopped by nodegraph stop\n/);
+    expect(plan.stdout).toContain('Plan: 0 to create, 2 to update, 0 to destroy; 1 unchanged.');
     await rig.run(['apply']);
     expect(existsSync(rig.path('out/up'))).toBe(true);
+    expect(existsSync(rig.path('out/checked'))).toBe(true);
+    expect((await rig.run(['plan'])).stdout).toBe('No changes: 3 tasks up to date.\n');
   });
 });
 
