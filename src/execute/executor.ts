@@ -25,7 +25,7 @@ import { reasonsLine } from '../plan/reasons.ts';
 import type { TaskRecord } from '../state/record.ts';
 import type { Appender } from './appender.ts';
 import { Queue } from '../util/queue.ts';
-import { runAction, type ActionResult } from './action.ts';
+import { runAction, runCheck, type ActionResult } from './action.ts';
 import type { EventSink, TaskOutcome } from './events.ts';
 import { observeOutputs } from './outputs.ts';
 import type { ProcessRunner } from './runner.ts';
@@ -224,6 +224,19 @@ export async function execute(options: ExecuteOptions): Promise<ExecuteSummary> 
       record(failedRecord(node, graph, previous, startedAt, durationMs, error));
       emit({ type: 'task-done', id: node.id, outcome: 'failed', durationMs, error, command: result.command, output: result.output });
       return 'failed';
+    }
+    if (node.decl.spec.check !== undefined) {
+      // What the task manages must be in place now: a run that leaves its check failing
+      // has not converged (Terraform's "inconsistent result after apply"), and saying ✔
+      // on every apply while status says drifted would hide it.
+      const verified = await runCheck(node, options.runner, signal);
+      if (signal.aborted || (verified !== undefined && !verified.ok)) {
+        const canceled = signal.aborted;
+        const error = canceled ? 'canceled' : `ran, but its check still fails${verified!.detail === '' ? '' : `: ${verified!.detail}`}`;
+        record(failedRecord(node, graph, previous, startedAt, Date.now() - startedAt.getTime(), error));
+        emit({ type: 'task-done', id: node.id, outcome: canceled ? 'canceled' : 'failed', durationMs, error, command: result.command, output: result.output });
+        return canceled ? 'canceled' : 'failed';
+      }
     }
     const outputHashes: Record<string, ContentHash> = {};
     for (const [p, hash] of outputs) outputHashes[p] = hash as ContentHash;

@@ -185,6 +185,18 @@ describe('apply', () => {
     expect(rig.exists('.nodegraph/lock')).toBe(false);
   });
 
+  test("a task whose check still fails after it ran has failed: it did not bring about what it manages", async () => {
+    rig.nodefile(`
+      ng.task('never', { run: ['true'], check: () => 'not today' });
+      ng.task('works', { run: ['touch', 'up'], check: ['test', '-e', 'up'] });
+    `);
+    const result = await rig.run(['apply', '-k']);
+    expect(result.code).toBe(1);
+    expect(result.stdout).toContain('✖ never failed: ran, but its check still fails: not today\n');
+    expect(result.stdout).toMatch(/✔ works \d+ms\n/);
+    expect((await rig.run(['plan'])).stdout).toMatch(/~ never\s+update\s+last run failed: ran, but its check still fails: not today\n/);
+  });
+
   test('a declared output the task did not write fails it', async () => {
     rig.nodefile(`ng.task('liar', { outputs: ['out/promised'], run: ['true'] });`);
     const result = await rig.run(['apply']);
