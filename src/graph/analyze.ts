@@ -97,6 +97,12 @@ export function analyze(declarations: Declarations, options: { readonly stateDir
           failures.push({ reason: 'unknown-task', task: decl.id, field: `inputs.${name}`, ref: input.id, site: decl.site.get() });
           continue;
         }
+        // `a.output(path)` names one of a's outputs (or a file inside one): a typo would otherwise pass unseen.
+        if (input.path !== undefined && !namesOutput(upstream, join(dir, input.path))) {
+          const declared = upstream.outputs.length === 0 ? 'it declares none' : `it declares ${upstream.outputs.map((o) => path.relative(dir, o) || o).join(', ')}`;
+          failures.push({ reason: 'invalid-field', task: decl.id, field: `inputs.${name}`, message: `${input.path} is not an output of ${upstream.id} (${declared})`, site: decl.site.get() });
+          continue;
+        }
       } else if (input.kind === 'file' || input.kind === 'tree') {
         if (!roots.mayHold(input.path)) continue;
         const absolute = join(dir, input.path);
@@ -149,6 +155,12 @@ export function analyze(declarations: Declarations, options: { readonly stateDir
     ordered[i] = node;
   }
   return ok(new TaskGraph(declarations.file, dir, declarations.pools, ordered, byId));
+}
+
+/** Whether `file` is one of the node's outputs, or lies in one. */
+function namesOutput(node: Node, file: string): boolean {
+  for (const output of node.outputs) if (holds(output, file)) return true;
+  return false;
 }
 
 /** The task whose output is a folder holding `file` (or one of that folder's ancestors); remembered per folder. */

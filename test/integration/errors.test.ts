@@ -56,6 +56,18 @@ const cases: { name: string; body: string; expected: (file: string) => string }[
 `,
   },
   {
+    name: 'an output() that names no output of its task says which outputs there are',
+    body: `  const a = ng.task('a', { outputs: ['out/a'], run: ['touch', 'out/a'] });
+  ng.task('b', { inputs: { x: a.output('out/typo') }, run: ['true'] });
+`,
+    expected: (f) => `error[invalid-field]: task b: field inputs.x: out/typo is not an output of a (it declares out/a)
+ --> ${f}:4:6
+  |
+4 |   ng.task('b', { inputs: { x: a.output('out/typo') }, run: ['true'] });
+  |      ^
+`,
+  },
+  {
     name: 'an unknown reference names the task, the field and the missing id',
     body: `  ng.task('a', { inputs: { x: ng.ref('nope') }, run: ['true'] });
 `,
