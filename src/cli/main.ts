@@ -22,6 +22,8 @@ export interface CliIo {
   readonly env: NodeJS.ProcessEnv;
   readonly cwd: string;
   readonly signal: AbortSignal;
+  /** --json was given: errors also go to stdout, as JSON lines (see printFailures). */
+  readonly json?: boolean;
 }
 
 const version = (): string =>
@@ -93,7 +95,8 @@ export async function main(argv: readonly string[], io: CliIo): Promise<number> 
   }
   keepYoungGenerationSmall();
   const { run } = await load[name]();
-  return run({ values: parsed.values as Record<string, unknown>, positionals: parsed.positionals }, io);
+  const values = parsed.values as Record<string, unknown>;
+  return run({ values, positionals: parsed.positionals }, values['json'] === true ? { ...io, json: true } : io);
 }
 
 /**

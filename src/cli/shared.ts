@@ -43,15 +43,16 @@ export function engineOptions(args: Args, io: CliIo, command: string): EngineOpt
   };
 }
 
+/** Each failure on stderr as a person reads it; with --json, first on stdout as `{"v":1,"type":"error",…}` lines. */
 export function printFailures(failures: readonly Failure[], io: CliIo): number {
+  if (io.json === true) for (const failure of failures) io.stdout.write(`${JSON.stringify({ v: 1, type: 'error', failure })}\n`);
   const c = paletteFor(io, io.stderr);
   for (const failure of failures) io.stderr.write(`${renderFailure(failure, io.cwd, c)}\n`);
   return 1;
 }
 
 export function printJsonFailures(failures: readonly Failure[], io: CliIo): number {
-  for (const failure of failures) io.stdout.write(`${JSON.stringify({ v: 1, type: 'error', failure })}\n`);
-  return printFailures(failures, io);
+  return printFailures(failures, { ...io, json: true });
 }
 
 /** JSON lines with --json, the listr2 view on a terminal, plain lines otherwise. */
