@@ -13,6 +13,8 @@ const argv = z.array(z.string()).min(1, 'a command needs at least the program na
 const command = z.union([argv, z.strictObject({ shell: z.string().min(1) })]);
 const commands = z.union([command, z.array(command)]);
 const fn = z.custom<(...args: never[]) => unknown>(isFunction, { message: 'expected a function' });
+/** What a union of command and function says when a value is none of them (zod's own: "Invalid input"). */
+const RUN_SHAPES = 'expected an argv of strings (["cp", "a", "b"]), { shell: "…" } or a function';
 
 const json: z.ZodType = z.lazy(() =>
   z.union([z.null(), z.boolean(), z.number(), z.string(), z.array(json), z.record(z.string(), json)]),
@@ -36,11 +38,11 @@ export const taskSpecSchema = z.strictObject({
   inputs: z.record(z.string().regex(/^[A-Za-z0-9_.-]+$/, 'an input name is [A-Za-z0-9_.-]+'), inputSchema).optional(),
   outputs: z.array(relPath).optional(),
   after: z.array(z.union([z.string().min(1), z.object({ kind: z.literal('task'), id: z.string() })])).optional(),
-  run: z.union([command, fn]),
+  run: z.union([command, fn], { error: RUN_SHAPES }),
   version: z.string().optional(),
   cwd: z.string().optional(),
   env: z.record(z.string(), z.string()).optional(),
-  check: z.union([command, fn]).optional(),
+  check: z.union([command, fn], { error: RUN_SHAPES }).optional(),
   stop: commands.optional(),
   destroy: commands.optional(),
   removeOutputs: z.boolean().optional(),

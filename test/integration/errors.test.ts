@@ -56,6 +56,17 @@ const cases: { name: string; body: string; expected: (file: string) => string }[
 `,
   },
   {
+    name: 'a run that is neither a command nor a function says what it may be',
+    body: `  ng.task('a', { run: ['sleep', 1] });
+`,
+    expected: (f) => `error[invalid-field]: task a: field run: expected an argv of strings (["cp", "a", "b"]), { shell: "…" } or a function
+ --> ${f}:3:6
+  |
+3 |   ng.task('a', { run: ['sleep', 1] });
+  |      ^
+`,
+  },
+  {
     name: 'an output() that names no output of its task says which outputs there are',
     body: `  const a = ng.task('a', { outputs: ['out/a'], run: ['touch', 'out/a'] });
   ng.task('b', { inputs: { x: a.output('out/typo') }, run: ['true'] });
@@ -137,10 +148,16 @@ describe('bad input', () => {
       const before = snapshot();
 
       rig.write('Nodefile.ts', `${header}${c.body}};\n`);
-      for (const command of [['plan'], ['apply'], ['apply', '--json']]) {
+      for (const command of [['plan'], ['apply'], ['apply', '--json'], ['status', '--json']]) {
         const result = await rig.run(command);
         expect(result.code).toBe(1);
         expect(result.stderr).toBe(c.expected('Nodefile.ts'));
+        // With --json, stdout has the same errors as JSON lines, and nothing else.
+        if (command.includes('--json')) {
+          const reasons = result.stdout.trim().split('\n').map((l) => (JSON.parse(l) as { type: string; failure: { reason: string } }));
+          expect(reasons.map((r) => `error[${r.failure.reason}]`)).toEqual(c.expected('Nodefile.ts').match(/^error\[[a-z-]+\]/gm));
+          expect(reasons.every((r) => r.type === 'error')).toBe(true);
+        } else expect(result.stdout).toBe('');
       }
       expect(snapshot()).toEqual(before);
     });
