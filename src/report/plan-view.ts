@@ -29,7 +29,9 @@ function symbol(entry: PlanEntry, c: Palette): string {
 
 export function summaryLine(plan: Plan): string {
   const n = plan.counts;
-  const parts = [`${n.create} to create`, `${n.update + n.drift + n.replace} to update`];
+  const parts = [`${n.create} to create`, `${n.update + n.drift} to update`];
+  // Shown as ± in the list: counted apart, as Terraform counts what it replaces.
+  if (n.replace > 0) parts.push(`${n.replace} to replace`);
   if (n.maybe > 0) parts.push(`${n.maybe} known after apply`);
   parts.push(`${n.destroy} to destroy`);
   return `Plan: ${parts.join(', ')}; ${n.unchanged} unchanged.`;

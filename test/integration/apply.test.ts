@@ -135,6 +135,9 @@ describe('apply', () => {
     rig.nodefile(chain);
     const targeted = await rig.run(['apply', '--json', 'chain/b']);
     expect(ran(targeted.stdout)).toEqual(['chain/a', 'chain/b']);
+    const plan = await rig.run(['plan', '--replace', 'chain/c']);
+    expect(plan.stdout).toMatch(/± chain\/c\s+replace\s+forced by --replace\n/);
+    expect(plan.stdout).toContain('Plan: 1 to create, 0 to update, 1 to replace, 0 to destroy; 2 unchanged.');
     const forced = await rig.run(['apply', '--json', '--replace', 'chain/c']);
     expect(ran(forced.stdout)).toEqual(['chain/c', 'chain/d']);
   });
