@@ -312,7 +312,7 @@ export async function execute(options: ExecuteOptions): Promise<ExecuteSummary> 
         list.push(node);
         continue;
       }
-      const verb = verbFor(node, decision.action, decision.onlyBecauseOf);
+      const verb = verbFor(node, decision.action, decision.onlyBecauseOf, decision.stopped);
       start(node, reasonsLine(decision.reasons), verb, records.get(node.id) === undefined, decision);
     }
     if (running === 0) break;

@@ -34,6 +34,8 @@ export interface Decision {
   readonly onlyBecauseOf: readonly TaskId[] | undefined;
   /** Every upstream was settled when this was decided, so `upstream` is complete. */
   readonly complete: boolean;
+  /** The task was stopped by `nodegraph stop`: it runs to start what it manages, not to change it. */
+  readonly stopped?: true;
 }
 
 export function fingerprintOf(
@@ -88,7 +90,10 @@ export function decide(
 
   if (forced) return result('replace', ['forced by --replace']);
   if (record === undefined) return result('create', ['never ran']);
-  if (record.status === 'failed') return result('update', [lastRunFailed(record.error)]);
+  if (record.status === 'failed') {
+    const decision = result('update', [lastRunFailed(record.error)]);
+    return record.error === 'stopped' ? { ...decision, stopped: true } : decision;
+  }
 
   // What changed among the task's own definition and inputs is known now.
   const reasons: string[] = [];

@@ -48,8 +48,10 @@ export interface PlanOptions {
   readonly replace?: ReadonlySet<TaskId>;
 }
 
-export function verbFor(node: TaskNode | undefined, action: PlanAction, onlyBecauseOf?: readonly TaskId[]): string {
+export function verbFor(node: TaskNode | undefined, action: PlanAction, onlyBecauseOf?: readonly TaskId[], stopped?: boolean): string {
   const verbs = node?.decl.spec.verbs;
+  // A stopped service is started again, not restarted: the word its first run has.
+  if (stopped === true && action === 'update' && verbs?.create !== undefined) return verbs.create;
   const byUpstream = verbs?.upstream;
   if (byUpstream !== undefined && onlyBecauseOf !== undefined && onlyBecauseOf.length > 0 && (action === 'update' || action === 'maybe')) {
     const words = new Set(onlyBecauseOf.map((id) => byUpstream[id]));
@@ -133,7 +135,7 @@ export function makePlan(
     decisions.set(node.id, decision);
     if (decision.action === 'unchanged' && outputHash !== undefined) settled.set(node.id, { settled: true, outputHash, ran: false });
     counts[decision.action]++;
-    entries.push({ id: node.id, action: decision.action, verb: verbFor(node, decision.action, decision.onlyBecauseOf), reasons: decision.reasons });
+    entries.push({ id: node.id, action: decision.action, verb: verbFor(node, decision.action, decision.onlyBecauseOf, decision.stopped), reasons: decision.reasons });
   }
 
   // Every record belongs to a declared task when as many were met above as there are: no orphans to look for.

@@ -89,7 +89,7 @@ describe('destroy', () => {
   test('stop runs stop actions in reverse order and keeps files; the next apply starts what it stopped, checked or not', async () => {
     rig.nodefile(`
       ng.task('conf', { outputs: ['out/conf'], run: ['touch', 'out/conf'] });
-      ng.task('svc', { after: ['conf'], run: { shell: 'touch out/up' }, version: '1', stop: ['rm', 'out/up'] });
+      ng.task('svc', { after: ['conf'], run: { shell: 'touch out/up' }, version: '1', stop: ['rm', 'out/up'], verbs: { create: 'start', update: 'restart' } });
       ng.task('checked', { after: ['conf'], run: { shell: 'touch out/checked' }, check: ['test', '-e', 'out/checked'], stop: ['rm', 'out/checked'] });
     `);
     await rig.run(['apply']);
@@ -102,7 +102,8 @@ describe('destroy', () => {
     expect(existsSync(rig.path('out/conf'))).toBe(true);
     expect((await rig.run(['status'])).stdout).toMatch(/^conf\s+applied\s*\nsvc\s+stopped\s+stopped by nodegraph stop\nchecked\s+stopped\s+stopped by nodegraph stop\n$/);
     const plan = await rig.run(['plan']);
-    expect(plan.stdout).toMatch(/~ svc\s+update\s+stopped by nodegraph stop\n/);
+    // Started again, not restarted: the verb of its first run.
+    expect(plan.stdout).toMatch(/~ svc\s+start\s+stopped by nodegraph stop\n/);
     expect(plan.stdout).toMatch(/~ checked\s+update\s+stopped by nodegraph stop\n/);
     expect(plan.stdout).toContain('Plan: 0 to create, 2 to update, 0 to destroy; 1 unchanged.');
     await rig.run(['apply']);
