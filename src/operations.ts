@@ -109,6 +109,7 @@ export async function applyNodefile(options: EngineOptions & { readonly planFile
       emit: session.emit,
       planned: plan.decisions,
       settled: plan.settled,
+      guard: guardOf(options),
     });
     session.store.sync();
     if (session.store.failure !== undefined) return err([session.store.failure]);

@@ -28,6 +28,9 @@ import { Queue } from '../util/queue.ts';
 import { runAction, runCheck, type ActionResult } from './action.ts';
 import type { EventSink, TaskOutcome } from './events.ts';
 import { observeOutputs } from './outputs.ts';
+import { keptBecause } from './teardown.ts';
+import { removePath } from '../util/mounts.ts';
+import type { OutputGuard } from '../graph/analyze.ts';
 import type { ProcessRunner } from './runner.ts';
 
 export interface ExecuteOptions {
@@ -54,6 +57,8 @@ export interface ExecuteOptions {
    * runs (see below), so this stays true, and their records are not decoded.
    */
   readonly settled?: ReadonlyMap<TaskId, UpstreamState>;
+  /** Paths never removed (the project, the state): see OutputGuard and removeStale below. */
+  readonly guard?: OutputGuard;
 }
 
 export interface ExecuteSummary {
@@ -258,6 +263,7 @@ export async function execute(options: ExecuteOptions): Promise<ExecuteSummary> 
       startedAt: startedAt.toISOString(),
       durationMs,
     });
+    removeStale(node, previous);
     emit({
       type: 'task-done',
       id: node.id,
@@ -268,6 +274,36 @@ export async function execute(options: ExecuteOptions): Promise<ExecuteSummary> 
       ...(result.command !== undefined && result.output !== '' ? { command: result.command, output: result.output } : {}),
     });
     return 'ran';
+  };
+
+  // Every declared output, with its task: made once, and only if a task left an output behind.
+  let declared: Map<string, TaskId> | undefined;
+  /**
+   * The outputs the task's last run made that it no longer declares (a renamed
+   * file, a dropped drop-in) are removed once it ran, as a destroy would remove
+   * them: a machine converges to what the Nodefile says, and a stale systemd
+   * drop-in left behind would still be read. Not for a task that keeps its
+   * outputs (`removeOutputs: false`), and never a path the project or the state
+   * is in, nor one a task declares now (or that holds or lies in one).
+   */
+  const removeStale = (node: TaskNode, previous: TaskRecord | undefined): void => {
+    if (previous === undefined || node.decl.spec.removeOutputs === false) return;
+    const now = new Set(node.outputs);
+    for (const old of Object.keys(previous.outputs)) {
+      if (now.has(old)) continue;
+      if (declared === undefined) {
+        declared = new Map();
+        for (const n of graph.ordered) for (const output of n.outputs) declared.set(output, n.id);
+      }
+      const shown = path.relative(graph.dir, old) || old;
+      const kept = keptBecause(old, options.guard, declared);
+      if (kept !== undefined) {
+        emit({ type: 'task-log', id: node.id, message: `kept ${shown}, no longer one of its outputs, which ${kept}` });
+        continue;
+      }
+      const problem = removePath(old);
+      emit({ type: 'task-log', id: node.id, message: problem ?? `removed ${shown}, no longer one of its outputs` });
+    }
   };
 
   const record = (r: TaskRecord): void => {

@@ -136,7 +136,7 @@ function claimedOutputs(options: TeardownOptions): ReadonlyMap<string, TaskId> {
 }
 
 /** Why `target` must stay, or undefined: it is guarded, another task's output, or holds or lies in one. */
-function keptBecause(target: string, guard: OutputGuard | undefined, claimed: ReadonlyMap<string, TaskId>): string | undefined {
+export function keptBecause(target: string, guard: OutputGuard | undefined, claimed: ReadonlyMap<string, TaskId>): string | undefined {
   const refused = guard?.refuses(target);
   if (refused !== undefined) return refused;
   const owner = claimed.get(target);

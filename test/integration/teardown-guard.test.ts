@@ -72,3 +72,28 @@ test('a task still declared is stopped and destroyed by the actions it declares 
   expect(destroy.code).toBe(0);
   expect(rig.exists('out')).toBe(false);
 });
+
+test('an output a task no longer declares is removed once it ran again, unless another task declares it or the task keeps its outputs', async () => {
+  rig.nodefile(`
+    ng.task('dropin', { outputs: ['out/10-old.conf'], run: ['sh', '-c', 'echo a > out/10-old.conf'] });
+    ng.task('shared', { outputs: ['out/shared-old'], run: ['sh', '-c', 'echo s > out/shared-old'], removeOutputs: false });
+    ng.task('moved', { outputs: ['out/moving'], run: ['sh', '-c', 'echo m > out/moving'] });
+  `);
+  expect((await rig.run(['apply'])).code).toBe(0);
+  rig.nodefile(`
+    ng.task('dropin', { outputs: ['out/20-new.conf'], run: ['sh', '-c', 'echo a > out/20-new.conf'] });
+    ng.task('shared', { outputs: ['out/shared-new'], run: ['sh', '-c', 'echo s > out/shared-new'], removeOutputs: false });
+    ng.task('moved', { outputs: ['out/moved'], run: ['sh', '-c', 'echo m > out/moved'] });
+    ng.task('owner', { outputs: ['out/moving'], run: ['sh', '-c', 'echo o > out/moving'] });
+  `);
+  const apply = await rig.run(['apply', '-j', '1']);
+  expect(apply.code).toBe(0);
+  expect(apply.stdout).toContain('  dropin: removed out/10-old.conf, no longer one of its outputs\n');
+  expect(rig.exists('out/10-old.conf')).toBe(false);
+  expect(rig.exists('out/20-new.conf')).toBe(true);
+  // removeOutputs: false keeps what the task made, now as before.
+  expect(rig.exists('out/shared-old')).toBe(true);
+  // Another task declares it now: it stays theirs.
+  expect(apply.stdout).toContain(`  moved: kept out/moving, no longer one of its outputs, which is now owner's output\n`);
+  expect(rig.read('out/moving')).toBe('o\n');
+});
