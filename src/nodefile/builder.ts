@@ -76,13 +76,36 @@ export class Builder {
     if (this.#failures.length < MAX_FAILURES) this.#failures.push(failure);
   }
 
+  /**
+   * Called once the Nodefile's default function has returned (its promise
+   * settled): the graph is made. A declaration after that, from a timer or a
+   * promise the function did not wait for, is in no graph, and says so on
+   * stderr rather than vanish.
+   */
+  seal(): void {
+    this.#sealed = true;
+  }
+
+  #sealed = false;
+
+  #late(what: string): void {
+    process.stderr.write(
+      `warning: ${what} was declared after the Nodefile's default function returned, so it is in no graph: declare it before the function returns (await what it waits for)\n`,
+    );
+  }
+
   api(): NodefileApi {
-    const task = (id: string, spec: TaskSpec): TaskRef => this.#task(id, spec, task);
+    const task = (id: string, spec: TaskSpec): TaskRef => {
+      if (!this.#sealed) return this.#task(id, spec, task);
+      this.#late(`task ${String(id)}`);
+      return makeRef(taskId(String(id)));
+    };
     return {
       dir: this.#dir,
       task,
       ref: (id) => makeRef(taskId(id)),
       pool: (name, depth) => {
+        if (this.#sealed) return this.#late(`pool ${String(name)}`);
         const site = captureSite(this.#file);
         if (typeof name !== 'string' || !Number.isInteger(depth) || depth < 1) {
           this.#fail({ reason: 'invalid-field', task: undefined, field: `pool ${String(name)}`, message: 'a pool needs a name and a whole depth of at least 1', site: site.get() });

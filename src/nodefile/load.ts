@@ -99,6 +99,8 @@ export async function loadNodefile(file: string, options: { sites?: boolean } = 
     await (nodefile.default as (api: unknown) => unknown)(builder.api());
   } catch (error) {
     return err([threw(absolute, error)]);
+  } finally {
+    builder.seal();
   }
   await builder.check();
   const declarations = builder.declarations();

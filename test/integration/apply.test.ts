@@ -200,6 +200,19 @@ describe('apply', () => {
     expect((await rig.run(['plan'])).stdout).toMatch(/~ never\s+update\s+last run failed: ran, but its check still fails: not today\n/);
   });
 
+  test('a task declared after the Nodefile returned (from a timer) is in no graph, and a warning says so', async () => {
+    rig.nodefile(`
+      ng.task('a', { outputs: ['out/a'], run: ['sh', '-c', 'sleep 0.5; touch out/a'] });
+      setTimeout(() => ng.task('late', { outputs: ['out/late'], run: ['touch', 'out/late'] }), 50);
+    `);
+    const result = await rig.run(['apply']);
+    expect(result.code).toBe(0);
+    expect(result.stderr).toBe(
+      "warning: task late was declared after the Nodefile's default function returned, so it is in no graph: declare it before the function returns (await what it waits for)\n",
+    );
+    expect(rig.exists('out/late')).toBe(false);
+  });
+
   test('a declared output the task did not write fails it', async () => {
     rig.nodefile(`ng.task('liar', { outputs: ['out/promised'], run: ['true'] });`);
     const result = await rig.run(['apply']);
