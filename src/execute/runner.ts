@@ -15,8 +15,9 @@
 // main thread, 3-7 ms of mostly system CPU per process for an engine of
 // 100-500 MiB; a small helper process pays a fraction of that, off this thread.
 
-import type { ChildProcess, ChildProcessWithoutNullStreams } from 'node:child_process';
+import type { ChildProcessWithoutNullStreams } from 'node:child_process';
 import type { Command } from '../nodefile/types.ts';
+import { signalGroup } from './group.ts';
 import { eachLine } from './lines.ts';
 
 // Loaded on the first process: a no-op that starts none should not pay for node:child_process.
@@ -59,28 +60,6 @@ export interface ProcessRunner {
 /** How long a canceled process gets between SIGTERM and SIGKILL. */
 const KILL_AFTER_MS = 5000;
 
-/**
- * Signals a command and everything it started: each command runs in a
- * session and process group of its own (spawn's `detached`), the way make's
- * and ninja's users expect Ctrl-C to reach a whole recipe. Killing only the
- * command left `sh -c 'sleep 20; ...'`'s sleep running, holding the output
- * pipe, and a canceled run waited for it. (A terminal's Ctrl-C no longer
- * reaches the commands by itself: the engine's handler cancels them, with
- * SIGTERM and, 5 s later, SIGKILL.) Also in spawn-server.ts, which imports
- * nothing of this module.
- */
-export function signalGroup(child: ChildProcess, signal: NodeJS.Signals): void {
-  try {
-    if (child.pid !== undefined) {
-      process.kill(-child.pid, signal);
-      return;
-    }
-  } catch {
-    // the group is gone (or was never made): the command itself, if it is still there
-  }
-  child.kill(signal);
-}
-
 /** Spawns an argv (or `sh -c` line) with the least machinery: stdin closed, stdout and stderr captured together. */
 export function spawnCommand(command: Command, options: RunOptions, killAfterMs = KILL_AFTER_MS): Promise<RunResult> {
   const [file, ...args] = 'shell' in command ? ['/bin/sh', '-c', command.shell] : command;
@@ -95,7 +74,7 @@ export function spawnCommand(command: Command, options: RunOptions, killAfterMs 
       cwd: options.cwd,
       env: options.env === undefined ? process.env : { ...process.env, ...options.env },
       stdio: ['ignore', 'pipe', 'pipe'],
-      // A process group of its own, so that a cancel reaches what it started too (signalGroup).
+      // A process group of its own, so that a cancel reaches what it started too (group.ts).
       detached: true,
     });
     child.stdout.on('data', (d: Buffer) => {

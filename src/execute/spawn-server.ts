@@ -13,10 +13,11 @@
 // with output left out when one of stdout and stderr is empty (it is then the
 // other one), or {"id":1,"thrown":"…"} when spawn threw.
 //
-// It imports nothing but node:child_process and lines.ts, and is run as plain JavaScript
+// It imports nothing but node:child_process, group.ts and lines.ts, and is run as plain JavaScript
 // in a package (dist/) and type-stripped in a checkout: erasable syntax only.
 
 import { spawn, type ChildProcess } from 'node:child_process';
+import { signalGroup } from './group.ts';
 import { eachLine } from './lines.ts';
 
 interface RunRequest {
@@ -64,7 +65,7 @@ function start(request: RunRequest): void {
       cwd: request.cwd,
       env: request.env === undefined ? base : { ...base, ...request.env },
       stdio: ['ignore', 'pipe', 'pipe'],
-      detached: true, // its own process group: see signalGroup in runner.ts
+      detached: true, // its own process group: see group.ts
     });
   } catch (error) {
     send({ id, thrown: error instanceof Error ? error.message : String(error) });
@@ -98,19 +99,6 @@ function start(request: RunRequest): void {
       output: out.length > 0 && err.length > 0 ? Buffer.concat(chunks).toString() : undefined,
     });
   });
-}
-
-/** The command and everything it started (as runner.ts's signalGroup, which this module does not import). */
-function signalGroup(child: ChildProcess, signal: NodeJS.Signals): void {
-  try {
-    if (child.pid !== undefined) {
-      process.kill(-child.pid, signal);
-      return;
-    }
-  } catch {
-    // the group is gone: the command itself, if it is still there
-  }
-  child.kill(signal);
 }
 
 function handle(line: string): void {

@@ -1,0 +1,22 @@
+// Signals a command and everything it started. Each command runs in a session
+// and process group of its own (spawn's `detached`), the way make's and ninja's
+// users expect Ctrl-C to reach a whole recipe: killing only the command left
+// `sh -c 'sleep 20; ...'`'s sleep running, holding the output pipe, and a
+// canceled run waited for it. (A terminal's Ctrl-C no longer reaches the
+// commands by itself: the engine's handler cancels them, with SIGTERM and,
+// 5 s later, SIGKILL.) Used by the engine (runner.ts) and the spawn server,
+// which imports nothing heavier than this.
+
+import type { ChildProcess } from 'node:child_process';
+
+export function signalGroup(child: ChildProcess, signal: NodeJS.Signals): void {
+  try {
+    if (child.pid !== undefined) {
+      process.kill(-child.pid, signal);
+      return;
+    }
+  } catch {
+    // the group is gone (or was never made): the command itself, if it is still there
+  }
+  child.kill(signal);
+}
