@@ -296,7 +296,8 @@ export async function execute(options: ExecuteOptions): Promise<ExecuteSummary> 
         for (const n of graph.ordered) for (const output of n.outputs) declared.set(output, n.id);
       }
       const shown = path.relative(graph.dir, old) || old;
-      const kept = keptBecause(old, options.guard, declared);
+      // A file that now lies in a declared folder (the task's own, say) belongs to that folder's task.
+      const kept = keptBecause(old, options.guard, declared, true);
       if (kept !== undefined) {
         emit({ type: 'task-log', id: node.id, message: `kept ${shown}, no longer one of its outputs, which ${kept}` });
         continue;

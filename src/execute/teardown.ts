@@ -135,15 +135,25 @@ function claimedOutputs(options: TeardownOptions): ReadonlyMap<string, TaskId> {
   return claimed;
 }
 
-/** Why `target` must stay, or undefined: it is guarded, another task's output, or holds or lies in one. */
-export function keptBecause(target: string, guard: OutputGuard | undefined, claimed: ReadonlyMap<string, TaskId>): string | undefined {
+/**
+ * Why `target` must stay, or undefined: it is guarded, or another task's
+ * output, or a folder that holds one. With `inside`, also a file that lies in
+ * one (see removeStale in executor.ts); a teardown removes such a file, as it
+ * always did: a slot's rootfs goes, the layout folder it lies in stays.
+ */
+export function keptBecause(
+  target: string,
+  guard: OutputGuard | undefined,
+  claimed: ReadonlyMap<string, TaskId>,
+  inside = false,
+): string | undefined {
   const refused = guard?.refuses(target);
   if (refused !== undefined) return refused;
   const owner = claimed.get(target);
   if (owner !== undefined) return `is now ${owner}'s output`;
   for (const [output, task] of claimed) {
     if (holds(target, output)) return `holds ${output}, ${task}'s output`;
-    if (holds(output, target)) return `lies in ${output}, ${task}'s output`;
+    if (inside && holds(output, target)) return `lies in ${output}, ${task}'s output`;
   }
   return undefined;
 }

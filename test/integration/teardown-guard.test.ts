@@ -97,3 +97,18 @@ test('an output a task no longer declares is removed once it ran again, unless a
   expect(apply.stdout).toContain(`  moved: kept out/moving, no longer one of its outputs, which is now owner's output\n`);
   expect(rig.read('out/moving')).toBe('o\n');
 });
+
+test('a targeted destroy removes an output that lies in a folder a staying task declares', async () => {
+  rig.nodefile(`
+    const layout = ng.task('layout', { outputs: ['var/containers'], run: ['mkdir', '-p', 'var/containers'] });
+    ng.task('kube1/rootfs', { after: [layout], outputs: ['var/containers/kube1'], run: ['mkdir', '-p', 'var/containers/kube1'] });
+    ng.task('kube2/rootfs', { after: [layout], outputs: ['var/containers/kube2'], run: ['mkdir', '-p', 'var/containers/kube2'] });
+  `);
+  expect((await rig.run(['apply'])).code).toBe(0);
+  const destroy = await rig.run(['destroy', '--yes', 'kube1/*']);
+  expect(destroy.code).toBe(0);
+  expect(destroy.stdout).not.toContain('warning');
+  expect(rig.exists('var/containers/kube1')).toBe(false);
+  expect(rig.exists('var/containers/kube2')).toBe(true);
+  expect(rig.exists('var/containers')).toBe(true);
+});
