@@ -11,7 +11,7 @@
 //                                     ▼
 //                                  queued ──slot free──▶ running ──▶ ran | failed | canceled
 
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, realpathSync } from 'node:fs';
 import path from 'node:path';
 import type { ContentHash, TaskId } from '../ids.ts';
 import type { TaskGraph, TaskNode } from '../graph/graph.ts';
@@ -30,7 +30,7 @@ import type { EventSink, TaskOutcome } from './events.ts';
 import { observeOutputs } from './outputs.ts';
 import { keptBecause } from './teardown.ts';
 import { removePath } from '../util/mounts.ts';
-import type { OutputGuard } from '../graph/analyze.ts';
+import { holds, type OutputGuard } from '../graph/analyze.ts';
 import type { ProcessRunner } from './runner.ts';
 
 export interface ExecuteOptions {
@@ -296,8 +296,9 @@ export async function execute(options: ExecuteOptions): Promise<ExecuteSummary> 
         for (const n of graph.ordered) for (const output of n.outputs) declared.set(output, n.id);
       }
       const shown = path.relative(graph.dir, old) || old;
-      // A file that now lies in a declared folder (the task's own, say) belongs to that folder's task.
-      const kept = keptBecause(old, options.guard, declared, true);
+      // A file that now lies in a declared folder (the task's own, say) belongs to that folder's task;
+      // and a path that is one of its outputs by another spelling (a symlink on the way) is one of them.
+      const kept = keptBecause(old, options.guard, declared, true) ?? sameAsOutput(old, node.outputs);
       if (kept !== undefined) {
         emit({ type: 'task-log', id: node.id, message: `kept ${shown}, no longer one of its outputs, which ${kept}` });
         continue;
@@ -371,6 +372,24 @@ export async function execute(options: ExecuteOptions): Promise<ExecuteSummary> 
 
 const isSettledUnchanged = (decision: Decision | undefined): boolean =>
   decision !== undefined && decision.complete && decision.action === 'unchanged';
+
+/** Whether `old` really is (or holds, or lies in) one of `outputs`, followed through symlinks. */
+function sameAsOutput(old: string, outputs: readonly string[]): string | undefined {
+  const real = (p: string): string | undefined => {
+    try {
+      return realpathSync(p);
+    } catch {
+      return undefined;
+    }
+  };
+  const resolved = real(old);
+  if (resolved === undefined) return undefined;
+  for (const output of outputs) {
+    const now = real(output);
+    if (now !== undefined && (holds(now, resolved) || holds(resolved, now))) return `is ${output} by another path`;
+  }
+  return undefined;
+}
 
 function combineOutputs(
   node: TaskNode,

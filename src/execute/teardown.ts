@@ -147,7 +147,7 @@ export function keptBecause(
   claimed: ReadonlyMap<string, TaskId>,
   inside = false,
 ): string | undefined {
-  const refused = guard?.refuses(target);
+  const refused = guard?.refusesRemoving(target);
   if (refused !== undefined) return refused;
   const owner = claimed.get(target);
   if (owner !== undefined) return `is now ${owner}'s output`;

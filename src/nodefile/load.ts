@@ -1,7 +1,7 @@
 // Reads a Nodefile: imports it (Node strips its types), calls its default
 // export with a Builder, and turns every way that can go wrong into a Failure.
 
-import { existsSync } from 'node:fs';
+import { existsSync, realpathSync } from 'node:fs';
 import module from 'node:module';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -71,8 +71,14 @@ export function nodefileModules(): string[] {
 }
 
 export async function loadNodefile(file: string, options: { sites?: boolean } = {}): Promise<Result<Declarations, Failure[]>> {
-  const absolute = path.resolve(file);
-  if (!existsSync(absolute)) return err([{ reason: 'nodefile-not-found', path: absolute }]);
+  const given = path.resolve(file);
+  if (!existsSync(given)) return err([{ reason: 'nodefile-not-found', path: given }]);
+  // The graph's paths start from where the Nodefile really is, however -f spells it
+  // (a symlinked folder, a home reached through a link): one file, one path. Recorded
+  // under another spelling, an output would look missing, and one run would remove
+  // what the other had just written as no longer its output. Node imports the real
+  // file too, so its stack frames (sites) name this path.
+  const absolute = realpathSync(given);
 
   let nodefile: { default?: unknown };
   try {

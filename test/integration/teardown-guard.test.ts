@@ -3,7 +3,7 @@
 // the orphan that made it; a task still declared is destroyed as it is
 // declared now.
 
-import { existsSync, readdirSync } from 'node:fs';
+import { existsSync, readdirSync, symlinkSync } from 'node:fs';
 import { afterEach, beforeEach, expect, test } from 'vitest';
 import { Rig } from '../support/rig.ts';
 
@@ -111,4 +111,27 @@ test('a targeted destroy removes an output that lies in a folder a staying task 
   expect(rig.exists('var/containers/kube1')).toBe(false);
   expect(rig.exists('var/containers/kube2')).toBe(true);
   expect(rig.exists('var/containers')).toBe(true);
+});
+
+test('an output that leads to the project through a symlink is not removed by destroy', async () => {
+  rig.write('project/precious.txt', 'keep\n');
+  symlinkSync('..', rig.path('project/up'));
+  rig.write('project/Nodefile.ts', `export default (ng: any) => { ng.task('t', { outputs: ['up/project'], run: ['true'] }); };\n`);
+  expect((await rig.run(['apply', '-f', 'project/Nodefile.ts'])).code).toBe(0);
+  const destroy = await rig.run(['destroy', '--yes', '-f', 'project/Nodefile.ts']);
+  expect(destroy.code).toBe(0);
+  expect(destroy.stdout).toContain(
+    `warning: t: kept ${rig.path('project/up/project')}, which leads to ${rig.path('project')}, which is the Nodefile's folder: destroying the task would remove the project`,
+  );
+  expect(rig.read('project/precious.txt')).toBe('keep\n');
+});
+
+test('the same project reached through a symlinked folder is the same graph: nothing to do, nothing removed', async () => {
+  rig.write('real/Nodefile.ts', `export default (ng: any) => { ng.task('a', { outputs: ['out/a.txt'], run: ['sh', '-c', 'mkdir -p out && echo a > out/a.txt'] }); };\n`);
+  symlinkSync(rig.path('real'), rig.path('link'));
+  expect((await rig.run(['apply', '-f', 'real/Nodefile.ts'])).code).toBe(0);
+  const again = await rig.run(['apply', '-f', 'link/Nodefile.ts']);
+  expect(again.code).toBe(0);
+  expect(again.stdout).toContain('No changes: 1 task up to date.');
+  expect(rig.read('real/out/a.txt')).toBe('a\n');
 });
