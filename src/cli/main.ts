@@ -123,6 +123,14 @@ export async function runCli(): Promise<void> {
   };
   process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);
+  // A dropped SSH session or terminal: as make does, the same clean stop as Ctrl-C.
+  process.on('SIGHUP', onSignal);
+  // Output nobody reads any more (`| head`, a closed terminal): Node reports EPIPE or EIO as
+  // an 'error' event, which unhandled would end the process mid-run with commands still
+  // running and finished work unrecorded. The run goes on, unheard, and ends as it would.
+  const deaf = (): void => {};
+  process.stdout.on('error', deaf);
+  process.stderr.on('error', deaf);
   const code = await main(process.argv.slice(2), {
     stdout: process.stdout,
     stderr: process.stderr,

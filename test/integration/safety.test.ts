@@ -23,11 +23,13 @@ const ranIds = (stdout: string): string[] =>
 
 // A SIGTERM sent to nodegraph alone (kill PID, a supervisor, CI) reaches what each
 // running command started too, whether nodegraph or its spawn server started it.
-for (const [how, quick] of [
-  ['started by the engine', 0],
-  ['started by the spawn server', 30],
+for (const [how, quick, signal] of [
+  ['started by the engine', 0, 'SIGTERM'],
+  ['started by the spawn server', 30, 'SIGTERM'],
+  // A dropped SSH session: as make does, the clean stop of Ctrl-C.
+  ['started by the engine', 0, 'SIGHUP'],
 ] as const) {
-  test(`a SIGTERM to nodegraph alone stops a command's own children (${how}) and exits 130 at once`, async () => {
+  test(`a ${signal} to nodegraph alone stops a command's own children (${how}) and exits 130 at once`, async () => {
     rig.nodefile(`
       const quick = [];
       for (let i = 0; i < ${quick}; i++) quick.push(ng.task('q' + i, { outputs: ['out/q' + i], run: ['touch', 'out/q' + i] }));
@@ -39,7 +41,7 @@ for (const [how, quick] of [
     await until(() => existsSync(rig.path('out/pid')) && readFileSync(rig.path('out/pid'), 'utf8').endsWith('\n'));
     const sleeper = Number(readFileSync(rig.path('out/pid'), 'utf8'));
     expect(alive(sleeper)).toBe(true);
-    child.kill('SIGTERM');
+    child.kill(signal);
     // Before the sleep would have ended by itself (and let go of the output pipe).
     const result = await done;
     expect(result.code).toBe(130);
@@ -48,6 +50,18 @@ for (const [how, quick] of [
     expect(existsSync(rig.path('.nodegraph/lock'))).toBe(false);
   }, 30_000);
 }
+
+test('output nobody reads any more (| head) does not end the run: it finishes, records everything, lets go of the lock', async () => {
+  rig.nodefile(`for (let i = 0; i < 20; i++) ng.task('t' + i, { outputs: ['out/' + i], run: ['sh', '-c', 'sleep 0.05; echo said; touch out/' + i] });`);
+  const child = rig.spawn(['apply', '-j', '2']);
+  const done = collect(child);
+  // Read the first line, then close the pipe, as head -n 1 does.
+  await new Promise<void>((resolve) => child.stdout!.once('data', () => resolve()));
+  child.stdout!.destroy();
+  expect((await done).code).toBe(0);
+  expect(existsSync(rig.path('.nodegraph/lock'))).toBe(false);
+  expect((await rig.run(['plan'])).stdout).toBe('No changes: 20 tasks up to date.\n');
+});
 
 test('a second apply is refused while the first holds the lock, with who holds it', async () => {
   rig.nodefile(`ng.task('slow', { outputs: ['out/slow'], run: { shell: 'sleep 3; touch out/slow' } });`);
