@@ -224,7 +224,9 @@ export async function withSession<T>(
   } finally {
     session.value.prefetched?.close();
     emitLateWarnings(session.value);
-    session.value.cache.save();
+    // A read-only command (plan, status, explain) keeps what it hashed for the next run,
+    // but does not make the state folder for it: a dry run on a new project writes nothing.
+    if (mode.lock || existsSync(session.value.state.dir)) session.value.cache.save();
     session.value.state.close();
   }
 }

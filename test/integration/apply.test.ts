@@ -57,6 +57,16 @@ describe('apply', () => {
     expect(plan.code).toBe(0);
   });
 
+  test('plan and status on a project never applied write nothing: no state folder appears', async () => {
+    rig.write('a.txt', 'hello\n');
+    rig.nodefile(chain);
+    expect((await rig.run(['plan'])).code).toBe(0);
+    expect((await rig.run(['status'])).code).toBe(0);
+    expect(rig.exists('.nodegraph')).toBe(false);
+    expect((await rig.run(['plan', '--state-dir', 'elsewhere'])).code).toBe(0);
+    expect(rig.exists('elsewhere')).toBe(false);
+  });
+
   test('an input edit re-runs its consumers; an order edge does not trigger', async () => {
     rig.write('a.txt', 'hello\n');
     rig.nodefile(chain);
