@@ -42,6 +42,13 @@ export interface LockInfo extends LockHolder {
   readonly token: string;
   /** Linux boot id when known: a lock from an earlier boot is stale whatever its pid. */
   readonly bootId?: string;
+  /**
+   * When the holder process started (Linux: clock ticks since boot, /proc/<pid>/stat's
+   * 22nd field): a process now under that pid that started at another time is another
+   * process, so the lock is stale. Pids are reused, and a nodegraph that is pid 1 of a
+   * container has the same pid in every container it runs in.
+   */
+  readonly pidStart?: number;
 }
 
 /** The lock is held by someone else (or its file cannot be understood). */
@@ -116,7 +123,7 @@ function parseInfo(content: string): LockInfo | string {
   }
   if (typeof value !== 'object' || value === null) return 'the lock file does not hold an object';
   const v = value as Record<string, unknown>;
-  const { pid, host, command, startedAt, token, bootId: boot } = v;
+  const { pid, host, command, startedAt, token, bootId: boot, pidStart } = v;
   // pid 0 and negative pids address process groups in kill(); never accept them.
   if (typeof pid !== 'number' || !Number.isSafeInteger(pid) || pid <= 0) return 'the lock file has no valid pid';
   if (typeof host !== 'string' || typeof command !== 'string' || typeof startedAt !== 'string') {
@@ -124,7 +131,15 @@ function parseInfo(content: string): LockInfo | string {
   }
   // A lock without a token (written by hand or another tool) is understood
   // but can never be "ours": every lock this module writes has one.
-  return { pid, host, command, startedAt, token: typeof token === 'string' ? token : '', ...(typeof boot === 'string' ? { bootId: boot } : {}) };
+  return {
+    pid,
+    host,
+    command,
+    startedAt,
+    token: typeof token === 'string' ? token : '',
+    ...(typeof boot === 'string' ? { bootId: boot } : {}),
+    ...(typeof pidStart === 'number' && Number.isSafeInteger(pidStart) ? { pidStart } : {}),
+  };
 }
 
 function read(path: string): Result<Seen, StateDirUnwritable> {
@@ -165,6 +180,9 @@ function liveness(info: LockInfo): 'alive' | 'dead' | 'other-host' {
   if (info.host !== hostname()) return 'other-host';
   const boot = bootId();
   if (info.bootId !== undefined && boot !== undefined && info.bootId !== boot) return 'dead';
+  // Our own pid, or a live one: the same process only if it started when the lock says.
+  const started = info.pidStart === undefined ? undefined : processStart(info.pid);
+  if (started !== undefined && started !== info.pidStart) return 'dead';
   if (info.pid === process.pid) return 'alive';
   try {
     process.kill(info.pid, 0);
@@ -173,6 +191,19 @@ function liveness(info: LockInfo): 'alive' | 'dead' | 'other-host' {
     return errnoCode(e) === 'ESRCH' ? 'dead' : 'alive';
   }
   return isZombie(info.pid) ? 'dead' : 'alive';
+}
+
+/** When process `pid` started, from /proc (clock ticks since boot); undefined when unknown (not Linux, no such process). */
+function processStart(pid: number): number | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'latin1');
+    // After the command name (in parentheses, which may hold anything): state is field 3, starttime field 22.
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    const start = Number(fields[19]);
+    return Number.isSafeInteger(start) ? start : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /**
@@ -346,6 +377,7 @@ export function acquire(stateDir: string, options: AcquireOptions = {}): Result<
   if (!made.ok) return made;
   const path = join(dir, 'lock');
   const boot = bootId();
+  const ownStart = processStart(process.pid);
   const info: LockInfo = {
     pid: process.pid,
     host: hostname(),
@@ -353,6 +385,7 @@ export function acquire(stateDir: string, options: AcquireOptions = {}): Result<
     startedAt: new Date().toISOString(),
     token: randomId(),
     ...(boot === undefined ? {} : { bootId: boot }),
+    ...(ownStart === undefined ? {} : { pidStart: ownStart }),
   };
   let tookOverFrom: LockHolder | undefined;
   let last: Locked | undefined;

@@ -124,6 +124,26 @@ test('a live holder on this host is not taken over', () => {
   expect(r).toMatchObject({ ok: false, error: { reason: 'locked', holder: { pid: 1 }, otherHost: false } });
 });
 
+test('a pid now held by a process that started at another time is another process: its lock is stale', () => {
+  if (!existsSync('/proc/self/stat')) return; // not Linux
+  const startOf = (pid: number): number => {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'latin1');
+    return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19]);
+  };
+  // As a nodegraph that was pid 1 of an earlier container finds pid 1 alive in the next one.
+  for (const pid of [1, process.pid]) {
+    writeFileSync(lockFile(), JSON.stringify({ pid, host: hostname(), command: 'nodegraph apply', startedAt: 's', token: 't', pidStart: startOf(pid) + 1 }));
+    const l = take();
+    expect(l.tookOverFrom?.pid).toBe(pid);
+    // The lock just taken records when this process started.
+    expect(JSON.parse(readFileSync(lockFile(), 'utf8')).pidStart).toBe(startOf(process.pid));
+    l.release();
+  }
+  // The same pid that started when the lock says is the holder: refused.
+  writeFileSync(lockFile(), JSON.stringify({ pid: 1, host: hostname(), command: 'init', startedAt: 's', token: 't', pidStart: startOf(1) }));
+  expect(acquire(dir)).toMatchObject({ ok: false, error: { reason: 'locked', holder: { pid: 1 } } });
+});
+
 test('a lock from another host is never taken over automatically', () => {
   const pid = deadPid();
   writeFileSync(lockFile(), JSON.stringify({ pid, host: 'elsewhere', command: 'nodegraph apply', startedAt: 's', token: 't' }));
