@@ -22,7 +22,8 @@ export interface LockHolder {
 
 export type Failure =
   | { readonly reason: 'usage'; readonly message: string }
-  | { readonly reason: 'nodefile-not-found'; readonly path: string }
+  /** `folder`: the path is a folder, not a Nodefile. */
+  | { readonly reason: 'nodefile-not-found'; readonly path: string; readonly folder?: true }
   | { readonly reason: 'nodefile-syntax'; readonly path: string; readonly message: string; readonly site: SourceSite | undefined }
   | { readonly reason: 'nodefile-threw'; readonly path: string; readonly message: string; readonly site: SourceSite | undefined }
   /** `found`: what the default export is instead of a function ("a number"), when there is one. */

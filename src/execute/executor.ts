@@ -199,7 +199,16 @@ export async function execute(options: ExecuteOptions): Promise<ExecuteSummary> 
     for (const output of node.outputs) {
       const parent = path.dirname(output);
       if (made.has(parent)) continue;
-      mkdirSync(parent, { recursive: true });
+      try {
+        mkdirSync(parent, { recursive: true });
+      } catch (error) {
+        // A read-only or full file system: the task cannot run, and did not.
+        const message = `could not make the folder for its output ${path.relative(graph.dir, output) || output}: ${(error as Error).message}`;
+        emit({ type: 'task-start', id: node.id, verb, reason, command: undefined });
+        record(failedRecord(node, graph, records.get(node.id), startedAt, 0, message));
+        emit({ type: 'task-done', id: node.id, outcome: 'failed', durationMs: 0, error: message });
+        return 'failed';
+      }
       made.add(parent);
     }
     const result: ActionResult = await runAction(node, {

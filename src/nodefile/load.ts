@@ -1,7 +1,7 @@
 // Reads a Nodefile: imports it (Node strips its types), calls its default
 // export with a Builder, and turns every way that can go wrong into a Failure.
 
-import { existsSync, realpathSync } from 'node:fs';
+import { existsSync, realpathSync, statSync } from 'node:fs';
 import module from 'node:module';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -73,6 +73,7 @@ export function nodefileModules(): string[] {
 export async function loadNodefile(file: string, options: { sites?: boolean } = {}): Promise<Result<Declarations, Failure[]>> {
   const given = path.resolve(file);
   if (!existsSync(given)) return err([{ reason: 'nodefile-not-found', path: given }]);
+  if (statSync(given).isDirectory()) return err([{ reason: 'nodefile-not-found', path: given, folder: true }]);
   // The graph's paths start from where the Nodefile really is, however -f spells it
   // (a symlinked folder, a home reached through a link): one file, one path. Recorded
   // under another spelling, an output would look missing, and one run would remove

@@ -36,7 +36,9 @@ export function message(failure: Failure, cwd: string): string {
     case 'usage':
       return failure.message;
     case 'nodefile-not-found':
-      return `no Nodefile at ${failure.path} (use -f to name one)`;
+      return failure.folder === true
+        ? `${failure.path} is a folder: name the Nodefile in it (-f ${path.join(failure.path, 'Nodefile.ts')})`
+        : `no Nodefile at ${failure.path} (use -f to name one)`;
     case 'nodefile-syntax':
       return `the Nodefile could not be loaded as TypeScript: ${failure.message}`;
     case 'nodefile-threw':

@@ -223,6 +223,15 @@ describe('apply', () => {
     expect(rig.exists('out/late')).toBe(false);
   });
 
+  test('a folder for an output that cannot be made fails the task before it runs, saying why', async () => {
+    rig.write('blocker', 'a file where a folder should be\n');
+    rig.nodefile(`ng.task('a', { outputs: ['blocker/out'], run: ['sh', '-c', 'echo ran > ran.txt'] });`);
+    const result = await rig.run(['apply']);
+    expect(result.code).toBe(1);
+    expect(result.stdout).toMatch(/✖ a failed: could not make the folder for its output blocker\/out: EEXIST: file already exists, mkdir '.*blocker'\n/);
+    expect(rig.exists('ran.txt')).toBe(false);
+  });
+
   test('a declared output the task did not write fails it', async () => {
     rig.nodefile(`ng.task('liar', { outputs: ['out/promised'], run: ['true'] });`);
     const result = await rig.run(['apply']);

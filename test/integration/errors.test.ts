@@ -194,6 +194,13 @@ describe('bad input', () => {
     }
   });
 
+  test('-f naming a folder says to name the Nodefile in it', async () => {
+    rig.write('sub/keep.txt', 'x\n');
+    const result = await rig.run(['plan', '-f', 'sub']);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toBe(`error[nodefile-not-found]: ${rig.path('sub')} is a folder: name the Nodefile in it (-f ${rig.path('sub/Nodefile.ts')})\n`);
+  });
+
   test('no Nodefile', async () => {
     const result = await rig.run(['plan']);
     expect(result.code).toBe(1);
