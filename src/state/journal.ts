@@ -249,7 +249,12 @@ export function decodeJournal(
   const warnings: StateWarning[] = [];
   const entries: { line: number; record: StoredRecord }[] | undefined = options.keepEntries ? [] : undefined;
   const size = buf.length;
-  if (size === 0) return ok({ records, warnings, lines: 0, dropped: 0, ...(entries ? { entries } : {}) });
+  if (size === 0) {
+    // A journal is created with its header: an empty one was emptied (or its creation torn).
+    // Nothing can be read from it, and every task counts as never run: say so.
+    warnings.push({ kind: 'empty-journal', message: `the journal is empty, not even its header: starting from empty state (a task applied before counts as never run)` });
+    return ok({ records, warnings, lines: 0, dropped: 0, ...(entries ? { entries } : {}) });
+  }
 
   const first = buf.indexOf(NEWLINE);
   if (first === -1) {

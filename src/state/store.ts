@@ -14,6 +14,8 @@ export { openJournal, readState } from './journal.ts';
 export type StateWarningKind =
   /** The journal's first line was cut off (no records lost: none can precede it). */
   | 'torn-header'
+  /** The journal file is there but empty: a new journal has its header at once, so it was emptied. */
+  | 'empty-journal'
   /** The last line was cut off mid-write (crash or power loss while appending). */
   | 'torn-line'
   /** A line whose checksum or framing does not match: corrupted on disk. */

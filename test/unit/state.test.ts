@@ -307,9 +307,11 @@ describe('journal', () => {
     const after = load(j);
     expect(after.warnings).toEqual([]);
     expect([...after.records.keys()]).toEqual(['a']);
-    // An empty journal file (crash right after creating it) is fine too.
+    // An empty journal file is empty state too (a crash right after creating it, or a file
+    // emptied since: a journal is made with its header), and a warning says it.
     writeFileSync(file(), '');
     expect(readOnly().records.size).toBe(0);
+    expect(readOnly().warnings.map((w) => w.kind)).toEqual(['empty-journal']);
   });
 
   test('openJournal requires the lock to still be held', () => {
