@@ -1,4 +1,4 @@
-import { loadGraph } from '../engine.ts';
+import { loadGraph, stateDirOf } from '../engine.ts';
 import { nodefileModules } from '../nodefile/load.ts';
 import { applyNodefile } from '../operations.ts';
 import { plainReporter } from '../report/plain.ts';
@@ -18,6 +18,7 @@ export async function run(args: Args, io: CliIo): Promise<number> {
     signal: io.signal,
     fallbackPaths: [options.nodefile],
     modules: nodefileModules,
+    stateDir: stateDirOf(options),
     onState: (state, why) => {
       if (state === 'debouncing' && why !== undefined) io.stdout.write(c.dim(`change: ${why}\n`));
       if (state === 'idle') io.stdout.write(c.dim('watching for changes (Ctrl-C to stop)\n'));

@@ -9,6 +9,7 @@
 // A change during a run never interrupts it: one more run follows it.
 
 import { watch, type FSWatcher } from 'chokidar';
+import { realpathSync } from 'node:fs';
 import path from 'node:path';
 import type { TaskGraph } from '../graph/graph.ts';
 
@@ -30,6 +31,46 @@ export function watchedPaths(graph: TaskGraph, modules: readonly string[] = []):
   return [...paths];
 }
 
+/**
+ * Which of the watched folders' changes count. A glob's base folder is watched
+ * whole (`*.c` watches `.`), but only a file the pattern matches is a change
+ * of the glob's; and nothing in the state folder is a change at all. Otherwise
+ * a log written beside the sources (`watch > watch.log`) restarted the debounce
+ * with every line it wrote, forever, and every run's own journal writes caused
+ * another run. Without a graph (the Nodefile did not load) every change counts.
+ */
+export function watchFilter(graph: TaskGraph | undefined, modules: readonly string[], stateDir: string): (file: string) => boolean {
+  // Events name paths as the graph does: from the Nodefile's real folder.
+  let state = stateDir;
+  try {
+    state = realpathSync(stateDir);
+  } catch {
+    // not made yet: as given
+  }
+  const inState = (file: string): boolean => file === state || file.startsWith(`${state}${path.sep}`);
+  if (graph === undefined) return (file) => !inState(file);
+  const exact = new Set<string>([graph.file, ...modules]);
+  const trees: string[] = [];
+  const globs: string[] = [];
+  for (const node of graph.ordered) {
+    for (const name in node.inputs) {
+      const input = node.inputs[name]!;
+      if (input.kind === 'file') exact.add(path.resolve(graph.dir, input.path));
+      else if (input.kind === 'tree') trees.push(path.resolve(graph.dir, input.path));
+      else if (input.kind === 'glob') globs.push(input.pattern);
+    }
+  }
+  return (file) => {
+    if (inState(file)) return false;
+    if (exact.has(file)) return true;
+    for (const tree of trees) if (file === tree || file.startsWith(`${tree}${path.sep}`)) return true;
+    for (const pattern of globs) {
+      if (path.matchesGlob(path.isAbsolute(pattern) ? file : path.relative(graph.dir, file), pattern)) return true;
+    }
+    return false;
+  };
+}
+
 function globBase(pattern: string): string {
   const parts = pattern.split('/');
   const fixed = parts.findIndex((p) => /[*?[\]{}]/.test(p));
@@ -46,6 +87,8 @@ export interface WatchLoopOptions {
   readonly fallbackPaths: readonly string[];
   /** The modules the Nodefile imports from its own files, as of the last run (watched whether or not it loaded). */
   readonly modules?: () => readonly string[];
+  /** The state folder: its changes are nodegraph's own (see watchFilter). */
+  readonly stateDir?: string;
 }
 
 export async function watchLoop(options: WatchLoopOptions): Promise<void> {
@@ -53,6 +96,7 @@ export async function watchLoop(options: WatchLoopOptions): Promise<void> {
   let timer: NodeJS.Timeout | undefined;
   let watcher: FSWatcher | undefined;
   let watched = new Set<string>();
+  let counts: (file: string) => boolean = () => true;
   let done: () => void = () => {};
   const finished = new Promise<void>((resolve) => (done = resolve));
 
@@ -88,6 +132,7 @@ export async function watchLoop(options: WatchLoopOptions): Promise<void> {
     set('running');
     const graph = await options.runOnce();
     const modules = options.modules?.() ?? [];
+    if (options.stateDir !== undefined) counts = watchFilter(graph, modules, options.stateDir);
     await rewatch(graph === undefined ? [...options.fallbackPaths, ...modules] : watchedPaths(graph, modules));
     if (options.signal.aborted) return;
     if (state === 'queued') schedule('changed during the run');
@@ -101,6 +146,7 @@ export async function watchLoop(options: WatchLoopOptions): Promise<void> {
   };
 
   const onChange = (file: string): void => {
+    if (!counts(file)) return;
     switch (state) {
       case 'idle':
       case 'debouncing':

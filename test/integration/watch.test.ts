@@ -59,3 +59,29 @@ test('sees an edit to a module the Nodefile imports from its own files (ES or Co
   child.kill('SIGINT');
   expect((await done).code).toBe(130);
 });
+
+test("a glob's folder counts only files the pattern matches, and the state never: a log written beside the sources does not hold a run off", async () => {
+  rig.write('a.c', 'int a;\n');
+  rig.nodefile(`ng.task('cc', { inputs: { src: ng.glob('*.c') }, outputs: ['out/all.c'], run: ['sh', '-c', 'cat *.c > out/all.c'] });`);
+  const child = rig.spawn(['watch', '--debounce', '100']);
+  const done = collect(child);
+  let stdout = '';
+  child.stdout?.on('data', (d: Buffer) => (stdout += d.toString()));
+  await until(() => stdout.includes('watching for changes'));
+  // Something writes beside the sources all the time, as `watch > watch.log` does.
+  let noise = 0;
+  const writer = setInterval(() => rig.write('watch.log', `${noise++}\n`), 20);
+  try {
+    rig.write('a.c', 'int b;\n');
+    await until(() => readFileSync(rig.path('out/all.c'), 'utf8') === 'int b;\n', 5_000);
+    await until(() => stdout.split('watching for changes').length === 3);
+  } finally {
+    clearInterval(writer);
+  }
+  expect(stdout).not.toContain('watch.log');
+  expect(stdout).not.toContain('.nodegraph');
+  // One run for the edit: neither the log nor the run's own state writes started another.
+  expect(stdout.split('\nApply:').length - 1).toBe(2);
+  child.kill('SIGINT');
+  expect((await done).code).toBe(130);
+});
