@@ -1,7 +1,7 @@
 // Runs one task's action — a command through the process runner, or a
 // function with a TaskContext — and reports how it went as a value.
 
-import { chmodSync, mkdirSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, mkdirSync, readFileSync, realpathSync, renameSync, rmSync, statSync, writeFileSync, type Stats } from 'node:fs';
 import path from 'node:path';
 import type { TaskId } from '../ids.ts';
 import type { TaskNode } from '../graph/graph.ts';
@@ -145,21 +145,45 @@ function makeContext(node: TaskNode, context: ActionContext, log: string[]): Tas
   };
 }
 
-/** Writes atomically and only when the bytes or the mode differ; true when it wrote. */
+/**
+ * Writes atomically and only when the bytes or the mode differ; true when it
+ * wrote. A file that exists keeps its mode (unless `mode` says otherwise) and
+ * its owner, as `install` and Ansible's copy do: a 0600 secret owned by a
+ * service stays so, and does not come back 0644 and root's. A symlink is
+ * written through, to the file it names (the link stays a link). The new
+ * content is a new file renamed into place, so a reader never sees half of it
+ * (and a hard link to the old file keeps the old content).
+ */
 export function writeIfChanged(file: string, content: string | Uint8Array, mode?: number): boolean {
   const bytes = typeof content === 'string' ? Buffer.from(content) : Buffer.from(content);
-  let same = false;
+  let target = file;
   try {
-    const current = readFileSync(file);
-    same = current.equals(bytes) && (mode === undefined || (statSync(file).mode & 0o7777) === mode);
+    target = realpathSync(file);
   } catch {
-    same = false;
+    // not there yet (or a dangling link): written where it is named
   }
-  if (same) return false;
-  mkdirSync(path.dirname(file), { recursive: true });
-  const temp = `${file}.nodegraph-${process.pid}.tmp`;
-  writeFileSync(temp, bytes, mode === undefined ? {} : { mode });
-  if (mode !== undefined) chmodSync(temp, mode);
-  renameSync(temp, file);
+  let existing: Stats | undefined;
+  try {
+    existing = statSync(target);
+    if (readFileSync(target).equals(bytes) && (mode === undefined || (existing.mode & 0o7777) === mode)) return false;
+  } catch {
+    existing = undefined;
+  }
+  mkdirSync(path.dirname(target), { recursive: true });
+  const temp = `${target}.nodegraph-${process.pid}.tmp`;
+  const wanted = mode ?? (existing === undefined ? undefined : existing.mode & 0o7777);
+  try {
+    writeFileSync(temp, bytes, wanted === undefined ? {} : { mode: wanted });
+    if (wanted !== undefined) chmodSync(temp, wanted);
+    if (existing !== undefined && (existing.uid !== process.getuid?.() || existing.gid !== process.getgid?.())) {
+      chownSync(temp, existing.uid, existing.gid);
+      // chown clears set-uid and set-gid bits: put the mode back.
+      if (wanted !== undefined) chmodSync(temp, wanted);
+    }
+    renameSync(temp, target);
+  } catch (error) {
+    rmSync(temp, { force: true });
+    throw error;
+  }
   return true;
 }

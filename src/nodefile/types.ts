@@ -86,7 +86,11 @@ export interface TaskContext {
   log(message: string): void;
   /** Runs an argv without a shell, through nodegraph's process runner. */
   exec(argv: Argv, options?: ExecOptions): Promise<ExecResult>;
-  /** Writes `content` only when it differs (or the mode does); true when it wrote. Relative to cwd. */
+  /**
+   * Writes `content` only when it differs (or the mode does); true when it wrote. Relative to cwd.
+   * Atomic (a new file renamed into place); a file that exists keeps its mode (unless `mode` is
+   * given) and its owner, and a symlink is written through to the file it names.
+   */
   writeIfChanged(path: string, content: string | Uint8Array, options?: { mode?: number }): Promise<boolean>;
 }
 
