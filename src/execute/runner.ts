@@ -16,6 +16,7 @@
 // 100-500 MiB; a small helper process pays a fraction of that, off this thread.
 
 import type { ChildProcessWithoutNullStreams } from 'node:child_process';
+import { statSync } from 'node:fs';
 import type { Command } from '../nodefile/types.ts';
 import { signalGroup } from './group.ts';
 import { eachLine } from './lines.ts';
@@ -101,7 +102,7 @@ export function spawnCommand(command: Command, options: RunOptions, killAfterMs 
       clearTimeout(killer);
       options.signal?.removeEventListener('abort', onAbort);
       resolve(
-        finished(described, { code, signal, canceled, error: spawnError?.message }, {
+        finished(described, { code, signal, canceled, error: spawnFailure(spawnError?.message, options.cwd) }, {
           stdout: Buffer.concat(out).toString(),
           stderr: Buffer.concat(err).toString(),
           output: Buffer.concat(chunks).toString(),
@@ -109,6 +110,22 @@ export function spawnCommand(command: Command, options: RunOptions, killAfterMs 
       );
     });
   });
+}
+
+/**
+ * Why a command did not start, in words. Node says `spawn pwd ENOENT` both for
+ * a program that is not there and for a working folder that is not: the
+ * second is told apart here (systemd says CHDIR), only when spawn failed.
+ */
+function spawnFailure(error: string | undefined, cwd: string | undefined): string | undefined {
+  if (error === undefined || cwd === undefined || !error.endsWith(' ENOENT')) return error;
+  let folder = false;
+  try {
+    folder = statSync(cwd).isDirectory();
+  } catch {
+    folder = false;
+  }
+  return folder ? error : `cannot run in ${cwd}: no such folder (${error})`;
 }
 
 /** A finished task command as a RunResult: ok only for exit code 0, and otherwise why not, in words. */
@@ -336,7 +353,7 @@ export class SpawnServer {
           }
           const died = 'died' in reply ? reply.died : undefined;
           const { code = null, signal = null, error, stdout = '', stderr = '', output } = 'died' in reply ? {} : reply;
-          resolve(finished(described, { code, signal, canceled, error: died ?? error }, { stdout, stderr, output: output ?? stdout + stderr }));
+          resolve(finished(described, { code, signal, canceled, error: died ?? spawnFailure(error, options.cwd) }, { stdout, stderr, output: output ?? stdout + stderr }));
         },
       });
       this.#hold();

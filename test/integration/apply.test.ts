@@ -232,6 +232,15 @@ describe('apply', () => {
     expect(rig.exists('ran.txt')).toBe(false);
   });
 
+  test('a cwd that does not exist is said to be the cause, not the program', async () => {
+    rig.nodefile(`ng.task('a', { cwd: 'nope', run: ['pwd'] });`);
+    const result = await rig.run(['apply']);
+    expect(result.code).toBe(1);
+    expect(result.stdout).toContain(`✖ a failed: cannot run in ${rig.path('nope')}: no such folder (spawn pwd ENOENT)\n`);
+    rig.nodefile(`ng.task('a', { run: ['no-such-program-here'] });`);
+    expect((await rig.run(['apply'])).stdout).toContain('✖ a failed: spawn no-such-program-here ENOENT\n');
+  });
+
   test('a declared output the task did not write fails it', async () => {
     rig.nodefile(`ng.task('liar', { outputs: ['out/promised'], run: ['true'] });`);
     const result = await rig.run(['apply']);
