@@ -522,12 +522,24 @@ function readBase(file: string): OciSpec {
   return checked.value;
 }
 
+/** A file the configuration names, read; a failure names the field, not a line of this graph. */
+function configFile(field: string, file: string): string {
+  try {
+    return readFileSync(file, 'utf8');
+  } catch (error) {
+    throw new Error(`the node configuration's ${field} ${file} cannot be read: ${(error as Error).message}`);
+  }
+}
+
 function kubeletSettingsOf(c: NodeConfig): KubeletSettings {
-  const caData = c.cluster.caData ?? readFileSync(c.cluster.caFile!, 'utf8');
+  const caData = c.cluster.caData ?? configFile('cluster.caFile', c.cluster.caFile!);
   const auth =
     c.cluster.bootstrapToken !== undefined
       ? { bootstrapToken: c.cluster.bootstrapToken }
-      : { clientCertificate: readFileSync(c.cluster.clientCertificateFile!, 'utf8'), clientKey: readFileSync(c.cluster.clientKeyFile!, 'utf8') };
+      : {
+          clientCertificate: configFile('cluster.clientCertificateFile', c.cluster.clientCertificateFile!),
+          clientKey: configFile('cluster.clientKeyFile', c.cluster.clientKeyFile!),
+        };
   return {
     nodeName: c.nodeName,
     server: c.cluster.server,

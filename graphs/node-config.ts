@@ -27,7 +27,7 @@ export const nodeConfigSchema = z.strictObject({
   nodeName: z.string().regex(/^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$/, 'a DNS-1123 node name'),
   cluster: z
     .strictObject({
-      server: z.url({ protocol: /^https$/ }),
+      server: z.url({ protocol: /^https$/, error: 'an https:// URL (the API server)' }),
       /** The cluster CA: a PEM file, or the PEM text itself. */
       caFile: z.string().min(1).optional(),
       caData: z.string().min(1).optional(),
@@ -43,7 +43,7 @@ export const nodeConfigSchema = z.strictObject({
     ),
   labels: z.record(labelKey, labelValue).default({}),
   taints: z.array(taintSchema).default([]),
-  clusterDNS: z.array(z.union([z.ipv4(), z.ipv6()])).min(1),
+  clusterDNS: z.array(z.union([z.ipv4(), z.ipv6()], { error: 'an IPv4 or IPv6 address' })).min(1, 'at least one address'),
   clusterDomain: z.string().default('cluster.local'),
   registryMirrors: registryMirrorsSchema.default({}),
   kubernetesVersion: z.string().regex(/^v[0-9]+\.[0-9]+\.[0-9]+([-+].*)?$/, 'a version like v1.30.2'),
@@ -52,7 +52,10 @@ export const nodeConfigSchema = z.strictObject({
   /** The slot that runs. */
   slot: z.enum(SLOTS),
   /** Other slots to prepare beside it (unpacked, bundled, not started): the first half of an upgrade. */
-  prepare: z.array(z.enum(SLOTS)).default([]),
+  prepare: z
+    .array(z.enum(SLOTS))
+    .refine((slots) => new Set(slots).size === slots.length, 'a slot named twice')
+    .default([]),
   layoutDir: absolute.default('/var/lib/nodegraph/containers'),
   /** Every host path goes below this folder: '/' on a real node, a temporary folder in tests. */
   root: absolute.default('/'),

@@ -158,6 +158,19 @@ describe('the container node, further', () => {
     expect(checked.ok ? [] : checked.error).toEqual([]);
   });
 
+  it('says what a wrong server, DNS address or prepare list should be', async () => {
+    const { validateNodeConfig } = await import('../../../graphs/node-config.ts');
+    const example = JSON.parse(readFileSync(new URL('../../../graphs/node.example.json', import.meta.url), 'utf8'));
+    const errors = (change: Record<string, unknown>): string[] => {
+      const checked = validateNodeConfig({ ...example, ...change });
+      return checked.ok ? [] : checked.error;
+    };
+    expect(errors({ cluster: { ...example.cluster, server: 'http://10.0.0.1:6443' } })).toEqual(['cluster.server: an https:// URL (the API server)']);
+    expect(errors({ clusterDNS: ['10.0.0.300'] })).toEqual(['clusterDNS.0: an IPv4 or IPv6 address']);
+    expect(errors({ clusterDNS: [] })).toEqual(['clusterDNS: at least one address']);
+    expect(errors({ prepare: ['kube2', 'kube2'] })).toEqual(['prepare: a slot named twice']);
+  });
+
   it('says which configuration fields are wrong', async () => {
     rig = makeRig();
     writeFileSync(rig.configFile, JSON.stringify({ ...rig.config, slot: 'kube3', clusterDNS: [], nodeName: 'Bad_Name' }));
