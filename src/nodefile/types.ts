@@ -75,7 +75,11 @@ export interface TaskContext {
   readonly reason: string;
   /** True when the task has never been applied (or its last record was dropped). */
   readonly firstRun: boolean;
-  /** Names of the inputs whose hash changed since the last apply (all of them on a first run). */
+  /**
+   * Names of the file, tree, glob, value and env inputs whose hash changed since the last apply
+   * (all of them on a first run). An input that is a task (or a file another task writes) is an
+   * upstream: see changedUpstream.
+   */
   readonly changedInputs: readonly string[];
   /** Upstream task ids (trigger edges) whose outputs changed since the last apply. */
   readonly changedUpstream: readonly TaskId[];
