@@ -1,11 +1,12 @@
 // Runs one task's action — a command through the process runner, or a
 // function with a TaskContext — and reports how it went as a value.
 
-import { chmodSync, chownSync, mkdirSync, readFileSync, realpathSync, renameSync, rmSync, statSync, writeFileSync, type Stats } from 'node:fs';
+import { chmodSync, chownSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync, type Stats } from 'node:fs';
 import path from 'node:path';
 import type { TaskId } from '../ids.ts';
 import type { TaskNode } from '../graph/graph.ts';
 import { canonicalJson } from '../hash/value.ts';
+import { realPath } from '../util/realpath.ts';
 import type { Argv, CheckFunction, Command, ExecOptions, ExecResult, Json, TaskContext, TaskFunction } from '../nodefile/types.ts';
 import type { EventSink } from './events.ts';
 import { describeCommand, type ProcessRunner } from './runner.ts';
@@ -156,12 +157,8 @@ function makeContext(node: TaskNode, context: ActionContext, log: string[]): Tas
  */
 export function writeIfChanged(file: string, content: string | Uint8Array, mode?: number): boolean {
   const bytes = typeof content === 'string' ? Buffer.from(content) : Buffer.from(content);
-  let target = file;
-  try {
-    target = realpathSync(file);
-  } catch {
-    // not there yet (or a dangling link): written where it is named
-  }
+  // Not there yet (or a dangling link): written where it is named.
+  const target = realPath(file) ?? file;
   let existing: Stats | undefined;
   try {
     existing = statSync(target);

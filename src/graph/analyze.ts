@@ -2,12 +2,12 @@
 // duplicate ids and outputs, references to unknown tasks and pools, cycles.
 // Pure: it reads nothing from disk.
 
-import { realpathSync } from 'node:fs';
 import path from 'node:path';
 import type { CycleEdge, Failure } from '../error.ts';
 import type { TaskId } from '../ids.ts';
 import type { Declarations, DeclaredTask } from '../nodefile/builder.ts';
 import type { InputSpec } from '../nodefile/types.ts';
+import { realPath } from '../util/realpath.ts';
 import { err, ok, type Result } from '../util/result.ts';
 import { TaskGraph, topologicalOrder, type TaskNode } from './graph.ts';
 
@@ -221,14 +221,8 @@ export class OutputGuard {
   }
 }
 
-/** Where `p` really is, following symlinks; `p` itself when it does not exist. */
-function real(p: string): string {
-  try {
-    return realpathSync(p);
-  } catch {
-    return p;
-  }
-}
+/** Where `p` really is; `p` itself when it does not exist. */
+const real = (p: string): string => realPath(p) ?? p;
 
 /** Whether `folder` is `p` or a folder above it (both absolute and normalised). */
 export function holds(folder: string, p: string): boolean {

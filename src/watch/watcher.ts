@@ -9,9 +9,9 @@
 // A change during a run never interrupts it: one more run follows it.
 
 import { watch, type FSWatcher } from 'chokidar';
-import { realpathSync } from 'node:fs';
 import path from 'node:path';
 import type { TaskGraph } from '../graph/graph.ts';
+import { realPath } from '../util/realpath.ts';
 
 export type WatchState = 'idle' | 'debouncing' | 'running' | 'queued';
 
@@ -41,12 +41,7 @@ export function watchedPaths(graph: TaskGraph, modules: readonly string[] = []):
  */
 export function watchFilter(graph: TaskGraph | undefined, modules: readonly string[], stateDir: string): (file: string) => boolean {
   // Events name paths as the graph does: from the Nodefile's real folder.
-  let state = stateDir;
-  try {
-    state = realpathSync(stateDir);
-  } catch {
-    // not made yet: as given
-  }
+  const state = realPath(stateDir) ?? stateDir;
   const inState = (file: string): boolean => file === state || file.startsWith(`${state}${path.sep}`);
   if (graph === undefined) return (file) => !inState(file);
   const exact = new Set<string>([graph.file, ...modules]);

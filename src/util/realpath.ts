@@ -1,0 +1,14 @@
+// Where a path really is, following every symlink on the way; undefined when
+// it does not exist (or a link on the way dangles). For the places that must
+// tell one file by two spellings: outputs about to be removed, the state
+// folder, a file written through a link.
+
+import { realpathSync } from 'node:fs';
+
+export function realPath(p: string): string | undefined {
+  try {
+    return realpathSync(p);
+  } catch {
+    return undefined;
+  }
+}
