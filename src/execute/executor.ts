@@ -11,7 +11,7 @@
 //                                     ▼
 //                                  queued ──slot free──▶ running ──▶ ran | failed | canceled
 
-import { mkdirSync, realpathSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import type { ContentHash, TaskId } from '../ids.ts';
 import type { TaskGraph, TaskNode } from '../graph/graph.ts';
@@ -28,8 +28,9 @@ import { Queue } from '../util/queue.ts';
 import { runAction, runCheck, type ActionResult } from './action.ts';
 import type { EventSink, TaskOutcome } from './events.ts';
 import { observeOutputs } from './outputs.ts';
-import { keptBecause } from './teardown.ts';
+import { keptBecause } from './kept.ts';
 import { removePath } from '../util/mounts.ts';
+import { realPath } from '../util/realpath.ts';
 import { holds, type OutputGuard } from '../graph/analyze.ts';
 import type { ProcessRunner } from './runner.ts';
 
@@ -384,17 +385,10 @@ const isSettledUnchanged = (decision: Decision | undefined): boolean =>
 
 /** Whether `old` really is (or holds, or lies in) one of `outputs`, followed through symlinks. */
 function sameAsOutput(old: string, outputs: readonly string[]): string | undefined {
-  const real = (p: string): string | undefined => {
-    try {
-      return realpathSync(p);
-    } catch {
-      return undefined;
-    }
-  };
-  const resolved = real(old);
+  const resolved = realPath(old);
   if (resolved === undefined) return undefined;
   for (const output of outputs) {
-    const now = real(output);
+    const now = realPath(output);
     if (now !== undefined && (holds(now, resolved) || holds(resolved, now))) return `is ${output} by another path`;
   }
   return undefined;

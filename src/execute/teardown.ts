@@ -8,13 +8,14 @@
 // orphan, and its file is the new one's).
 // One at a time: teardown order is the point, and it is rarely long.
 
-import { holds, type OutputGuard } from '../graph/analyze.ts';
+import type { OutputGuard } from '../graph/analyze.ts';
 import type { TaskGraph } from '../graph/graph.ts';
 import type { TaskId } from '../ids.ts';
 import type { TaskRecord } from '../state/record.ts';
 import { removePath } from '../util/mounts.ts';
 import type { Appender } from './appender.ts';
 import type { EventSink } from './events.ts';
+import { keptBecause } from './kept.ts';
 import { recipeOf } from './executor.ts';
 import { describeCommand, type ProcessRunner } from './runner.ts';
 
@@ -133,27 +134,4 @@ function claimedOutputs(options: TeardownOptions): ReadonlyMap<string, TaskId> {
     for (const output of node.outputs) claimed.set(output, node.id);
   }
   return claimed;
-}
-
-/**
- * Why `target` must stay, or undefined: it is guarded, or another task's
- * output, or a folder that holds one. With `inside`, also a file that lies in
- * one (see removeStale in executor.ts); a teardown removes such a file, as it
- * always did: a slot's rootfs goes, the layout folder it lies in stays.
- */
-export function keptBecause(
-  target: string,
-  guard: OutputGuard | undefined,
-  claimed: ReadonlyMap<string, TaskId>,
-  inside = false,
-): string | undefined {
-  const refused = guard?.refusesRemoving(target);
-  if (refused !== undefined) return refused;
-  const owner = claimed.get(target);
-  if (owner !== undefined) return `is now ${owner}'s output`;
-  for (const [output, task] of claimed) {
-    if (holds(target, output)) return `holds ${output}, ${task}'s output`;
-    if (inside && holds(output, target)) return `lies in ${output}, ${task}'s output`;
-  }
-  return undefined;
 }
