@@ -181,8 +181,8 @@ function liveness(info: LockInfo): 'alive' | 'dead' | 'other-host' {
   const boot = bootId();
   if (info.bootId !== undefined && boot !== undefined && info.bootId !== boot) return 'dead';
   // Our own pid, or a live one: the same process only if it started when the lock says.
-  const started = info.pidStart === undefined ? undefined : processStart(info.pid);
-  if (started !== undefined && started !== info.pidStart) return 'dead';
+  const stat = procStat(info.pid);
+  if (info.pidStart !== undefined && stat?.start !== undefined && stat.start !== info.pidStart) return 'dead';
   if (info.pid === process.pid) return 'alive';
   try {
     process.kill(info.pid, 0);
@@ -190,40 +190,28 @@ function liveness(info: LockInfo): 'alive' | 'dead' | 'other-host' {
     // EPERM: the process exists but belongs to someone else — alive.
     return errnoCode(e) === 'ESRCH' ? 'dead' : 'alive';
   }
-  return isZombie(info.pid) ? 'dead' : 'alive';
-}
-
-/** When process `pid` started, from /proc (clock ticks since boot); undefined when unknown (not Linux, no such process). */
-function processStart(pid: number): number | undefined {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'latin1');
-    // After the command name (in parentheses, which may hold anything): state is field 3, starttime field 22.
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    const start = Number(fields[19]);
-    return Number.isSafeInteger(start) ? start : undefined;
-  } catch {
-    return undefined;
-  }
+  // A zombie has exited and only waits for its parent to collect its status: kill(pid, 0)
+  // still finds it, but it runs no code and holds no file. A run killed with -9 whose
+  // parent (a script, a supervisor) has not reaped it yet left a lock as stale as any.
+  return stat?.state === 'Z' || stat?.state === 'X' ? 'dead' : 'alive';
 }
 
 /**
- * Whether the process has exited and only waits for its parent to collect its
- * exit status. kill(pid, 0) still finds such a process, but it runs no more
- * code and holds no file: a run killed with -9 whose parent (a script, a
- * supervisor) has not reaped it yet left a lock as stale as a vanished one.
- * Linux's /proc/<pid>/stat gives the state after the command name, which is
- * in parentheses and may itself hold any character: hence the last ')'.
- * Without /proc (not Linux) nothing is known, and the process counts as alive.
+ * What Linux's /proc/<pid>/stat says of a process: its state (field 3) and when
+ * it started (field 22, clock ticks since boot). The fields follow the command
+ * name, which is in parentheses and may itself hold any character: hence the
+ * last ')'. Undefined without /proc (not Linux) or without the process.
  */
-function isZombie(pid: number): boolean {
+function procStat(pid: number): { readonly state: string; readonly start: number | undefined } | undefined {
   let stat: string;
   try {
     stat = readFileSync(`/proc/${pid}/stat`, 'latin1');
   } catch {
-    return false;
+    return undefined;
   }
-  const state = stat.charAt(stat.lastIndexOf(')') + 2);
-  return state === 'Z' || state === 'X';
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  const start = Number(fields[19]);
+  return { state: fields[0] ?? '', start: Number.isSafeInteger(start) ? start : undefined };
 }
 
 /**
@@ -377,7 +365,7 @@ export function acquire(stateDir: string, options: AcquireOptions = {}): Result<
   if (!made.ok) return made;
   const path = join(dir, 'lock');
   const boot = bootId();
-  const ownStart = processStart(process.pid);
+  const ownStart = procStat(process.pid)?.start;
   const info: LockInfo = {
     pid: process.pid,
     host: hostname(),
