@@ -23,17 +23,37 @@ export async function run(args: Args, io: CliIo): Promise<number> {
       const same = before !== undefined && before === now;
       return `    ${label.padEnd(32)} ${shortHash(before).padEnd(8)} → ${nowText.padEnd(8)}  ${same ? c.green('same') : c.yellow('differs')}`;
     };
+    const byId = new Map(observed.value.plan.entries.map((e) => [e.id, e]));
+    const upstreamNow = (up: (typeof node.needs)[number]): string | undefined => {
+      const upEntry = byId.get(up);
+      return upEntry?.action === 'unchanged' ? session.state.records.get(up)?.outputHash : `${upEntry?.verb ?? '?'} first`;
+    };
+    if (args.values['json'] === true) {
+      // The same facts as the text below, whole (hashes unshortened), for a program to read.
+      return ok(
+        JSON.stringify({
+          format: 'nodegraph-explain',
+          version: 1,
+          id,
+          action: entry.action,
+          verb: entry.verb,
+          reasons: entry.reasons,
+          lastApplied: record === undefined ? null : { startedAt: record.startedAt, status: record.status, durationMs: record.durationMs, ...(record.error === undefined ? {} : { error: record.error }) },
+          inputs: [...seen.inputs].map(([name, current]) => ({ name, recorded: record?.inputs[name] ?? null, current })),
+          upstream: node.needs.map((up) => ({ id: up, recorded: record?.upstream[up] ?? null, current: upstreamNow(up) ?? null })),
+          after: node.after,
+          outputs: node.outputs.map((output) => ({ path: output, recorded: record?.outputs[output] ?? null, current: seen.outputs.get(output) ?? null })),
+          check: seen.check === undefined ? null : seen.check,
+        }),
+      );
+    }
     const lines = [`${c.bold(id)}: ${entry.action === 'unchanged' ? c.green('up to date') : c.yellow(entry.verb)}`];
     for (const reason of entry.reasons) lines.push(`  because ${reason}`);
     lines.push(record === undefined ? '  never applied' : `  last applied ${record.startedAt} (${record.status}, ${record.durationMs}ms)`);
     lines.push('  inputs (recorded → current):');
     for (const [name, hash] of seen.inputs) lines.push(row(name, record?.inputs[name], hash));
     if (node.needs.length > 0) lines.push('  upstream outputs (recorded → current):');
-    for (const up of node.needs) {
-      const upEntry = observed.value.plan.entries.find((e) => e.id === up);
-      const current = upEntry?.action === 'unchanged' ? session.state.records.get(up)?.outputHash : `${upEntry?.verb ?? '?'} first`;
-      lines.push(row(up, record?.upstream[up], current));
-    }
+    for (const up of node.needs) lines.push(row(up, record?.upstream[up], upstreamNow(up)));
     if (node.after.length > 0) lines.push(`  runs after (order only): ${node.after.join(', ')}`);
     if (node.outputs.length > 0) lines.push('  outputs (recorded → current):');
     for (const output of node.outputs) lines.push(row(path.relative(session.graph.dir, output) || output, record?.outputs[output], seen.outputs.get(output)));

@@ -203,6 +203,24 @@ describe('inspection', () => {
     expect((await rig.run(['status'])).stdout).toBe(`a  applied\nb  drifted  output ${rig.path('out/b')} modified outside nodegraph\nc  applied\n`);
     const explain = await rig.run(['explain', 'b']);
     expect(explain.stdout).toMatch(/^b: update\n  because output \S+out\/b modified outside nodegraph\n  last applied \S+ \(ok, \d+ms\)\n  inputs \(recorded → current\):\n  upstream outputs \(recorded → current\):\n    a\s+[0-9a-f]{8} → [0-9a-f]{8}  same\n  outputs \(recorded → current\):\n    out\/b\s+[0-9a-f]{8} → [0-9a-f]{8}  differs\n$/);
+    const json = JSON.parse((await rig.run(['explain', 'b', '--json'])).stdout) as Record<string, unknown>;
+    const hash = expect.stringMatching(/^sha256:[0-9a-f]{64}$/);
+    expect(json).toEqual({
+      format: 'nodegraph-explain',
+      version: 1,
+      id: 'b',
+      action: 'drift',
+      verb: 'update',
+      reasons: [`output ${rig.path('out/b')} modified outside nodegraph`],
+      lastApplied: { startedAt: expect.any(String), status: 'ok', durationMs: expect.any(Number) },
+      inputs: [],
+      upstream: [{ id: 'a', recorded: hash, current: hash }],
+      after: [],
+      outputs: [{ path: rig.path('out/b'), recorded: hash, current: hash }],
+      check: null,
+    });
+    const outputs = json['outputs'] as { recorded: string; current: string }[];
+    expect(outputs[0]!.recorded).not.toBe(outputs[0]!.current);
     expect((await rig.run(['graph'])).stdout).toBe(
       'digraph nodegraph {\n  rankdir=LR;\n  node [shape=box];\n  "a";\n  "b";\n  "a" -> "b";\n  "c";\n  "b" -> "c" [style=dashed];\n}\n',
     );
