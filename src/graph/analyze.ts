@@ -144,6 +144,15 @@ export function analyze(declarations: Declarations, options: { readonly stateDir
     if (pool !== undefined && !declarations.pools.has(pool)) {
       failures.push({ reason: 'unknown-pool', task: decl.id, pool, site: decl.site.get() });
     }
+    // A verb for when only an upstream moved is for a task this one consumes: another id is a typo.
+    const byUpstream = decl.spec.verbs?.upstream;
+    if (byUpstream !== undefined) {
+      for (const up in byUpstream) {
+        if (!node.needs.includes(up as TaskId)) {
+          failures.push({ reason: 'invalid-field', task: decl.id, field: `verbs.upstream.${up}`, message: `${decl.id} consumes no task ${up}`, site: decl.site.get() });
+        }
+      }
+    }
   }
   if (failures.length > 0) return err(failures);
 

@@ -111,6 +111,11 @@ export class Builder {
           this.#fail({ reason: 'invalid-field', task: undefined, field: `pool ${String(name)}`, message: 'a pool needs a name and a whole depth of at least 1', site: site.get() });
           return;
         }
+        // As ninja refuses a pool declared twice: which depth was meant cannot be told.
+        if (this.#pools.has(name)) {
+          this.#fail({ reason: 'invalid-field', task: undefined, field: `pool ${name}`, message: `declared twice (depth ${this.#pools.get(name)}, then ${depth})`, site: site.get() });
+          return;
+        }
         this.#pools.set(name, depth);
       },
       file: (p) => ({ kind: 'file', path: p }),

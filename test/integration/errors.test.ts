@@ -56,6 +56,30 @@ const cases: { name: string; body: string; expected: (file: string) => string }[
 `,
   },
   {
+    name: 'a pool declared twice is refused, as ninja refuses it',
+    body: `  ng.pool('link', 1);
+  ng.pool('link', 3);
+`,
+    expected: (f) => `error[invalid-field]: pool link: declared twice (depth 1, then 3)
+ --> ${f}:4:6
+  |
+4 |   ng.pool('link', 3);
+  |      ^
+`,
+  },
+  {
+    name: 'a verb for an upstream the task does not consume is a typo, and says so',
+    body: `  const a = ng.task('a', { run: ['true'] });
+  ng.task('b', { inputs: { a }, run: ['true'], verbs: { upstream: { aa: 'start' } } });
+`,
+    expected: (f) => `error[invalid-field]: task b: field verbs.upstream.aa: b consumes no task aa
+ --> ${f}:4:6
+  |
+4 |   ng.task('b', { inputs: { a }, run: ['true'], verbs: { upstream: { aa: 'start' } } });
+  |      ^
+`,
+  },
+  {
     name: 'a run that is neither a command nor a function says what it may be',
     body: `  ng.task('a', { run: ['sleep', 1] });
 `,
