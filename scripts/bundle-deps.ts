@@ -25,7 +25,15 @@ const work = path.join(root, 'node_modules', '.nodegraph', `deps.new-${process.p
 // npm runs `prepare` before packing too; an installed package has no use for these bundles.
 if (process.env['npm_command'] === 'pack' || process.env['npm_command'] === 'publish') process.exit(0);
 
-const { build } = await import('rolldown');
+// Without the dev dependencies (npm ci --omit=dev) there is no bundler: the kit then loads the
+// packages as they are, only slower. An install must not fail for it.
+let build: typeof import('rolldown').build;
+try {
+  ({ build } = await import('rolldown'));
+} catch {
+  process.stderr.write('nodegraph: rolldown is not installed (dev dependencies omitted?): zod, yaml and smol-toml stay unbundled\n');
+  process.exit(0);
+}
 mkdirSync(work, { recursive: true });
 try {
   const manifest: Record<string, { file: string; packageJson: string; mtimeMs: number; size: number }> = {};
