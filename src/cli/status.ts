@@ -1,8 +1,7 @@
 import { observeAndPlan, withSession } from '../engine.ts';
 import type { PlanEntry } from '../plan/plan.ts';
 import { reasonsLine } from '../plan/reasons.ts';
-import { STOPPED } from '../execute/teardown.ts';
-import type { TaskRecord } from '../state/record.ts';
+import { STOPPED, type TaskRecord } from '../state/record.ts';
 import { ok } from '../util/result.ts';
 import type { CliIo } from './main.ts';
 import { engineOptions, paletteFor, printFailures, type Args } from './shared.ts';

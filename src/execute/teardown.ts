@@ -11,16 +11,13 @@
 import type { OutputGuard } from '../graph/analyze.ts';
 import type { TaskGraph } from '../graph/graph.ts';
 import type { TaskId } from '../ids.ts';
-import type { TaskRecord } from '../state/record.ts';
+import { STOPPED, type TaskRecord } from '../state/record.ts';
 import { removePath } from '../util/mounts.ts';
 import type { Appender } from './appender.ts';
 import type { EventSink } from './events.ts';
 import { keptBecause } from './kept.ts';
 import { recipeOf } from './executor.ts';
 import { describeCommand, type ProcessRunner } from './runner.ts';
-
-/** The error a stopped task's record carries (see lastRunFailed in plan/decide.ts). */
-export const STOPPED = 'stopped';
 
 export interface TeardownOptions {
   /** In teardown order: dependents first. */

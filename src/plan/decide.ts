@@ -5,7 +5,7 @@
 import { shortHash, type ContentHash, type TaskId } from '../ids.ts';
 import type { TaskNode } from '../graph/graph.ts';
 import { hashParts } from '../hash/value.ts';
-import type { TaskRecord } from '../state/record.ts';
+import { STOPPED, type TaskRecord } from '../state/record.ts';
 
 export type Action = 'create' | 'update' | 'replace' | 'drift' | 'maybe' | 'unchanged';
 
@@ -92,7 +92,7 @@ export function decide(
   if (record === undefined) return result('create', ['never ran']);
   if (record.status === 'failed') {
     const decision = result('update', [lastRunFailed(record.error)]);
-    return record.error === 'stopped' ? { ...decision, stopped: true } : decision;
+    return record.error === STOPPED ? { ...decision, stopped: true } : decision;
   }
 
   // What changed among the task's own definition and inputs is known now.
@@ -157,7 +157,7 @@ export function decide(
  */
 export function lastRunFailed(error: string | undefined): string {
   if (error === 'canceled') return 'last run was canceled';
-  if (error === 'stopped') return 'stopped by nodegraph stop';
+  if (error === STOPPED) return 'stopped by nodegraph stop';
   const line = error?.split('\n', 1)[0]!.trim() ?? '';
   if (line === '') return 'last run failed';
   return `last run failed: ${line.length > 80 ? `${line.slice(0, 79)}…` : line}`;

@@ -5,6 +5,13 @@
 
 import type { ContentHash, TaskId } from '../ids.ts';
 
+/**
+ * The error a record carries when `nodegraph stop` stopped its task (status
+ * 'failed', the rest of the record kept): the next apply starts it again, and
+ * plan and status say why (plan/decide.ts, cli/status.ts).
+ */
+export const STOPPED = 'stopped';
+
 /** The record format version, stored in every record as `v`. */
 export const RECORD_VERSION = 1;
 
