@@ -225,32 +225,26 @@ export async function execute(options: ExecuteOptions): Promise<ExecuteSummary> 
     });
     const durationMs = Date.now() - startedAt.getTime();
     const previous = records.get(node.id);
-    if (!result.ok) {
-      const outcome: TaskOutcome = result.canceled ? 'canceled' : 'failed';
-      // Nothing the task did is trusted: the next run starts it again.
-      record(failedRecord(node, graph, previous, startedAt, durationMs, result.error));
-      emit({ type: 'task-done', id: node.id, outcome, durationMs, error: result.error, command: result.command, output: result.output });
+    // Nothing the task did is trusted: recorded as failed, the next run starts it again.
+    const unsuccessful = (outcome: 'failed' | 'canceled', error: string): TaskOutcome => {
+      record(failedRecord(node, graph, previous, startedAt, durationMs, error));
+      emit({ type: 'task-done', id: node.id, outcome, durationMs, error, command: result.command, output: result.output });
       return outcome;
-    }
+    };
+    if (!result.ok) return unsuccessful(result.canceled ? 'canceled' : 'failed', result.error);
     const outputs = observeOutputs(node.outputs, options.cache);
     const missing = [...outputs].filter(([, hash]) => hash === 'missing').map(([p]) => p);
     if (missing.length > 0) {
-      const error = `declared output ${missing.map((p) => path.relative(graph.dir, p) || p).join(', ')} was not produced`;
-      record(failedRecord(node, graph, previous, startedAt, durationMs, error));
-      emit({ type: 'task-done', id: node.id, outcome: 'failed', durationMs, error, command: result.command, output: result.output });
-      return 'failed';
+      return unsuccessful('failed', `declared output ${missing.map((p) => path.relative(graph.dir, p) || p).join(', ')} was not produced`);
     }
     if (node.decl.spec.check !== undefined) {
       // What the task manages must be in place now: a run that leaves its check failing
       // has not converged (Terraform's "inconsistent result after apply"), and saying ✔
       // on every apply while status says drifted would hide it.
       const verified = await runCheck(node, options.runner, signal);
-      if (signal.aborted || (verified !== undefined && !verified.ok)) {
-        const canceled = signal.aborted;
-        const error = canceled ? 'canceled' : `ran, but its check still fails${verified!.detail === '' ? '' : `: ${verified!.detail}`}`;
-        record(failedRecord(node, graph, previous, startedAt, Date.now() - startedAt.getTime(), error));
-        emit({ type: 'task-done', id: node.id, outcome: canceled ? 'canceled' : 'failed', durationMs, error, command: result.command, output: result.output });
-        return canceled ? 'canceled' : 'failed';
+      if (signal.aborted) return unsuccessful('canceled', 'canceled');
+      if (verified !== undefined && !verified.ok) {
+        return unsuccessful('failed', `ran, but its check still fails${verified.detail === '' ? '' : `: ${verified.detail}`}`);
       }
     }
     const outputHashes: Record<string, ContentHash> = {};
