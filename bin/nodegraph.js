@@ -1,8 +1,5 @@
 #!/usr/bin/env node
 // Runs the compiled CLI in an installed package, the TypeScript sources in a checkout.
-import { existsSync } from 'node:fs';
-import module from 'node:module';
-
 const [major = 0, minor = 0] = process.versions.node.split('.').map(Number);
 if (major < 22 || (major === 22 && minor < 18)) {
   process.stderr.write(
@@ -10,8 +7,12 @@ if (major < 22 || (major === 22 && minor < 18)) {
   );
   process.exit(1);
 }
+// Built-ins by process.getBuiltinModule, not `import`: an ES import of node:fs builds its
+// whole namespace, whose `promises` getter loads fs/promises, readline and streams (34 of
+// Node's own modules that a no-op never uses).
+const { existsSync } = process.getBuiltinModule('node:fs');
 // V8's code cache for our modules and dependencies: start-up is most of a no-op's cost.
-module.enableCompileCache?.();
+process.getBuiltinModule('node:module').enableCompileCache?.();
 const dist = new URL('../dist/lib/main.js', import.meta.url);
 const { runCli } = await import(existsSync(dist) ? dist.href : new URL('../src/cli/main.ts', import.meta.url).href);
 await runCli();

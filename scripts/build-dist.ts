@@ -24,6 +24,24 @@ const { values } = parseArgs({ options: { out: { type: 'string' }, clean: { type
 const out = path.resolve(values.out ?? path.join(root, 'dist'));
 rmSync(out, { recursive: true, force: true });
 
+/**
+ * `import { x } from 'node:fs'` as `const { x } = process.getBuiltinModule('node:fs')`.
+ * An ES import of a built-in builds its whole namespace, and node:fs's has getters
+ * (`promises`, the stream classes) that load fs/promises, readline and the streams:
+ * 34 of Node's own modules, about 5 % of a 1,000-task no-op's instructions, for
+ * nothing it uses. The sources keep their imports; this is the bundle's business.
+ */
+const fsWithoutNamespace = {
+  name: 'fs-without-namespace',
+  renderChunk(code: string): string {
+    const rewritten = code
+      .replace(/^import \{([^}]*)\} from "node:fs";$/gm, (_, names: string) => `const {${names.replaceAll(' as ', ': ')}} = process.getBuiltinModule("node:fs");`)
+      .replace(/^import (?:\* as )?(\w+) from "node:fs";$/gm, (_, name: string) => `const ${name} = process.getBuiltinModule("node:fs");`);
+    if (/from "node:fs"|import\("node:fs"\)/.test(rewritten)) throw new Error('build-dist: an import of node:fs in a form fs-without-namespace does not rewrite');
+    return rewritten;
+  },
+};
+
 if (values.clean !== true) {
   const { build } = await import('rolldown');
   const pkg = (await import(path.join(root, 'package.json'), { with: { type: 'json' } })).default as { dependencies?: Record<string, string> };
@@ -39,6 +57,7 @@ if (values.clean !== true) {
     platform: 'node',
     external: (id) => builtins.has(id) || id.startsWith('node:') || dependencies.some((d) => id === d || id.startsWith(`${d}/`)),
     logLevel: 'warn',
+    plugins: [fsWithoutNamespace],
     output: {
       dir: out,
       format: 'esm',

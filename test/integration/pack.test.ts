@@ -45,6 +45,16 @@ export default (ng: NodefileApi): void => {
     const spawners = new Set(Array.from({ length: tasks }, (_, i) => readFileSync(path.join(home, `out/${i}`), 'utf8').trim()));
     expect(spawners.size).toBe(2); // the engine for the first commands, then the server
 
+    // The bundle takes node:fs by process.getBuiltinModule (scripts/build-dist.ts): a no-op
+    // loads none of what an ES import's namespace of node:fs would (fs/promises, readline).
+    const loaded = path.join(home, 'loaded.txt');
+    writeFileSync(path.join(home, 'loaded.cjs'), `process.on('exit', () => require('node:fs').writeFileSync(${JSON.stringify(loaded)}, process.moduleLoadList.join('\\n')));\n`);
+    const noop = execFileSync(process.execPath, ['--require', './loaded.cjs', path.join(home, 'node_modules/.bin/nodegraph'), 'apply'], { cwd: home, encoding: 'utf8', env: { ...process.env, CI: '1' } });
+    expect(noop).toMatch(/Apply: 0 ran, 0 failed/);
+    const builtins = readFileSync(loaded, 'utf8').split('\n');
+    expect(builtins).toContain('NativeModule fs');
+    expect(builtins.filter((m) => /internal\/fs\/promises|readline/.test(m))).toEqual([]);
+
     // Bundled, a declaration's site is still the Nodefile's line, not a frame inside nodegraph.
     writeFileSync(path.join(home, 'Nodefile.ts'), `export default (ng: any): void => {\n  ng.task('bad', { run: 'true' });\n};\n`);
     const bad = spawnSync(process.execPath, [path.join(home, 'node_modules/.bin/nodegraph'), 'plan'], { cwd: home, encoding: 'utf8', env: { ...process.env, CI: '1' } });
