@@ -154,6 +154,8 @@ test('a no-op apply loads neither zod, nor graphology, nor execa, nor the termin
   expect(builtinsLoaded).toContain('NativeModule fs');
   expect(builtinsLoaded).not.toContain('NativeModule zlib');
   expect(builtinsLoaded).not.toContain('NativeModule crypto');
+  // A small journal: V8's young generation keeps its default growth, and node:v8 is not needed (cli/shared.ts).
+  expect(builtinsLoaded).not.toContain('NativeModule v8');
 });
 
 test("the node kit's modules get yaml and smol-toml as one file each (npm ci's prepare bundles them)", async () => {
