@@ -29,7 +29,7 @@ async function confirm(order: readonly TaskId[], io: CliIo): Promise<boolean> {
   }
   io.stdout.write(`nodegraph will destroy ${order.length} task${order.length === 1 ? '' : 's'}, in this order:\n`);
   for (const id of order) io.stdout.write(`  - ${id}\n`);
-  const rl = createInterface({ input: process.stdin, output: io.stdout });
+  const rl = createInterface({ input: process.stdin, output: process.stdout });
   try {
     const answer = await rl.question("Only 'yes' will be accepted: ");
     return answer.trim() === 'yes';

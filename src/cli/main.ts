@@ -4,6 +4,7 @@
 import { readFileSync } from 'node:fs';
 import type { ParseArgsConfig } from 'node:util';
 import { COMMANDS, commandHelp, mainHelp, type CommandName } from './help.ts';
+import { outputOf, type Output } from './output.ts';
 
 // Built-ins that every run uses are taken with process.getBuiltinModule, here
 // and in the engine's modules, not imported: an ES import of a built-in builds
@@ -17,8 +18,8 @@ import { COMMANDS, commandHelp, mainHelp, type CommandName } from './help.ts';
 const { parseArgs } = process.getBuiltinModule('node:util');
 
 export interface CliIo {
-  readonly stdout: NodeJS.WriteStream;
-  readonly stderr: NodeJS.WriteStream;
+  readonly stdout: Output;
+  readonly stderr: Output;
   readonly env: NodeJS.ProcessEnv;
   readonly cwd: string;
   readonly signal: AbortSignal;
@@ -101,29 +102,20 @@ export async function main(argv: readonly string[], io: CliIo): Promise<number> 
 /** The process entry: wires signals and the exit code around main(). */
 export async function runCli(): Promise<void> {
   const controller = new AbortController();
+  const stdout = outputOf(1);
+  const stderr = outputOf(2);
   let interrupts = 0;
   const onSignal = (): void => {
     // First Ctrl-C: stop cleanly (children killed, finished work recorded, lock released). Second: now.
     if (++interrupts > 1) process.exit(130);
-    process.stderr.write('\ninterrupted: stopping running tasks (Ctrl-C again to quit at once)\n');
+    stderr.write('\ninterrupted: stopping running tasks (Ctrl-C again to quit at once)\n');
     controller.abort();
   };
   process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);
   // A dropped SSH session or terminal: as make does, the same clean stop as Ctrl-C.
   process.on('SIGHUP', onSignal);
-  // Output nobody reads any more (`| head`, a closed terminal): Node reports EPIPE or EIO as
-  // an 'error' event, which unhandled would end the process mid-run with commands still
-  // running and finished work unrecorded. The run goes on, unheard, and ends as it would.
-  const deaf = (): void => {};
-  process.stdout.on('error', deaf);
-  process.stderr.on('error', deaf);
-  const code = await main(process.argv.slice(2), {
-    stdout: process.stdout,
-    stderr: process.stderr,
-    env: process.env,
-    cwd: process.cwd(),
-    signal: controller.signal,
-  });
+  // Output nobody reads any more goes nowhere, and the run goes on (output.ts).
+  const code = await main(process.argv.slice(2), { stdout, stderr, env: process.env, cwd: process.cwd(), signal: controller.signal });
   process.exitCode = controller.signal.aborted && code !== 0 ? 130 : code;
 }

@@ -19,7 +19,7 @@ export interface Args {
 export const str = (v: unknown): string | undefined => (typeof v === 'string' ? v : undefined);
 export const list = (v: unknown): string[] => (Array.isArray(v) ? (v as string[]) : []);
 
-export function paletteFor(io: CliIo, stream: NodeJS.WriteStream = io.stdout): Palette {
+export function paletteFor(io: CliIo, stream: { readonly isTTY: boolean } = io.stdout): Palette {
   return palette(colorEnabled(stream, io.env));
 }
 

@@ -1,8 +1,9 @@
 // State is sacred: the lock, Ctrl-C, kill -9, an unwritable state dir.
 
+import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { afterEach, beforeEach, expect, test } from 'vitest';
-import { alive, collect, Rig, until } from '../support/rig.ts';
+import { alive, cli, collect, Rig, until } from '../support/rig.ts';
 
 let rig: Rig;
 beforeEach(() => {
@@ -61,6 +62,19 @@ test('output nobody reads any more (| head) does not end the run: it finishes, r
   expect((await done).code).toBe(0);
   expect(existsSync(rig.path('.nodegraph/lock'))).toBe(false);
   expect((await rig.run(['plan'])).stdout).toBe('No changes: 20 tasks up to date.\n');
+});
+
+test('stdout a pipe that another process made non-blocking, and full: no output is lost (cli/output.ts)', async () => {
+  rig.nodefile(`for (let i = 0; i < 2500; i++) ng.task('task-with-a-long-name-to-fill-the-pipe-' + i, { outputs: ['out/' + i], run: ['touch', 'out/' + i] });`);
+  const expected = (await rig.run(['plan', '-v'])).stdout;
+  expect(Buffer.byteLength(expected)).toBeGreaterThan(2 * 65536); // more than a pipe holds
+  // perl sets O_NONBLOCK on the pipe's write end, then becomes nodegraph; the reader starts late.
+  const setNonBlocking = 'use Fcntl; fcntl(STDOUT, F_SETFL, fcntl(STDOUT, F_GETFL, 0) | O_NONBLOCK) or die; exec @ARGV or die';
+  const script = `perl -e '${setNonBlocking}' "$@" | (sleep 1; cat)`;
+  const got = spawnSync('sh', ['-c', script, 'sh', process.execPath, cli, 'plan', '-v'], { cwd: rig.dir, encoding: 'utf8', env: { ...process.env, CI: '1', NO_COLOR: '1' } });
+  expect(got.status).toBe(0);
+  expect(got.stdout.length).toBe(expected.length);
+  expect(got.stdout).toBe(expected);
 });
 
 test('a second apply is refused while the first holds the lock, with who holds it', async () => {

@@ -123,7 +123,7 @@ const loadedPackage = (urls: string[], name: string): boolean =>
 test('--version loads no engine module and no dependency', async () => {
   const urls = await modulesLoaded(['--version']);
   for (const name of ['zod', 'graphology', 'execa', 'listr2', 'chokidar']) expect(loadedPackage(urls, name)).toBe(false);
-  expect(urls.filter((u) => u.includes('/src/')).map((u) => u.slice(u.indexOf('/src/')))).toEqual(['/src/cli/main.ts', '/src/cli/help.ts']);
+  expect(urls.filter((u) => u.includes('/src/')).map((u) => u.slice(u.indexOf('/src/')))).toEqual(['/src/cli/main.ts', '/src/cli/help.ts', '/src/cli/output.ts']);
 });
 
 test('a no-op apply loads neither zod, nor graphology, nor execa, nor the terminal view, nor the watcher', async () => {
@@ -156,6 +156,17 @@ test('a no-op apply loads neither zod, nor graphology, nor execa, nor the termin
   expect(builtinsLoaded).not.toContain('NativeModule crypto');
   // A small journal: V8's young generation keeps its default growth, and node:v8 is not needed (cli/shared.ts).
   expect(builtinsLoaded).not.toContain('NativeModule v8');
+});
+
+test("a no-op's text goes out without Node's stream classes when stdout and stderr are pipes (cli/output.ts)", async () => {
+  for (let i = 0; i < TASKS; i++) rig.write(`in/${i}.txt`, `${i}\n`);
+  rig.write('in/header.h', 'h\n');
+  rig.nodefile(graph);
+  await modulesLoaded(['apply']);
+  await modulesLoaded(['apply']);
+  // process.stdout on a pipe is a net.Socket; on a file, a SyncWriteStream.
+  expect(builtinsLoaded).not.toContain('NativeModule net');
+  expect(builtinsLoaded).not.toContain('NativeModule internal/fs/sync_write_stream');
 });
 
 test("the node kit's modules get yaml and smol-toml as one file each (npm ci's prepare bundles them)", async () => {
