@@ -69,28 +69,28 @@ export function unchangedOutputHash(
 let T = '';
 let AT = 0;
 
-/** `piece` stands at AT: step over it. */
+/**
+ * `piece` stands at AT: step over it. startsWith compares in one native call
+ * what a loop of charCodeAt would compare in the interpreter on a small run,
+ * before V8 has optimised this: 10 % of a 1,000-task no-op's instructions and
+ * 9 % of a 10,000-task one's, with the regex in hash() below (callgrind).
+ */
 function lit(piece: string): boolean {
-  const n = piece.length;
-  if (AT + n > T.length) return false;
-  for (let i = 0; i < n; i++) if (T.charCodeAt(AT + i) !== piece.charCodeAt(i)) return false;
-  AT += n;
+  if (!T.startsWith(piece, AT)) return false;
+  AT += piece.length;
   return true;
 }
+
+/** A character JSON.stringify escapes: `"`, `\\`, a control, or a surrogate (it escapes a lone one). */
+const ESCAPED = /["\\\u0000-\u001f\ud800-\udfff]/;
 
 /** The JSON string of `s` stands at AT. Written out only when `s` has a character JSON escapes. */
 function str(s: string): boolean {
   if (T.charCodeAt(AT) !== 0x22) return false;
-  const n = s.length;
-  for (let i = 0; i < n; i++) {
-    const c = s.charCodeAt(i);
-    // `"`, `\`, controls and surrogates (JSON.stringify escapes a lone one): compare with the real JSON.
-    if (c === 0x22 || c === 0x5c || c < 0x20 || (c >= 0xd800 && c <= 0xdfff)) return lit(JSON.stringify(s));
-    // Up to the first such character a string and its JSON agree.
-    if (T.charCodeAt(AT + 1 + i) !== c) return false;
-  }
-  if (T.charCodeAt(AT + 1 + n) !== 0x22) return false;
-  AT += n + 2;
+  if (ESCAPED.test(s)) return lit(JSON.stringify(s));
+  // Without such a character a string's JSON is the string in quotes.
+  if (!T.startsWith(s, AT + 1) || T.charCodeAt(AT + 1 + s.length) !== 0x22) return false;
+  AT += s.length + 2;
   return true;
 }
 
@@ -100,12 +100,11 @@ function pair(key: string, value: string, first: boolean): boolean {
 }
 
 /** `sha256:` and 64 lowercase hex digits stand at AT, followed by the closing quote. */
+const HASH_AT = /sha256:[0-9a-f]{64}"/y;
+
 function hash(): boolean {
-  if (!lit('sha256:') || AT + 65 > T.length) return false;
-  for (let i = AT; i < AT + 64; i++) {
-    const c = T.charCodeAt(i);
-    if (!((c >= 0x30 && c <= 0x39) || (c >= 0x61 && c <= 0x66))) return false;
-  }
-  AT += 64;
-  return T.charCodeAt(AT) === 0x22;
+  HASH_AT.lastIndex = AT;
+  if (!HASH_AT.test(T)) return false;
+  AT += HASH_LENGTH; // the quote is the next thing a caller steps over
+  return true;
 }

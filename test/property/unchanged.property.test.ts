@@ -19,7 +19,7 @@ const hex = fc.stringMatching(/^[0-9a-f]{64}$/).map((s) => contentHash(s));
 const hash = fc.oneof(fc.constantFrom(...['0', '1', '2'].map((c) => contentHash(c.repeat(64)))), hex);
 // Names JSON orders differently ('0', '12'), escapes ('a"b', '\\'), or that are special to objects.
 const name = fc.oneof(
-  fc.constantFrom('src', 'header', '__proto__', 'constructor', '0', '12', '4294967295', 'a"b', 'c\\d', 'é', '\u2028', 'x y'),
+  fc.constantFrom('src', 'header', '__proto__', 'constructor', '0', '12', '4294967295', 'a"b', 'c\\d', 'é', '\u2028', 'x y', 'lone\ud800', 'tab\t'),
   fc.string({ minLength: 1, maxLength: 6 }),
 );
 const pathName = fc.oneof(fc.constantFrom('/n/out/a', '/n/out/b', '/n/"q"', '/n/\\x', '/n/é'), name.map((n) => `/n/${n}`));
