@@ -70,6 +70,10 @@ export function openState(stateDir: string, options: OpenStateOptions): Result<O
   if (from !== undefined) {
     extra.push(`took over the state lock left by pid ${from.pid} (${from.command}, since ${from.startedAt}), which is no longer running`);
   }
+  const torn = taken.removedUnreadable;
+  if (torn !== undefined) {
+    extra.push(`removed an unreadable state lock written at ${torn.writtenAt}, before this machine booted (${torn.message}: ${JSON.stringify(torn.content.slice(0, 80))})`);
+  }
   return ok(assemble(taken.stateDir, loaded.value, journal.value, taken, extra));
 }
 

@@ -1,7 +1,7 @@
 // State is sacred: the lock, Ctrl-C, kill -9, an unwritable state dir.
 
 import { spawnSync } from 'node:child_process';
-import { existsSync, readFileSync, readdirSync } from 'node:fs';
+import { existsSync, readFileSync, readdirSync, utimesSync } from 'node:fs';
 import { afterEach, beforeEach, expect, test } from 'vitest';
 import { alive, cli, collect, Rig, until } from '../support/rig.ts';
 
@@ -75,6 +75,18 @@ test('stdout a pipe that another process made non-blocking, and full: no output 
   expect(got.status).toBe(0);
   expect(got.stdout.length).toBe(expected.length);
   expect(got.stdout).toBe(expected);
+});
+
+test('an empty lock left by a power loss (written before this boot) does not lock the state out: apply removes it and says so', async () => {
+  rig.nodefile(`ng.task('t', { outputs: ['out/t'], run: ['touch', 'out/t'] });`);
+  rig.write('.nodegraph/lock', '');
+  const beforeBoot = new Date('2001-02-03T04:05:06Z');
+  utimesSync(rig.path('.nodegraph/lock'), beforeBoot, beforeBoot);
+  const r = await rig.run(['apply']);
+  expect(r.code).toBe(0);
+  expect(r.stdout).toContain('warning: removed an unreadable state lock written at 2001-02-03T04:05:06.000Z, before this machine booted (the lock file is empty: "")');
+  expect(existsSync(rig.path('out/t'))).toBe(true);
+  expect(existsSync(rig.path('.nodegraph/lock'))).toBe(false);
 });
 
 test('a second apply is refused while the first holds the lock, with who holds it', async () => {

@@ -2,7 +2,7 @@
 
 import { spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
-import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, expect, test } from 'vitest';
@@ -159,6 +159,22 @@ test('an unreadable lock is refused, not taken over, and reported with its conte
   writeFileSync(lockFile(), JSON.stringify({ pid: 0, host: hostname(), command: 'x', startedAt: 's' }));
   expect(acquire(dir)).toMatchObject({ ok: false, error: { unreadable: { message: expect.stringMatching(/pid/) } } });
   expect(existsSync(lockFile())).toBe(true);
+});
+
+test('an unreadable lock written before this boot (a power loss mid-write) is removed and the lock taken', () => {
+  const beforeBoot = new Date('2001-02-03T04:05:06Z');
+  for (const content of ['', '\0\0\0\0', '{"pid": 12']) {
+    writeFileSync(lockFile(), content);
+    utimesSync(lockFile(), beforeBoot, beforeBoot);
+    const l = take();
+    expect(l.removedUnreadable).toMatchObject({ content, writtenAt: '2001-02-03T04:05:06.000Z' });
+    expect(JSON.parse(readFileSync(lockFile(), 'utf8'))).toMatchObject({ pid: process.pid });
+    expect(l.release()).toEqual({ ok: true, value: 'released' });
+  }
+  // Written since this boot, it may be a lock being written this very moment: refused, as above.
+  writeFileSync(lockFile(), '');
+  expect(acquire(dir)).toMatchObject({ ok: false, error: { reason: 'locked', holder: undefined, unreadable: { message: 'the lock file is empty' } } });
+  expect(readdirSync(dir)).toEqual(['lock']);
 });
 
 test('release removes the lock only if it is still ours', () => {
