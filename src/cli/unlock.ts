@@ -23,6 +23,10 @@ export async function run(args: Args, io: CliIo): Promise<number> {
   const removed = forceUnlock(stateDir);
   if (!removed.ok) return printFailures([removed.error], io);
   const h = removed.value;
+  if (args.values['json'] === true) {
+    io.stdout.write(`${JSON.stringify({ format: 'nodegraph-unlock', version: 1, removed: h !== undefined, ...(h === undefined ? {} : { holder: h }) })}\n`);
+    return 0;
+  }
   io.stdout.write(
     h === undefined ? 'The state was not locked.\n' : `Removed the lock held by pid ${h.pid} on ${h.host} (${h.command}), since ${h.startedAt}.\n`,
   );

@@ -178,6 +178,18 @@ test('nodegraph unlock removes a lock and says whose it was', async () => {
   expect((await rig.run(['apply'])).code).toBe(0);
 });
 
+test('nodegraph unlock --json says in one document whether it removed a lock, and whose', async () => {
+  rig.nodefile(`ng.task('t', { outputs: ['out/t'], run: ['touch', 'out/t'] });`);
+  const none = await rig.run(['unlock', '--json']);
+  expect(JSON.parse(none.stdout)).toEqual({ format: 'nodegraph-unlock', version: 1, removed: false });
+  const holder = { pid: 1, host: 'elsewhere', command: 'nodegraph apply', startedAt: '2026-01-01T00:00:00.000Z' };
+  rig.write('.nodegraph/lock', JSON.stringify({ ...holder, token: 'x' }));
+  const removed = await rig.run(['unlock', '--json']);
+  expect(removed.code).toBe(0);
+  expect(removed.stdout.split('\n')).toHaveLength(2);
+  expect(JSON.parse(removed.stdout)).toEqual({ format: 'nodegraph-unlock', version: 1, removed: true, holder });
+});
+
 test('nodegraph unlock refuses the lock of a run still going on this host, unless --force', async () => {
   rig.nodefile(`ng.task('slow', { outputs: ['out/slow'], run: { shell: 'sleep 3; touch out/slow' } });`);
   const first = rig.spawn(['apply']);
