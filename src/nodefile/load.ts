@@ -33,9 +33,11 @@ const withoutQuery = (url: string): string => {
 
 /**
  * A Nodefile is an ES module (its default export declares the graph) wherever it
- * lies. Node would otherwise read a `.ts` file as CommonJS below a package.json
- * that says `"type": "commonjs"`, which `npm init -y` writes: a fresh project that
- * installs nodegraph could not load its Nodefile.
+ * lies, and so is a `.ts` module it imports from its own files. Node would
+ * otherwise read a `.ts` file as CommonJS below a package.json that says
+ * `"type": "commonjs"`, which `npm init -y` writes: a fresh project that installs
+ * nodegraph could not load its Nodefile, nor a `lib.ts` beside it ("does not
+ * provide an export named …"). A CommonJS helper says so by its name, `.cts`.
  */
 function loadAsModule(url: string): void {
   nodefiles.add(url);
@@ -60,7 +62,8 @@ function loadAsModule(url: string): void {
     },
     load(target, context, next) {
       const plain = withoutQuery(target);
-      return nodefiles.has(plain) && plain.endsWith('.ts') ? next(target, { ...context, format: 'module-typescript' }) : next(target, context);
+      const ours = nodefiles.has(plain) || localModules.has(plain);
+      return ours && plain.endsWith('.ts') ? next(target, { ...context, format: 'module-typescript' }) : next(target, context);
     },
   });
 }

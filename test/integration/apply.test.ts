@@ -257,6 +257,21 @@ describe('apply', () => {
     expect(result.code).toBe(0);
     expect(readFileSync(rig.path('out/b'), 'utf8')).toBe('hello\ntail\n');
   });
+
+  test('so is a .ts module the Nodefile imports from its own files there; a .cts one stays CommonJS', async () => {
+    rig.write('package.json', JSON.stringify({ name: 'a-node', version: '1.0.0', type: 'commonjs' }));
+    rig.write('lib/names.ts', `import { more } from './more.ts';\nexport const names: string[] = ['a', ...more];\n`);
+    rig.write('lib/more.ts', `export const more = ['b'];\n`);
+    rig.write('lib/legacy.cts', `module.exports = { last: 'c' };\n`);
+    rig.write(
+      'Nodefile.ts',
+      `import { names } from './lib/names.ts';\nimport legacy from './lib/legacy.cts';\nexport default (ng: any) => {\n  for (const n of [...names, legacy.last]) ng.task('t/' + n, { outputs: ['out/' + n], run: ['touch', 'out/' + n] });\n};\n`,
+    );
+    const result = await rig.run(['apply']);
+    expect(result.stderr).toBe('');
+    expect(result.code).toBe(0);
+    expect(['a', 'b', 'c'].map((n) => rig.exists(`out/${n}`))).toEqual([true, true, true]);
+  });
 });
 
 describe('a task that gathers many', () => {
