@@ -112,9 +112,8 @@ export async function applyNodefile(options: EngineOptions & { readonly planFile
       guard: guardOf(options),
     });
     session.store.sync();
-    if (session.store.failure !== undefined) return err([session.store.failure]);
     // A whole-graph run saw every file that matters: forget the rest, so the cache does not only grow.
-    if (session.targets === undefined && summary.failed.length === 0 && !session.signal.aborted) session.cache.prune();
+    if (session.targets === undefined && summary.failed.length === 0 && !session.signal.aborted && session.store.failure === undefined) session.cache.prune();
     const durationMs = Date.now() - started;
     session.emit({
       type: 'summary',
@@ -129,6 +128,8 @@ export async function applyNodefile(options: EngineOptions & { readonly planFile
         destroyed: destroyed.length,
       },
     });
+    // After the summary: what ran is said either way, and then why the run stopped.
+    if (session.store.failure !== undefined) return err([session.store.failure]);
     return ok({ ...summary, graph: session.graph, plan: { entries: plan.entries, counts: plan.counts }, destroyed, durationMs, io: ioOf(session) });
   });
 }

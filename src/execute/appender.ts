@@ -2,6 +2,7 @@
 // and remembers the first failure, so a run stops rather than runs ahead of
 // a state it can no longer write.
 
+import { dirname } from 'node:path';
 import type { Failure } from '../error.ts';
 import type { StoredRecord } from '../state/record.ts';
 import type { StateStore } from '../state/store.ts';
@@ -20,7 +21,11 @@ export function appender(store: StateStore): Appender {
     const e = result.error as { reason: string; path: string; message: string };
     failure = e.reason === 'state-unreadable'
       ? { reason: 'state-unreadable', path: e.path, message: e.message }
-      : { reason: 'state-dir-unwritable', path: e.path, message: e.message };
+      : {
+          reason: 'state-dir-unwritable',
+          path: dirname(e.path),
+          message: `${e.message}; the run stopped there, and a task whose record this lost runs again next time`,
+        };
   };
   return {
     append: (record) => {

@@ -1,7 +1,7 @@
 // State is sacred: the lock, Ctrl-C, kill -9, an unwritable state dir.
 
 import { spawnSync } from 'node:child_process';
-import { existsSync, readFileSync, readdirSync, utimesSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, readdirSync, utimesSync } from 'node:fs';
 import { afterEach, beforeEach, expect, test } from 'vitest';
 import { alive, cli, collect, Rig, until } from '../support/rig.ts';
 
@@ -87,6 +87,29 @@ test('an empty lock left by a power loss (written before this boot) does not loc
   expect(r.stdout).toContain('warning: removed an unreadable state lock written at 2001-02-03T04:05:06.000Z, before this machine booted (the lock file is empty: "")');
   expect(existsSync(rig.path('out/t'))).toBe(true);
   expect(existsSync(rig.path('.nodegraph/lock'))).toBe(false);
+});
+
+test('a full disk mid-apply: the run stops, says what ran and why it stopped, and the state it wrote loads', () => {
+  rig.nodefile(`for (let i = 0; i < 60; i++) ng.task('t' + i, { outputs: ['out/' + i], run: ['touch', 'out/' + i] });`);
+  // A 200 KiB file system of its own (a tmpfs in a mount namespace, so no root is needed), filled
+  // but for 20 KB: the commands write nothing, the journal fills it.
+  const script = `
+    mount -t tmpfs -o size=200k tmpfs disk && cp Nodefile.ts disk/ && cd disk && head -c 180000 /dev/zero > filler || exit 99
+    "$@" apply -j 1; echo "exit $?"
+    rm filler; "$@" plan | tail -n 1`;
+  mkdirSync(rig.path('disk'));
+  const got = spawnSync('unshare', ['-rm', 'sh', '-c', script, 'sh', process.execPath, cli], { cwd: rig.dir, encoding: 'utf8', env: { ...process.env, CI: '1', NO_COLOR: '1' } });
+  expect(got.status).toBe(0);
+  const ran = Number(/^Apply: (\d+) ran, 0 failed, (\d+) skipped/m.exec(got.stdout)?.[1]);
+  expect(ran).toBeGreaterThan(0);
+  expect(ran).toBeLessThan(60);
+  expect(got.stdout).toContain('\nexit 1\n');
+  expect(got.stderr).toMatch(/^error\[state-dir-unwritable\]: the state directory \S+\/disk\/\.nodegraph cannot be written: cannot write state to \S+\/state\.jsonl: ENOSPC: no space left on device, write; the run stopped there, and a task whose record this lost runs again next time\n/);
+  // What was recorded loads; the task whose record was cut off, and those never started, are to create.
+  const plan = /^Plan: (\d+) to create, 0 to update, 0 to destroy; (\d+) unchanged\.$/m.exec(got.stdout.slice(got.stdout.indexOf('\nexit 1\n')));
+  expect(plan).not.toBeNull();
+  expect(Number(plan![1]) + Number(plan![2])).toBe(60);
+  expect(Number(plan![2])).toBeGreaterThanOrEqual(ran - 1);
 });
 
 test('a second apply is refused while the first holds the lock, with who holds it', async () => {
