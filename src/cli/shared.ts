@@ -61,7 +61,12 @@ const LARGE_JOURNAL = 4 * 2 ** 20;
  * journal) cannot tell, and keeps the young generation small.
  */
 function sizeYoungGeneration(journal: string): void {
-  const size = statSync(journal, { throwIfNoEntry: false })?.size;
+  let size: number | undefined;
+  try {
+    size = statSync(journal, { throwIfNoEntry: false })?.size;
+  } catch {
+    // EACCES, ELOOP…: opening the state says what is wrong, as one error.
+  }
   if (size !== undefined && size < LARGE_JOURNAL) return;
   process.getBuiltinModule('node:v8').setFlagsFromString('--semi-space-growth-factor=1');
 }

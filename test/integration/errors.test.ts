@@ -1,7 +1,7 @@
 // Bad input: one clear error with what and where, a non-zero exit, and
 // nothing lost — the state and every output exactly as they were.
 
-import { readFileSync, readdirSync, statSync } from 'node:fs';
+import { readFileSync, readdirSync, statSync, symlinkSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, test } from 'vitest';
 import { apiTypes, Rig } from '../support/rig.ts';
@@ -223,6 +223,18 @@ describe('bad input', () => {
     const result = await rig.run(['plan', '-f', 'sub']);
     expect(result.code).toBe(1);
     expect(result.stderr).toBe(`error[nodefile-not-found]: ${rig.path('sub')} is a folder: name the Nodefile in it (-f ${rig.path('sub/Nodefile.ts')})\n`);
+  });
+
+  test('a state folder that cannot be looked at (a symlink loop) is one error from plan and apply, not a crash', async () => {
+    rig.nodefile(`ng.task('t', { outputs: ['out/t'], run: ['touch', 'out/t'] });`);
+    symlinkSync('loop', rig.path('loop'));
+    const plan = await rig.run(['plan', '--state-dir', 'loop']);
+    expect(plan.code).toBe(1);
+    expect(plan.stderr).toMatch(/^error\[state-unreadable\]: the state in \S+\/loop\/state\.jsonl cannot be read: .*ELOOP[^\n]*\n$/);
+    const apply = await rig.run(['apply', '--state-dir', 'loop']);
+    expect(apply.code).toBe(1);
+    expect(apply.stderr).toMatch(/^error\[state-dir-unwritable\]: the state directory \S+\/loop cannot be written: .*ELOOP[^\n]*\n$/);
+    expect(rig.exists('out/t')).toBe(false);
   });
 
   test('no Nodefile', async () => {
