@@ -24,7 +24,7 @@ export function appender(store: StateStore): Appender {
       : {
           reason: 'state-dir-unwritable',
           path: dirname(e.path),
-          message: `${e.message}; the run stopped there, and a task whose record this lost runs again next time`,
+          message: `${e.message}; the run stopped there, and a task whose record was lost is done again next time`,
         };
   };
   return {

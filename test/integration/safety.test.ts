@@ -104,7 +104,7 @@ test('a full disk mid-apply: the run stops, says what ran and why it stopped, an
   expect(ran).toBeGreaterThan(0);
   expect(ran).toBeLessThan(60);
   expect(got.stdout).toContain('\nexit 1\n');
-  expect(got.stderr).toMatch(/^error\[state-dir-unwritable\]: the state directory \S+\/disk\/\.nodegraph cannot be written: cannot write state to \S+\/state\.jsonl: ENOSPC: no space left on device, write; the run stopped there, and a task whose record this lost runs again next time\n/);
+  expect(got.stderr).toMatch(/^error\[state-dir-unwritable\]: the state directory \S+\/disk\/\.nodegraph cannot be written: cannot write state to \S+\/state\.jsonl: ENOSPC: no space left on device, write; the run stopped there, and a task whose record was lost is done again next time\n/);
   // What was recorded loads; the task whose record was cut off, and those never started, are to create.
   const plan = /^Plan: (\d+) to create, 0 to update, 0 to destroy; (\d+) unchanged\.$/m.exec(got.stdout.slice(got.stdout.indexOf('\nexit 1\n')));
   expect(plan).not.toBeNull();
