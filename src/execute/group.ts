@@ -4,12 +4,16 @@
 // `sh -c 'sleep 20; ...'`'s sleep running, holding the output pipe, and a
 // canceled run waited for it. (A terminal's Ctrl-C no longer reaches the
 // commands by itself: the engine's handler cancels them, with SIGTERM and,
-// 5 s later, SIGKILL.) Used by the engine (runner.ts) and the spawn server,
-// which imports nothing heavier than this.
+// 5 s later, SIGKILL.) Used by the engine (runner.ts: spawnCommand and the execa
+// path) and the spawn server, which imports nothing heavier than this.
 
-import type { ChildProcess } from 'node:child_process';
+/** A started process: Node's ChildProcess, or execa's subprocess. */
+interface Started {
+  readonly pid?: number | undefined;
+  kill(signal: NodeJS.Signals): boolean;
+}
 
-export function signalGroup(child: ChildProcess, signal: NodeJS.Signals): void {
+export function signalGroup(child: Started, signal: NodeJS.Signals): void {
   try {
     if (child.pid !== undefined) {
       process.kill(-child.pid, signal);

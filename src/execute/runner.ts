@@ -408,18 +408,30 @@ export class ExecaRunner implements ProcessRunner {
       reject: false,
       all: true,
       stripFinalNewline: false,
-      cancelSignal: options.signal,
-      forceKillAfterDelay: 5000,
+      // A process group of its own, and a cancel signals the group, as spawnCommand does (group.ts):
+      // execa's own cancelSignal would stop the command and leave what it started running.
+      detached: true,
       ...(options.input === undefined ? { stdin: 'ignore' as const } : { input: options.input }),
       ...(options.output === 'ignore' ? { stdout: 'ignore' as const, stderr: 'ignore' as const, all: false } : {}),
     };
-    const result =
-      'shell' in command
-        ? await execa(command.shell, { ...common, shell: '/bin/sh' })
-        : await execa(command[0]!, command.slice(1), common);
+    const subprocess =
+      'shell' in command ? execa(command.shell, { ...common, shell: '/bin/sh' }) : execa(command[0]!, command.slice(1), common);
+    let canceled = false;
+    let killer: NodeJS.Timeout | undefined;
+    const onAbort = (): void => {
+      canceled = true;
+      signalGroup(subprocess, 'SIGTERM');
+      killer = setTimeout(() => signalGroup(subprocess, 'SIGKILL'), KILL_AFTER_MS);
+      killer.unref();
+    };
+    if (options.signal?.aborted) onAbort();
+    else options.signal?.addEventListener('abort', onAbort, { once: true });
+    const result = await subprocess.finally(() => {
+      clearTimeout(killer);
+      options.signal?.removeEventListener('abort', onAbort);
+    });
     const code = typeof result.exitCode === 'number' ? result.exitCode : null;
     const signal = result.signal ?? null;
-    const canceled = result.isCanceled === true;
     // A failure that neither an exit code, a signal nor a cancel explains: it did not start (or execa gave up on it).
     const unexplained = result.failed && !canceled && signal === null && (code === null || code <= 0);
     return finished(

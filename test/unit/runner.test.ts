@@ -158,6 +158,24 @@ test('an abort stops the command with SIGTERM, and with SIGKILL one that ignores
   late.abort();
 });
 
+test('through execa too (a command given input, or whose output is ignored), an abort stops what the command started', async () => {
+  const runner = new ExecaRunner({ spawnServer: false });
+  for (const extra of [{ input: 'x' }, { output: 'ignore' as const }]) {
+    const abort = new AbortController();
+    const pidFile = path.join(dir, `child-${Object.keys(extra)[0]}.pid`);
+    // The shell starts a sleep of its own and waits for it: signalling the shell alone would leave the sleep.
+    const running = runner.run({ shell: `sleep 60 & echo $! > '${pidFile}'; wait` }, { cwd: dir, signal: abort.signal, ...extra });
+    const sleeper = Number(await written(pidFile));
+    expect(alive(sleeper)).toBe(true);
+    abort.abort();
+    expect(await running).toMatchObject({ ok: false, canceled: true, failure: 'canceled' });
+    await gone(sleeper);
+  }
+  const already = new AbortController();
+  already.abort();
+  expect(await runner.run(['sleep', '60'], { cwd: dir, signal: already.signal, input: '' })).toMatchObject({ canceled: true, failure: 'canceled' });
+});
+
 test('the server ignores SIGINT and SIGTERM: the engine decides what stops', async () => {
   const s = await server();
   process.kill(s.pid!, 'SIGINT');
