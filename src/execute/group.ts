@@ -24,3 +24,28 @@ export function signalGroup(child: Started, signal: NodeJS.Signals): void {
   }
   child.kill(signal);
 }
+
+/**
+ * Cancels a started command when `signal` aborts: SIGTERM to its group, and
+ * SIGKILL `killAfterMs` later if it is still there. `settled()` once the
+ * command has ended; `canceled()` says whether the abort came first.
+ */
+export function cancelOnAbort(child: Started, signal: AbortSignal | undefined, killAfterMs: number): { canceled(): boolean; settled(): void } {
+  let canceled = false;
+  let killer: NodeJS.Timeout | undefined;
+  const onAbort = (): void => {
+    canceled = true;
+    signalGroup(child, 'SIGTERM');
+    killer = setTimeout(() => signalGroup(child, 'SIGKILL'), killAfterMs);
+    killer.unref();
+  };
+  if (signal?.aborted) onAbort();
+  else signal?.addEventListener('abort', onAbort, { once: true });
+  return {
+    canceled: () => canceled,
+    settled: () => {
+      clearTimeout(killer);
+      signal?.removeEventListener('abort', onAbort);
+    },
+  };
+}

@@ -18,7 +18,7 @@
 import type { ChildProcessWithoutNullStreams } from 'node:child_process';
 import { statSync } from 'node:fs';
 import type { Command } from '../nodefile/types.ts';
-import { signalGroup } from './group.ts';
+import { cancelOnAbort } from './group.ts';
 import { eachLine } from './lines.ts';
 
 // Loaded on the first process: a no-op that starts none should not pay for node:child_process.
@@ -69,8 +69,6 @@ export function spawnCommand(command: Command, options: RunOptions, killAfterMs 
     const chunks: Buffer[] = [];
     const out: Buffer[] = [];
     const err: Buffer[] = [];
-    let canceled = false;
-    let killer: NodeJS.Timeout | undefined;
     const child = childProcess().spawn(file!, args, {
       cwd: options.cwd,
       env: options.env === undefined ? process.env : { ...process.env, ...options.env },
@@ -86,23 +84,15 @@ export function spawnCommand(command: Command, options: RunOptions, killAfterMs 
       chunks.push(d);
       err.push(d);
     });
-    const onAbort = (): void => {
-      canceled = true;
-      signalGroup(child, 'SIGTERM');
-      killer = setTimeout(() => signalGroup(child, 'SIGKILL'), killAfterMs);
-      killer.unref();
-    };
-    if (options.signal?.aborted) onAbort();
-    else options.signal?.addEventListener('abort', onAbort, { once: true });
+    const cancel = cancelOnAbort(child, options.signal, killAfterMs);
     let spawnError: Error | undefined;
     child.on('error', (error) => {
       spawnError = error;
     });
     child.on('close', (code, signal) => {
-      clearTimeout(killer);
-      options.signal?.removeEventListener('abort', onAbort);
+      cancel.settled();
       resolve(
-        finished(described, { code, signal, canceled, error: spawnFailure(spawnError?.message, options.cwd) }, {
+        finished(described, { code, signal, canceled: cancel.canceled(), error: spawnFailure(spawnError?.message, options.cwd) }, {
           stdout: Buffer.concat(out).toString(),
           stderr: Buffer.concat(err).toString(),
           output: Buffer.concat(chunks).toString(),
@@ -416,20 +406,9 @@ export class ExecaRunner implements ProcessRunner {
     };
     const subprocess =
       'shell' in command ? execa(command.shell, { ...common, shell: '/bin/sh' }) : execa(command[0]!, command.slice(1), common);
-    let canceled = false;
-    let killer: NodeJS.Timeout | undefined;
-    const onAbort = (): void => {
-      canceled = true;
-      signalGroup(subprocess, 'SIGTERM');
-      killer = setTimeout(() => signalGroup(subprocess, 'SIGKILL'), KILL_AFTER_MS);
-      killer.unref();
-    };
-    if (options.signal?.aborted) onAbort();
-    else options.signal?.addEventListener('abort', onAbort, { once: true });
-    const result = await subprocess.finally(() => {
-      clearTimeout(killer);
-      options.signal?.removeEventListener('abort', onAbort);
-    });
+    const cancel = cancelOnAbort(subprocess, options.signal, KILL_AFTER_MS);
+    const result = await subprocess.finally(() => cancel.settled());
+    const canceled = cancel.canceled();
     const code = typeof result.exitCode === 'number' ? result.exitCode : null;
     const signal = result.signal ?? null;
     // A failure that neither an exit code, a signal nor a cancel explains: it did not start (or execa gave up on it).
