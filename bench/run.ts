@@ -912,7 +912,7 @@ async function snapshotEngine(): Promise<void> {
   cpSync(path.join(REPO, 'package.json'), path.join(ENGINE, 'package.json'));
   if (existsSync(path.join(REPO, 'bench', 'hash.ts'))) cpSync(path.join(REPO, 'bench', 'hash.ts'), path.join(ENGINE, 'bench', 'hash.ts'));
   symlinkSync(path.join(REPO, 'node_modules'), path.join(ENGINE, 'node_modules'));
-  await must([NODE, path.join(ENGINE, 'scripts', 'build-dist.ts')], ENGINE);
+  await must([NODE, path.join(ENGINE, 'scripts', 'build-dist.ts'), '--without-types'], ENGINE);
   if (!existsSync(path.join(ENGINE, 'dist', 'lib', 'main.js'))) throw new Error('bundling the engine made no dist/lib/main.js');
 }
 

@@ -1,6 +1,7 @@
 // `npm pack` runs this before and after packing: bundle src/ into dist/lib/
 // (Node will not strip types below node_modules, so an installed package needs
-// JS), then remove dist/ again so a checkout keeps running its sources.
+// JS) and emit its declarations into dist/types/, then remove dist/ again so a
+// checkout keeps running its sources.
 //
 // A bundle, not one JS file per source file: Node's module loader costs a
 // fraction of a millisecond per module (resolving, reading, linking), and a
@@ -11,8 +12,12 @@
 // sources are: the paths the code makes from import.meta.url (package.json,
 // the spawn server beside the runner, the package root) hold in both.
 //
-//   node scripts/build-dist.ts [--out DIR] [--clean]
+//   node scripts/build-dist.ts [--out DIR] [--clean] [--without-types]
+//
+// --without-types: the bundle alone (the benchmark's snapshot of the engine,
+// which has no tsconfig and needs no declarations).
 
+import { spawnSync } from 'node:child_process';
 import { rmSync } from 'node:fs';
 import { builtinModules } from 'node:module';
 import path from 'node:path';
@@ -20,7 +25,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-const { values } = parseArgs({ options: { out: { type: 'string' }, clean: { type: 'boolean' } } });
+const { values } = parseArgs({ options: { out: { type: 'string' }, clean: { type: 'boolean' }, 'without-types': { type: 'boolean' } } });
 const out = path.resolve(values.out ?? path.join(root, 'dist'));
 rmSync(out, { recursive: true, force: true });
 
@@ -65,4 +70,11 @@ if (values.clean !== true) {
       chunkFileNames: 'lib/[name]-[hash].js',
     },
   });
+  // Declarations for a consumer's tsc (package.json's exports.types names them first). The
+  // sources themselves would not do: their imports end in .ts, which a consumer's tsc refuses
+  // (TS5097) below node_modules unless it allows importing .ts extensions; in a .d.ts it does not.
+  const tsc = values['without-types'] === true ? undefined : spawnSync(process.execPath, [path.join(root, 'node_modules/typescript/bin/tsc'), '-p', path.join(root, 'tsconfig.types.json'), '--outDir', path.join(out, 'types')], {
+    stdio: 'inherit',
+  });
+  if (tsc !== undefined && tsc.status !== 0) throw new Error(`build-dist: tsc could not emit the declarations (exit ${tsc.status ?? tsc.signal})`);
 }

@@ -2,7 +2,7 @@
 // there, below node_modules, Node will not strip types, so it must be JS.
 
 import { execFileSync, spawnSync } from 'node:child_process';
-import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { expect, test } from 'vitest';
@@ -13,7 +13,7 @@ test('the packed package installs into an empty folder, runs nodegraph --version
   // Pack a copy: packing builds and removes dist/ in the folder it runs in, and
   // the other tests run the checkout's CLI meanwhile.
   const copy = mkdtempSync(path.join(tmpdir(), 'nodegraph-src-'));
-  for (const entry of ['package.json', 'package-lock.json', 'tsconfig.json', 'bin', 'src', 'scripts', 'README.md']) {
+  for (const entry of ['package.json', 'package-lock.json', 'tsconfig.json', 'tsconfig.types.json', 'bin', 'src', 'scripts', 'README.md']) {
     cpSync(path.join(repo, entry), path.join(copy, entry), { recursive: true });
   }
   symlinkSync(path.join(repo, 'node_modules'), path.join(copy, 'node_modules'));
@@ -60,6 +60,22 @@ export default (ng: NodefileApi): void => {
     const bad = spawnSync(process.execPath, [path.join(home, 'node_modules/.bin/nodegraph'), 'plan'], { cwd: home, encoding: 'utf8', env: { ...process.env, CI: '1' } });
     expect(bad.status).toBe(1);
     expect(bad.stderr).toMatch(/^error\[invalid-field\]: task bad: field run: .*\n --> Nodefile\.ts:2:6\n/);
+    // A consumer's tsc checks a Nodefile against the package's declarations: no error from inside
+    // the package (its sources' .ts imports gave TS5097 a hundred times), and a wrong field is one.
+    expect(existsSync(path.join(home, 'node_modules/nodegraph/dist/types/index.d.ts'))).toBe(true);
+    mkdirSync(path.join(home, 'node_modules/@types'), { recursive: true });
+    symlinkSync(path.join(repo, 'node_modules/@types/node'), path.join(home, 'node_modules/@types/node'));
+    writeFileSync(path.join(home, 'tsconfig.json'), JSON.stringify({ compilerOptions: { module: 'nodenext', strict: true, noEmit: true, target: 'es2022', types: ['node'] }, files: ['Nodefile.mts'] }));
+    const typed = (body: string): ReturnType<typeof spawnSync> => {
+      writeFileSync(path.join(home, 'Nodefile.mts'), `import type { NodefileApi } from 'nodegraph';\nexport default (ng: NodefileApi): void => {\n${body}\n};\n`);
+      return spawnSync(process.execPath, [path.join(repo, 'node_modules/typescript/bin/tsc'), '-p', home], { cwd: home, encoding: 'utf8' });
+    };
+    const good = typed(`  ng.task('t', { outputs: ['out/t'], run: ['touch', 'out/t'] });`);
+    expect(good.stdout).toBe('');
+    expect(good.status).toBe(0);
+    const wrong = typed(`  ng.task('t', { outputs: 3, run: ['true'] });`);
+    expect(wrong.status).not.toBe(0);
+    expect(String(wrong.stdout).trim().split('\n')).toEqual([expect.stringMatching(/^Nodefile\.mts\(3,18\): error TS2322: /)]);
     // The library entry loads, with the operations it exports.
     const lib = execFileSync(process.execPath, ['--input-type=module', '-e', "const m = await import('nodegraph'); console.log(typeof m.applyNodefile, typeof m.ExecaRunner)"], { cwd: home, encoding: 'utf8' });
     expect(lib).toBe('function function\n');
