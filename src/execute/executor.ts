@@ -180,12 +180,26 @@ export async function execute(options: ExecuteOptions): Promise<ExecuteSummary> 
   const unexpected = (node: TaskNode, error: unknown): TaskOutcome => {
     const message = `nodegraph could not record the result: ${error instanceof Error ? error.message : String(error)}`;
     try {
-      record(failedRecord(node, graph, records.get(node.id), new Date(), 0, message));
+      return unsuccessful(node, 'failed', message, new Date(), 0);
     } catch {
       // the record's absence or an older one: the task runs again either way
+      emit({ type: 'task-done', id: node.id, outcome: 'failed', durationMs: 0, error: message });
+      return 'failed';
     }
-    emit({ type: 'task-done', id: node.id, outcome: 'failed', durationMs: 0, error: message });
-    return 'failed';
+  };
+
+  /** A task that did not succeed: nothing it did is trusted, so it is recorded as failed (the next run starts it again), and said. */
+  const unsuccessful = (
+    node: TaskNode,
+    outcome: 'failed' | 'canceled',
+    error: string,
+    startedAt: Date,
+    durationMs: number,
+    shown: { readonly command?: string | undefined; readonly output?: string | undefined } = {},
+  ): TaskOutcome => {
+    record(failedRecord(node, graph, records.get(node.id), startedAt, durationMs, error));
+    emit({ type: 'task-done', id: node.id, outcome, durationMs, error, ...shown });
+    return outcome;
   };
 
   const runOne = async (
@@ -206,9 +220,7 @@ export async function execute(options: ExecuteOptions): Promise<ExecuteSummary> 
         // A read-only or full file system: the task cannot run, and did not.
         const message = `could not make the folder for its output ${path.relative(graph.dir, output) || output}: ${(error as Error).message}`;
         emit({ type: 'task-start', id: node.id, verb, reason, command: undefined });
-        record(failedRecord(node, graph, records.get(node.id), startedAt, 0, message));
-        emit({ type: 'task-done', id: node.id, outcome: 'failed', durationMs: 0, error: message });
-        return 'failed';
+        return unsuccessful(node, 'failed', message, startedAt, 0);
       }
       made.add(parent);
     }
@@ -225,26 +237,22 @@ export async function execute(options: ExecuteOptions): Promise<ExecuteSummary> 
     });
     const durationMs = Date.now() - startedAt.getTime();
     const previous = records.get(node.id);
-    // Nothing the task did is trusted: recorded as failed, the next run starts it again.
-    const unsuccessful = (outcome: 'failed' | 'canceled', error: string): TaskOutcome => {
-      record(failedRecord(node, graph, previous, startedAt, durationMs, error));
-      emit({ type: 'task-done', id: node.id, outcome, durationMs, error, command: result.command, output: result.output });
-      return outcome;
-    };
-    if (!result.ok) return unsuccessful(result.canceled ? 'canceled' : 'failed', result.error);
+    const failed = (outcome: 'failed' | 'canceled', error: string): TaskOutcome =>
+      unsuccessful(node, outcome, error, startedAt, durationMs, { command: result.command, output: result.output });
+    if (!result.ok) return failed(result.canceled ? 'canceled' : 'failed', result.error);
     const outputs = observeOutputs(node.outputs, options.cache);
     const missing = [...outputs].filter(([, hash]) => hash === 'missing').map(([p]) => p);
     if (missing.length > 0) {
-      return unsuccessful('failed', `declared output ${missing.map((p) => path.relative(graph.dir, p) || p).join(', ')} was not produced`);
+      return failed('failed', `declared output ${missing.map((p) => path.relative(graph.dir, p) || p).join(', ')} was not produced`);
     }
     if (node.decl.spec.check !== undefined) {
       // What the task manages must be in place now: a run that leaves its check failing
       // has not converged (Terraform's "inconsistent result after apply"), and saying ✔
       // on every apply while status says drifted would hide it.
       const verified = await runCheck(node, options.runner, signal);
-      if (signal.aborted) return unsuccessful('canceled', 'canceled');
+      if (signal.aborted) return failed('canceled', 'canceled');
       if (verified !== undefined && !verified.ok) {
-        return unsuccessful('failed', `ran, but its check still fails${verified.detail === '' ? '' : `: ${verified.detail}`}`);
+        return failed('failed', `ran, but its check still fails${verified.detail === '' ? '' : `: ${verified.detail}`}`);
       }
     }
     const outputHashes: Record<string, ContentHash> = {};

@@ -10,6 +10,7 @@
 
 import { watch, type FSWatcher } from 'chokidar';
 import path from 'node:path';
+import { holds } from '../graph/analyze.ts';
 import type { TaskGraph } from '../graph/graph.ts';
 import { realPath } from '../util/realpath.ts';
 
@@ -42,7 +43,7 @@ export function watchedPaths(graph: TaskGraph, modules: readonly string[] = []):
 export function watchFilter(graph: TaskGraph | undefined, modules: readonly string[], stateDir: string): (file: string) => boolean {
   // Events name paths as the graph does: from the Nodefile's real folder.
   const state = realPath(stateDir) ?? stateDir;
-  const inState = (file: string): boolean => file === state || file.startsWith(`${state}${path.sep}`);
+  const inState = (file: string): boolean => holds(state, file);
   if (graph === undefined) return (file) => !inState(file);
   const exact = new Set<string>([graph.file, ...modules]);
   const trees: string[] = [];
@@ -58,7 +59,7 @@ export function watchFilter(graph: TaskGraph | undefined, modules: readonly stri
   return (file) => {
     if (inState(file)) return false;
     if (exact.has(file)) return true;
-    for (const tree of trees) if (file === tree || file.startsWith(`${tree}${path.sep}`)) return true;
+    for (const tree of trees) if (holds(tree, file)) return true;
     for (const pattern of globs) {
       if (path.matchesGlob(path.isAbsolute(pattern) ? file : path.relative(graph.dir, file), pattern)) return true;
     }
