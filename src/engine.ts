@@ -17,7 +17,9 @@ import { loadNodefile } from './nodefile/load.ts';
 import type { TaskObservation } from './plan/decide.ts';
 import { filesToObserve, observe, type FilesToObserve } from './plan/observe.ts';
 import { makePlan, selectTasks, type DecidedPlan } from './plan/plan.ts';
-import { openState, type OpenState } from './state/open.ts';
+import { lockWarnings, openState, type OpenState } from './state/open.ts';
+import { acquire, type Lock } from './state/lock.ts';
+import { checkSeal, type SealedRun } from './state/seal.ts';
 import { appender, type Appender } from './execute/appender.ts';
 import { collectGarbage } from './util/gc.ts';
 import { err, ok, type Result } from './util/result.ts';
@@ -42,6 +44,11 @@ export interface EngineOptions {
   readonly env?: Readonly<Record<string, string | undefined>>;
   /** Recorded as the lock holder's command. */
   readonly command?: string;
+  /**
+   * The wall clock in ns, for the rule that decides when a file is known by its stat
+   * (hash/cache.ts, RACY ENTRIES); Date.now by default. Tests set it.
+   */
+  readonly now?: () => bigint;
 }
 
 export const defaultJobs = (): number => availableParallelism();
@@ -68,6 +75,22 @@ export interface Session {
   readonly replace: ReadonlySet<TaskId>;
   /** What `env` inputs read. */
   readonly env: Readonly<Record<string, string | undefined>>;
+  /** How many warnings were emitted so far (a run that warned is not sealed: state/seal.ts). */
+  readonly warnings: () => number;
+  readonly now: (() => bigint) | undefined;
+}
+
+/**
+ * A whole-graph session the state's seal vouched for (state/seal.ts): every
+ * task is unchanged, and neither the journal nor the hash cache was loaded.
+ */
+export interface SealedSession {
+  readonly sealed: true;
+  readonly graph: TaskGraph;
+  readonly io: SealedRun;
+  readonly emit: EventSink;
+  /** Releases the lock, if one was taken. */
+  close(): void;
 }
 
 /**
@@ -136,28 +159,64 @@ export async function openSession(
   /** observe: false for a session that will not observe (a teardown): nothing is stat'ed ahead. */
   mode: { readonly lock: boolean; readonly observe?: boolean },
 ): Promise<Result<Session, Failure[]>> {
+  return (await open(options, mode, false)) as Result<Session, Failure[]>;
+}
+
+/** As openSession, but a whole-graph run that the state's seal vouches for comes back sealed (state/seal.ts). */
+export function openSessionOrSealed(options: EngineOptions, mode: { readonly lock: boolean }): Promise<Result<Session | SealedSession, Failure[]>> {
+  return open(options, mode, true);
+}
+
+async function open(
+  options: EngineOptions,
+  mode: { readonly lock: boolean; readonly observe?: boolean },
+  sealable: boolean,
+): Promise<Result<Session | SealedSession, Failure[]>> {
   const graph = await loadGraph(options.nodefile, stateDirOf(options));
   if (!graph.ok) return graph;
   const targets = resolveTargets(options.targets, (id) => graph.value.has(id), () => graph.value.ordered.map((n) => n.id));
   if (!targets.ok) return targets;
   const replace = resolveTargets(options.replace, (id) => graph.value.has(id), () => graph.value.ordered.map((n) => n.id));
   if (!replace.ok) return replace;
-  const emit = options.onEvent ?? (() => {});
+  const sink = options.onEvent ?? (() => {});
+  let warnings = 0;
+  const emit: EventSink = (event) => {
+    if (event.type === 'warning') warnings++;
+    sink(event);
+  };
+  const env = options.env ?? process.env;
   // Started now, to be ready by the time loading the state and the cache is done; it
   // stats nothing before the lock is held (see prefetch.ts). Not on a first run: with
   // no hash cache every file is read anyway, and a worker only adds its memory.
   const stateDir = stateDirOf(options);
   const files = mode.observe === false ? undefined : filesToObserve(selectTasks(graph.value, targets.value), graph.value.dir);
   const prefetched = files === undefined || !existsSync(path.join(stateDir, 'hashcache')) ? undefined : StatPrefetch.start(files.paths);
-  const state = openState(stateDir, { lock: mode.lock, command: options.command ?? 'nodegraph' });
+  let held: Lock | undefined;
+  if (mode.lock) {
+    const lock = acquire(stateDir, { command: options.command ?? 'nodegraph' });
+    if (!lock.ok) {
+      prefetched?.close();
+      return err([lock.error]);
+    }
+    held = lock.value;
+  }
+  prefetched?.go();
+  if (sealable && files !== undefined && targets.value === undefined && replace.value === undefined) {
+    const sealed = checkSeal({ stateDir: held?.stateDir ?? stateDir, graph: graph.value, files, prefetched, env, reseal: held !== undefined, now: options.now });
+    if (sealed !== undefined) {
+      prefetched?.close();
+      for (const warning of held === undefined ? [] : lockWarnings(held)) emit({ type: 'warning', message: warning });
+      return ok({ sealed: true, graph: graph.value, io: sealed, emit, close: () => void held?.release() });
+    }
+  }
+  const state = openState(stateDir, { lock: mode.lock, command: options.command ?? 'nodegraph', ...(held === undefined ? {} : { held }) });
   if (!state.ok) {
     prefetched?.close();
     return err([state.error]);
   }
-  prefetched?.go();
   if (state.value.bytes >= COLLECT_AFTER_STATE_BYTES) collectGarbage();
   for (const warning of state.value.warnings) emit({ type: 'warning', message: warning });
-  const loaded = HashCache.load(path.join(state.value.dir, 'hashcache'));
+  const loaded = HashCache.load(path.join(state.value.dir, 'hashcache'), options.now === undefined ? {} : { now: options.now });
   if (loaded.warning !== undefined) emit({ type: 'warning', message: loaded.warning });
   return ok({
     graph: graph.value,
@@ -170,9 +229,11 @@ export async function openSession(
     jobs: Math.max(1, options.jobs ?? defaultJobs()),
     targets: targets.value,
     replace: replace.value ?? new Set(),
-    env: options.env ?? process.env,
+    env,
     files,
     prefetched,
+    warnings: () => warnings,
+    now: options.now,
   });
 }
 
@@ -211,23 +272,36 @@ export function emitLateWarnings(session: Session): void {
   for (const warning of session.state.records.lateWarnings.splice(0)) session.emit({ type: 'warning', message: warning.message });
 }
 
-/** Runs `body` with a session and always closes it: state synced, cache saved, lock released. */
+/**
+ * Runs `body` with a session and always closes it: state synced, cache saved,
+ * lock released. With `sealed`, a whole-graph run the state's seal vouches for
+ * runs that instead (state/seal.ts).
+ */
 export async function withSession<T>(
   options: EngineOptions,
   mode: { readonly lock: boolean },
   body: (session: Session) => Promise<Result<T, Failure[]>>,
+  sealed?: (session: SealedSession) => Result<T, Failure[]>,
 ): Promise<Result<T, Failure[]>> {
-  const session = await openSession(options, mode);
-  if (!session.ok) return session;
+  const opened = sealed === undefined ? await openSession(options, mode) : await openSessionOrSealed(options, mode);
+  if (!opened.ok) return opened;
+  const session = opened.value;
+  if ('sealed' in session) {
+    try {
+      return sealed!(session);
+    } finally {
+      session.close();
+    }
+  }
   try {
-    return await body(session.value);
+    return await body(session);
   } finally {
-    session.value.prefetched?.close();
-    emitLateWarnings(session.value);
+    session.prefetched?.close();
+    emitLateWarnings(session);
     // A read-only command (plan, status, explain) keeps what it hashed for the next run,
     // but does not make the state folder for it: a dry run on a new project writes nothing.
-    if (mode.lock || existsSync(session.value.state.dir)) session.value.cache.save();
-    session.value.state.close();
+    if (mode.lock || existsSync(session.state.dir)) session.cache.save();
+    session.state.close();
   }
 }
 

@@ -9,13 +9,14 @@ import { execute, type ExecuteSummary } from './execute/executor.ts';
 import { teardown, type TeardownSummary } from './execute/teardown.ts';
 import { ExecaRunner } from './execute/runner.ts';
 import { appender } from './execute/appender.ts';
-import { observeAndPlan, openSession, resolveTargets, stateDirOf, withSession, type EngineOptions, type Session } from './engine.ts';
+import { observeAndPlan, openSession, resolveTargets, stateDirOf, withSession, type EngineOptions, type SealedSession, type Session } from './engine.ts';
 import { OutputGuard } from './graph/analyze.ts';
 import type { TaskGraph } from './graph/graph.ts';
 import type { TaskId } from './ids.ts';
-import { teardownOrder, type Plan } from './plan/plan.ts';
+import { teardownOrder, unchangedPlan, type Plan } from './plan/plan.ts';
 import { bindPlan, planChanges, readSavedPlan, type SavedPlan } from './plan/saved.ts';
 import { openState } from './state/open.ts';
+import { writeSeal } from './state/seal.ts';
 import type { TaskRecord } from './state/record.ts';
 import { err, ok, type Result } from './util/result.ts';
 
@@ -26,11 +27,14 @@ export interface IoCounters {
   readonly bytesRead: number;
   /** Records the journal kept as text that something read (state/records.ts); a no-op reads none. */
   readonly recordsDecoded: number;
+  /** The state's seal vouched for the whole graph: neither the journal nor the hash cache was loaded (state/seal.ts). */
+  readonly sealed: boolean;
 }
 
-const ioOf = (session: Session): IoCounters => {
+const ioOf = (session: Session | SealedSession): IoCounters => {
+  if ('sealed' in session) return { ...session.io, recordsDecoded: 0, sealed: true };
   const { stats, contentReads, bytesRead } = session.cache.counters;
-  return { stats, contentReads, bytesRead, recordsDecoded: session.state.records.decoded };
+  return { stats, contentReads, bytesRead, recordsDecoded: session.state.records.decoded, sealed: false };
 };
 
 export interface PlanResult {
@@ -41,6 +45,8 @@ export interface PlanResult {
 }
 
 export async function planNodefile(options: EngineOptions & { readonly out?: string }): Promise<Result<PlanResult, Failure[]>> {
+  // A saved plan is bound to observations, which a sealed run does not make.
+  const sealed = options.out === undefined ? (session: SealedSession) => ok({ plan: unchangedPlan(session.graph.ordered), io: ioOf(session) }) : undefined;
   return withSession(options, { lock: false }, async (session) => {
     const observed = await observeAndPlan(session);
     if (!observed.ok) return observed;
@@ -53,7 +59,7 @@ export async function planNodefile(options: EngineOptions & { readonly out?: str
     });
     writeFileSync(options.out, `${JSON.stringify(saved)}\n`);
     return ok({ plan, saved, io: ioOf(session) });
-  });
+  }, sealed);
 }
 
 export interface ApplySummary extends ExecuteSummary {
@@ -76,6 +82,19 @@ export async function applyNodefile(options: EngineOptions & { readonly planFile
     effective = { ...options, nodefile: saved.nodefile, targets: saved.targets, replace: saved.replace };
   }
   const started = Date.now();
+  const sealed = (session: SealedSession): Result<ApplySummary, Failure[]> => {
+    const plan = unchangedPlan(session.graph.ordered);
+    session.emit({ type: 'plan', plan });
+    const durationMs = Date.now() - started;
+    const upToDate = session.graph.size;
+    session.emit({
+      type: 'summary',
+      command: 'apply',
+      durationMs,
+      counts: { ran: 0, failed: 0, skipped: 0, canceled: 0, 'up to date': upToDate, destroyed: 0 },
+    });
+    return ok({ ran: [], failed: [], skipped: [], canceled: [], upToDate, graph: session.graph, plan, destroyed: [], durationMs, io: ioOf(session) });
+  };
   return withSession(effective, { lock: true }, async (session) => {
     const observed = await observeAndPlan(session);
     if (!observed.ok) return observed;
@@ -114,6 +133,21 @@ export async function applyNodefile(options: EngineOptions & { readonly planFile
     session.store.sync();
     // A whole-graph run saw every file that matters: forget the rest, so the cache does not only grow.
     if (session.targets === undefined && summary.failed.length === 0 && !session.signal.aborted && session.store.failure === undefined) session.cache.prune();
+    // A whole-graph run that found everything as it was, and said nothing about it: the next one need not load the state (state/seal.ts).
+    if (
+      saved === undefined &&
+      session.targets === undefined &&
+      session.replace.size === 0 &&
+      session.files !== undefined &&
+      plan.counts.unchanged === plan.entries.length &&
+      summary.upToDate === plan.entries.length &&
+      !session.store.appended &&
+      session.warnings() === 0 &&
+      session.state.records.lateWarnings.length === 0 &&
+      !session.signal.aborted
+    ) {
+      writeSeal({ stateDir: session.state.dir, graph: session.graph, files: session.files, cache: session.cache, env: session.env, now: session.now });
+    }
     const durationMs = Date.now() - started;
     session.emit({
       type: 'summary',
@@ -131,7 +165,7 @@ export async function applyNodefile(options: EngineOptions & { readonly planFile
     // After the summary: what ran is said either way, and then why the run stopped.
     if (session.store.failure !== undefined) return err([session.store.failure]);
     return ok({ ...summary, graph: session.graph, plan: { entries: plan.entries, counts: plan.counts }, destroyed, durationMs, io: ioOf(session) });
-  });
+  }, saved === undefined ? sealed : undefined);
 }
 
 /**

@@ -11,6 +11,8 @@ export interface Appender {
   append(record: StoredRecord): void;
   sync(): void;
   readonly failure: Failure | undefined;
+  /** Whether anything was appended (state/seal.ts seals only a run that appended nothing). */
+  readonly appended: boolean;
 }
 
 export function appender(store: StateStore): Appender {
@@ -35,6 +37,9 @@ export function appender(store: StateStore): Appender {
     // A run that recorded nothing has nothing to make durable: a no-op writes no state.
     sync: () => {
       if (appended) remember(store.sync());
+    },
+    get appended() {
+      return appended;
     },
     get failure() {
       return failure;

@@ -168,6 +168,16 @@ const deltaPath = (file: string): string => `${file}.delta`;
 const OPEN_FLAGS = constants.O_RDONLY | constants.O_NONBLOCK;
 const defaultNow = (): bigint => BigInt(Date.now()) * 1_000_000n;
 
+/**
+ * The rule of RACY ENTRIES above: whether a file with this stat, whose read began at
+ * `started` (wall clock, ns), can be known by its stat from now on. `margin`: a
+ * fixed one, else 3 s on a whole-second filesystem and 100 ms on any other.
+ */
+export function settledAt(st: Pick<StatFields, 'mtimeNs' | 'ctimeNs'>, started: bigint = defaultNow(), margin?: bigint): boolean {
+  const changed = st.mtimeNs > st.ctimeNs ? st.mtimeNs : st.ctimeNs;
+  return changed < started - (margin ?? (st.ctimeNs % SECOND_NS === 0n ? COARSE_MARGIN_NS : FINE_MARGIN_NS));
+}
+
 // File types from the mode as a number: BigIntStats.isFile() builds bigints on every call.
 const S_IFMT = 0o170000;
 const S_IFREG = 0o100000;
@@ -440,6 +450,35 @@ export class HashCache {
     }
   }
 
+  /**
+   * What the cache vouches for about `file` after this run looked at it: its stat
+   * (dev, ino, size, mtime ns, ctime ns, int64 little-endian: 40 bytes) then its
+   * digest (32 bytes), written into `out` at `at`. False — and nothing to vouch
+   * for — when this run did not look at it, it is not a file, or its entry is
+   * racy (state/seal.ts keeps only what the cache would trust next time).
+   */
+  vouch(file: string, out: Buffer, at: number): boolean {
+    const entry = this.#entries.get(keyOf(file));
+    if (entry === undefined) return false;
+    if (typeof entry === 'number') {
+      if (entry >= 0) return false;
+      const record = ~entry;
+      const f = record + 4 + this.#body.readUInt32LE(record);
+      if ((this.#body[f + 32]! & 1) === 1) return false;
+      this.#body.copy(out, at, f + 33, f + 73);
+      this.#body.copy(out, at + 40, f, f + 32);
+      return true;
+    }
+    if (!entry.seen || entry.racy) return false;
+    out.writeBigInt64LE(entry.dev, at);
+    out.writeBigInt64LE(entry.ino, at + 8);
+    out.writeBigInt64LE(entry.size, at + 16);
+    out.writeBigInt64LE(entry.mtimeNs, at + 24);
+    out.writeBigInt64LE(entry.ctimeNs, at + 32);
+    out.write(entry.hash.slice('sha256:'.length), at + 40, 32, 'hex');
+    return true;
+  }
+
   /** Drops entries for paths not looked at in this run (a later save writes the smaller cache). */
   prune(): number {
     let dropped = 0;
@@ -708,9 +747,7 @@ export class HashCache {
   }
 
   #record(key: string, st: StatFields, digest: FileDigest, started: bigint, unsettled: boolean): FileObservation {
-    const changed = st.mtimeNs > st.ctimeNs ? st.mtimeNs : st.ctimeNs;
-    const margin = this.#racyMargin ?? (st.ctimeNs % SECOND_NS === 0n ? COARSE_MARGIN_NS : FINE_MARGIN_NS);
-    const racy = unsettled || changed >= started - margin;
+    const racy = unsettled || !settledAt(st, started, this.#racyMargin);
     const old = this.#entries.get(key);
     const previous = typeof old === 'number' ? parseRecord(this.#body, offsetOf(old)) : old;
     // Only a settled entry is worth a save: a racy one is read again next time

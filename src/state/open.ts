@@ -39,6 +39,8 @@ export interface OpenStateOptions {
   readonly lock: boolean;
   /** Recorded as the lock holder's command. */
   readonly command?: string;
+  /** The lock, taken already (engine.ts takes it before deciding whether to load the state at all). */
+  readonly held?: Lock;
 }
 
 /** StateWriteFailed is not among the user-facing failures; it reads as an unwritable state dir. */
@@ -51,9 +53,12 @@ export function openState(stateDir: string, options: OpenStateOptions): Result<O
     if (!loaded.ok) return loaded;
     return ok(assemble(stateDir, loaded.value, readOnlyStore(loaded.value), undefined, []));
   }
-  const lock = acquire(stateDir, options.command === undefined ? {} : { command: options.command });
-  if (!lock.ok) return lock;
-  const taken = lock.value;
+  let taken = options.held;
+  if (taken === undefined) {
+    const lock = acquire(stateDir, options.command === undefined ? {} : { command: options.command });
+    if (!lock.ok) return lock;
+    taken = lock.value;
+  }
   const journal = openJournal(taken);
   if (!journal.ok) {
     taken.release();
@@ -65,6 +70,11 @@ export function openState(stateDir: string, options: OpenStateOptions): Result<O
     taken.release();
     return err(asFailure(loaded.error));
   }
+  return ok(assemble(taken.stateDir, loaded.value, journal.value, taken, lockWarnings(taken)));
+}
+
+/** What taking the lock had to clear away, as messages for the user. */
+export function lockWarnings(taken: Lock): string[] {
   const extra: string[] = [];
   const from = taken.tookOverFrom;
   if (from !== undefined) {
@@ -74,7 +84,7 @@ export function openState(stateDir: string, options: OpenStateOptions): Result<O
   if (torn !== undefined) {
     extra.push(`removed an unreadable state lock written at ${torn.writtenAt}, before this machine booted (${torn.message}: ${JSON.stringify(torn.content.slice(0, 80))})`);
   }
-  return ok(assemble(taken.stateDir, loaded.value, journal.value, taken, extra));
+  return extra;
 }
 
 function assemble(dir: string, loaded: LoadedState, store: StateStore, lock: Lock | undefined, extra: string[]): OpenState {

@@ -40,16 +40,24 @@ test('a no-op reads no content, stats each input and output file once, decodes n
 
   const journal = path.join(rig.dir, '.nodegraph/state.jsonl');
   const cache = path.join(rig.dir, '.nodegraph/hashcache');
-  const before = [statSync(journal), statSync(cache)].map((s) => `${s.size} ${s.mtimeMs} ${s.ino}`);
-  const noop = await applyNodefile({ nodefile });
-  if (!noop.ok) throw new Error(JSON.stringify(noop.error));
-  expect(noop.value.ran).toEqual([]);
-  expect(noop.value.io.contentReads).toBe(0);
-  // The journal's text of each record matched what was observed (plan/unchanged.ts).
-  expect(noop.value.io.recordsDecoded).toBe(0);
-  // Each file once: every task's own input and output, and the header that all of them read.
-  expect(noop.value.io.stats).toBe(TASKS * 2 + 1);
-  expect([statSync(journal), statSync(cache)].map((s) => `${s.size} ${s.mtimeMs} ${s.ino}`)).toEqual(before);
+  const seal = path.join(rig.dir, '.nodegraph/seal');
+  const stamps = (files: string[]): string[] => files.map((f) => statSync(f)).map((s) => `${s.size} ${s.mtimeMs} ${s.ino}`);
+  // Twice: once as the state's seal vouches for it (state/seal.ts, written by the
+  // settled run just above), once the whole way, without the seal.
+  for (const sealed of [true, false]) {
+    if (!sealed) rmSync(seal);
+    const before = stamps(sealed ? [journal, cache, seal] : [journal, cache]);
+    const noop = await applyNodefile({ nodefile });
+    if (!noop.ok) throw new Error(JSON.stringify(noop.error));
+    expect(noop.value.io.sealed).toBe(sealed);
+    expect(noop.value.ran).toEqual([]);
+    expect(noop.value.io.contentReads).toBe(0);
+    // The journal's text of each record matched what was observed (plan/unchanged.ts).
+    expect(noop.value.io.recordsDecoded).toBe(0);
+    // Each file once: every task's own input and output, and the header that all of them read.
+    expect(noop.value.io.stats).toBe(TASKS * 2 + 1);
+    expect(stamps(sealed ? [journal, cache, seal] : [journal, cache])).toEqual(before);
+  }
 
 });
 

@@ -2,7 +2,10 @@
 // real files: after apply every output equals a from-scratch build's; only
 // what a real change reaches runs, each task at most once; unchanged outputs
 // stop propagation; a second apply runs nothing; plan predicts apply; and
-// none of it depends on -j.
+// none of it depends on -j — nor on the state's seal (state/seal.ts), which
+// the runs here write and trust as often as they can: every file this test
+// writes gets an mtime of its own, in the past, and the engine's clock is an
+// hour ahead, so no file is too new to be known by its stat.
 
 import fc from 'fast-check';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, utimesSync, writeFileSync, existsSync } from 'node:fs';
@@ -113,6 +116,18 @@ async function withStatAhead<T>(on: boolean, body: () => Promise<T>): Promise<T>
   }
 }
 
+/** The engine's clock: an hour ahead, so that every file is settled (see the top of this file). */
+const AHEAD = (): bigint => (BigInt(Date.now()) + 3_600_000n) * 1_000_000n;
+/** A distinct past mtime for every file this test writes: an edit always moves the file's stat. */
+let stamp = Math.floor(Date.now() / 1000) - 100_000;
+function writeStamped(file: string, content: string): void {
+  writeFileSync(file, content);
+  stamp += 1;
+  utimesSync(file, stamp, stamp);
+}
+/** Applies that the seal vouched for, over the whole test: it must not be zero, or the seal went untested. */
+let sealedRuns = 0;
+
 class Scenario {
   readonly dir = mkdtempSync(path.join(tmpdir(), 'nodegraph-prop-'));
   world: World;
@@ -134,9 +149,9 @@ class Scenario {
   write(): void {
     this.world.leaves.forEach((c, i) => {
       const file = path.join(this.dir, 'leaves', String(i));
-      if (!existsSync(file) || readFileSync(file, 'utf8') !== c) writeFileSync(file, c);
+      if (!existsSync(file) || readFileSync(file, 'utf8') !== c) writeStamped(file, c);
     });
-    writeFileSync(path.join(this.dir, 'graph.json'), JSON.stringify({ tasks: this.world.tasks.map((t) => ({ ...t, leaf: t.leaf ?? null })) }));
+    writeStamped(path.join(this.dir, 'graph.json'), JSON.stringify({ tasks: this.world.tasks.map((t) => ({ ...t, leaf: t.leaf ?? null })) }));
   }
 
   def(t: TaskDef): string {
@@ -160,7 +175,7 @@ class Scenario {
         this.tampered.add(pick(e.task).id);
         break;
       case 'modify-output':
-        writeFileSync(path.join(this.dir, 'out', pick(e.task).id), 'tampered');
+        writeStamped(path.join(this.dir, 'out', pick(e.task).id), 'tampered');
         this.tampered.add(pick(e.task).id);
         break;
       case 'version':
@@ -206,9 +221,10 @@ class Scenario {
   async apply(jobs: number): Promise<{ ran: string[]; counts: Map<string, number> }> {
     const events: EngineEvent[] = [];
     const result = await withStatAhead(this.statAhead, () =>
-      applyNodefile({ nodefile: path.join(this.dir, 'Nodefile.ts'), jobs, onEvent: (e) => events.push(e) }),
+      applyNodefile({ nodefile: path.join(this.dir, 'Nodefile.ts'), jobs, onEvent: (e) => events.push(e), now: AHEAD }),
     );
     if (!result.ok) throw new Error(JSON.stringify(result.error));
+    if (result.value.io.sealed) sealedRuns++;
     expect(result.value.failed).toEqual([]);
     const counts = new Map<string, number>();
     for (const e of events) if (e.type === 'task-start') counts.set(e.id, (counts.get(e.id) ?? 0) + 1);
@@ -250,7 +266,7 @@ describe('engine properties', () => {
               b.edit(e);
             }
             const must = a.mustRun();
-            const planned = await planNodefile({ nodefile: path.join(a.dir, 'Nodefile.ts') });
+            const planned = await planNodefile({ nodefile: path.join(a.dir, 'Nodefile.ts'), now: AHEAD });
             if (!planned.ok) throw new Error(JSON.stringify(planned.error));
             const definite = planned.value.plan.entries.filter((p) => p.action !== 'unchanged' && p.action !== 'maybe').map((p) => p.id);
             const maybe = planned.value.plan.entries.filter((p) => p.action === 'maybe').map((p) => p.id);
@@ -303,5 +319,6 @@ describe('engine properties', () => {
         ],
       },
     );
+    expect(sealedRuns).toBeGreaterThan(0);
   }, 180_000);
 });
