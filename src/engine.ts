@@ -19,7 +19,7 @@ import { filesToObserve, observe, type FilesToObserve } from './plan/observe.ts'
 import { makePlan, selectTasks, type DecidedPlan } from './plan/plan.ts';
 import { lockWarnings, openState, type OpenState } from './state/open.ts';
 import { acquire, type Lock } from './state/lock.ts';
-import { checkSeal, type SealedRun } from './state/seal.ts';
+import { checkSeal, openSeal, sealPath, type OpenedSeal, type SealedRun } from './state/seal.ts';
 import { appender, type Appender } from './execute/appender.ts';
 import { collectGarbage } from './util/gc.ts';
 import { err, ok, type Result } from './util/result.ts';
@@ -172,7 +172,45 @@ async function open(
   mode: { readonly lock: boolean; readonly observe?: boolean },
   sealable: boolean,
 ): Promise<Result<Session | SealedSession, Failure[]>> {
-  const graph = await loadGraph(options.nodefile, stateDirOf(options));
+  const stateDir = stateDirOf(options);
+  const command = options.command ?? 'nodegraph';
+  // With a seal in the state folder (state/seal.ts), the lock is taken first and the
+  // seal's paths are stat'ed on another thread while the Nodefile loads: a sealed
+  // no-op then waits for no stat. Without one, the lock is taken once the graph is known.
+  let held: Lock | undefined;
+  let seal: OpenedSeal | undefined;
+  let early: StatPrefetch | undefined;
+  const wholeGraph = (options.targets ?? []).length === 0 && (options.replace ?? []).length === 0;
+  if (sealable && wholeGraph && existsSync(sealPath(stateDir))) {
+    if (mode.lock) {
+      const lock = acquire(stateDir, { command });
+      if (!lock.ok) return err([lock.error]);
+      held = lock.value;
+    }
+    seal = openSeal(held?.stateDir ?? stateDir);
+    if (seal !== undefined) {
+      early = StatPrefetch.startJoined(seal.paths, seal.count);
+      early?.go();
+    }
+  }
+  const opened = await openWith(options, mode, stateDir, command, held, seal, early);
+  // Whatever happened, the stats taken ahead are no longer needed; the lock goes with a failure.
+  early?.close();
+  if (!opened.ok) held?.release();
+  return opened;
+}
+
+async function openWith(
+  options: EngineOptions,
+  mode: { readonly lock: boolean; readonly observe?: boolean },
+  stateDir: string,
+  command: string,
+  taken: Lock | undefined,
+  seal: OpenedSeal | undefined,
+  early: StatPrefetch | undefined,
+): Promise<Result<Session | SealedSession, Failure[]>> {
+  let held = taken;
+  const graph = await loadGraph(options.nodefile, stateDir);
   if (!graph.ok) return graph;
   const targets = resolveTargets(options.targets, (id) => graph.value.has(id), () => graph.value.ordered.map((n) => n.id));
   if (!targets.ok) return targets;
@@ -185,15 +223,22 @@ async function open(
     sink(event);
   };
   const env = options.env ?? process.env;
+  const files = mode.observe === false ? undefined : filesToObserve(selectTasks(graph.value, targets.value), graph.value.dir);
+  if (seal !== undefined && files !== undefined) {
+    const dir = held?.stateDir ?? stateDir;
+    const sealed = checkSeal({ stateDir: dir, seal, graph: graph.value, files, prefetched: early, env, reseal: held !== undefined, now: options.now });
+    if (sealed !== undefined) {
+      for (const warning of held === undefined ? [] : lockWarnings(held)) emit({ type: 'warning', message: warning });
+      return ok({ sealed: true, graph: graph.value, io: sealed, emit, close: () => void held?.release() });
+    }
+  }
+  early?.close();
   // Started now, to be ready by the time loading the state and the cache is done; it
   // stats nothing before the lock is held (see prefetch.ts). Not on a first run: with
   // no hash cache every file is read anyway, and a worker only adds its memory.
-  const stateDir = stateDirOf(options);
-  const files = mode.observe === false ? undefined : filesToObserve(selectTasks(graph.value, targets.value), graph.value.dir);
   const prefetched = files === undefined || !existsSync(path.join(stateDir, 'hashcache')) ? undefined : StatPrefetch.start(files.paths);
-  let held: Lock | undefined;
-  if (mode.lock) {
-    const lock = acquire(stateDir, { command: options.command ?? 'nodegraph' });
+  if (mode.lock && held === undefined) {
+    const lock = acquire(stateDir, { command });
     if (!lock.ok) {
       prefetched?.close();
       return err([lock.error]);
@@ -201,16 +246,9 @@ async function open(
     held = lock.value;
   }
   prefetched?.go();
-  if (sealable && files !== undefined && targets.value === undefined && replace.value === undefined) {
-    const sealed = checkSeal({ stateDir: held?.stateDir ?? stateDir, graph: graph.value, files, prefetched, env, reseal: held !== undefined, now: options.now });
-    if (sealed !== undefined) {
-      prefetched?.close();
-      for (const warning of held === undefined ? [] : lockWarnings(held)) emit({ type: 'warning', message: warning });
-      return ok({ sealed: true, graph: graph.value, io: sealed, emit, close: () => void held?.release() });
-    }
-  }
-  const state = openState(stateDir, { lock: mode.lock, command: options.command ?? 'nodegraph', ...(held === undefined ? {} : { held }) });
+  const state = openState(stateDir, { lock: mode.lock, command, ...(held === undefined ? {} : { held }) });
   if (!state.ok) {
+    // openState released the lock it was given.
     prefetched?.close();
     return err([state.error]);
   }

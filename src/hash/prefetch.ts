@@ -75,7 +75,7 @@ try {
   // One path at a time out of the joined string (no array of them all: less memory).
   const joined = workerData.paths;
   while (Atomics.load(header, ${GO}) === 0) Atomics.wait(header, ${GO}, 0);
-  for (let i = 0, from = 0; from <= joined.length && Atomics.load(header, ${GO}) === 1; i++) {
+  for (let i = 0, from = 0; i < workerData.count && Atomics.load(header, ${GO}) === 1; i++) {
     let to = joined.indexOf('\\0', from);
     if (to < 0) to = joined.length;
     const path = joined.slice(from, to);
@@ -118,14 +118,14 @@ export class StatPrefetch {
   readonly #worker: Worker;
   #state: 'waiting' | 'statting' | 'closed' = 'waiting';
 
-  private constructor(paths: readonly string[], worker: (shared: SharedArrayBuffer, joined: string) => Worker) {
-    const shared = new SharedArrayBuffer(HEADER + paths.length * SLOT_BYTES);
+  private constructor(joined: string, count: number, worker: (shared: SharedArrayBuffer, joined: string) => Worker) {
+    const shared = new SharedArrayBuffer(HEADER + count * SLOT_BYTES);
     this.#header = new Int32Array(shared, 0, 2);
     this.#words = new BigInt64Array(shared, HEADER);
     this.bytes = new Uint8Array(shared);
     this.#view = new DataView(shared);
-    this.count = paths.length;
-    this.#worker = worker(shared, paths.join('\0'));
+    this.count = count;
+    this.#worker = worker(shared, joined);
   }
 
   /**
@@ -135,12 +135,18 @@ export class StatPrefetch {
    */
   static start(paths: readonly string[], min = minimumPaths()): StatPrefetch | undefined {
     if (paths.length === 0 || paths.length < min || paths.some((p) => p.includes('\0'))) return undefined;
+    return StatPrefetch.startJoined(paths.join('\0'), paths.length, min);
+  }
+
+  /** As start(), for `count` paths given each followed by a NUL, or joined by one (the last need not end with it). */
+  static startJoined(joined: string, count: number, min = minimumPaths()): StatPrefetch | undefined {
+    if (count === 0 || count < min) return undefined;
     const { Worker } = process.getBuiltinModule('node:worker_threads');
     try {
-      return new StatPrefetch(paths, (shared, joined) => {
+      return new StatPrefetch(joined, count, (shared, joined) => {
         const worker = new Worker(WORKER, {
           eval: true,
-          workerData: { shared, paths: joined },
+          workerData: { shared, paths: joined, count },
           // Its garbage is one BigIntStats after another: a small young generation is plenty.
           resourceLimits: { maxYoungGenerationSizeMb: 2 },
           stdout: true,
