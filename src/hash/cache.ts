@@ -451,11 +451,12 @@ export class HashCache {
   }
 
   /**
-   * What the cache vouches for about `file` after this run looked at it: its stat
-   * (dev, ino, size, mtime ns, ctime ns, int64 little-endian: 40 bytes) then its
-   * digest (32 bytes), written into `out` at `at`. False — and nothing to vouch
-   * for — when this run did not look at it, it is not a file, or its entry is
-   * racy (state/seal.ts keeps only what the cache would trust next time).
+   * What the cache knows of `file` after this run looked at it: its stat (dev,
+   * ino, size, mtime ns, ctime ns, int64 little-endian: 40 bytes) then its
+   * digest (32 bytes), written into `out` at `at`. A racy entry's stat is not to
+   * be trusted (see RACY ENTRIES): it is written as zeros, which no file's stat
+   * is, and only its digest — the content as this run read it — counts.
+   * False, and nothing written, when this run did not look at it or it is not a file.
    */
   vouch(file: string, out: Buffer, at: number): boolean {
     const entry = this.#entries.get(keyOf(file));
@@ -464,17 +465,21 @@ export class HashCache {
       if (entry >= 0) return false;
       const record = ~entry;
       const f = record + 4 + this.#body.readUInt32LE(record);
+      // Recorded racy, it was read again and replaced (#record): left as loaded, it was not.
       if ((this.#body[f + 32]! & 1) === 1) return false;
       this.#body.copy(out, at, f + 33, f + 73);
       this.#body.copy(out, at + 40, f, f + 32);
       return true;
     }
-    if (!entry.seen || entry.racy) return false;
-    out.writeBigInt64LE(entry.dev, at);
-    out.writeBigInt64LE(entry.ino, at + 8);
-    out.writeBigInt64LE(entry.size, at + 16);
-    out.writeBigInt64LE(entry.mtimeNs, at + 24);
-    out.writeBigInt64LE(entry.ctimeNs, at + 32);
+    if (!entry.seen) return false;
+    if (entry.racy) out.fill(0, at, at + 40);
+    else {
+      out.writeBigInt64LE(entry.dev, at);
+      out.writeBigInt64LE(entry.ino, at + 8);
+      out.writeBigInt64LE(entry.size, at + 16);
+      out.writeBigInt64LE(entry.mtimeNs, at + 24);
+      out.writeBigInt64LE(entry.ctimeNs, at + 32);
+    }
     out.write(entry.hash.slice('sha256:'.length), at + 40, 32, 'hex');
     return true;
   }

@@ -22,8 +22,10 @@
 // a seal. So a seal can make a run faster, never make it decide otherwise.
 //
 // Trust is the hash cache's (cache.ts, RACY ENTRIES): a stat is sealed only if
-// the cache vouches for it (clean, not racy), and a file read again here is
-// sealed at its new stat only if it is settled by the same rule. The journal
+// the cache trusts it (not racy), and a file read again here is sealed at its
+// new stat only if it is settled by the same rule. A file too new to be known
+// by its stat (touched just before the run) is sealed by its content alone, and
+// read again by the next run: its stat is sealed as zeros, which no stat is. The journal
 // is known by its stat: an append changes its size, a compaction its inode.
 // The seal is written under the state lock (apply only; plan reads it), after
 // the run and before the lock is released, to a temporary file renamed over the
@@ -432,9 +434,9 @@ function sameStat(a: Uint8Array, at: number, b: Uint8Array, bt: number): boolean
 
 /**
  * Seals the state after a whole-graph run that found every task unchanged: true
- * when it wrote one. Not when the graph cannot be sealed, the cache does not
- * vouch for every file (one is racy, say), or the journal is too new to be known
- * by its stat. The caller holds the lock and appended nothing in this run.
+ * when it wrote one. Not when the graph cannot be sealed, this run did not hash
+ * every file through the cache, or the journal is too new to be known by its
+ * stat. The caller holds the lock and appended nothing in this run.
  */
 export function writeSeal(options: {
   readonly stateDir: string;

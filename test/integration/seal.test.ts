@@ -129,6 +129,23 @@ describe('the seal', () => {
     expect(next.value.io).toMatchObject({ sealed: true, contentReads: 0 });
   });
 
+  test('a file touched just before a run is sealed by its content: the next run reads it again, and only it', async () => {
+    const nodefile = await sealed();
+    rmSync(seal());
+    // A clock that finds every file settled but one touched from now on (cache.ts, RACY ENTRIES: a 100 ms margin).
+    const mark = BigInt(Date.now()) * 1_000_000n;
+    await new Promise((r) => setTimeout(r, 20));
+    const now = new Date();
+    utimesSync(rig.path('in/h'), now, now);
+    const racy = await applyNodefile({ nodefile, now: () => mark + 100_000_000n, env: {} });
+    if (!racy.ok) throw new Error(JSON.stringify(racy.error));
+    expect(racy.value.io.sealed).toBe(false);
+    expect(rig.exists('.nodegraph/seal')).toBe(true);
+    const next = await apply(nodefile);
+    expect(next.value.io).toMatchObject({ sealed: true, contentReads: 1, bytesRead: 2 });
+    expect((await apply(nodefile)).value.io).toMatchObject({ sealed: true, contentReads: 0 });
+  });
+
   test('a task stopped, or a run for targets, changes the journal: the next apply goes the whole way', async () => {
     const nodefile = await sealed(`
       ng.task('svc', { inputs: { conf: ng.file('in/h') }, run: ['touch', 'out/up'], outputs: [], stop: ['rm', '-f', 'out/up'] });
