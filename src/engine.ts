@@ -14,6 +14,7 @@ import { HashCache } from './hash/cache.ts';
 import { StatPrefetch } from './hash/prefetch.ts';
 import { taskId, type TaskId } from './ids.ts';
 import { loadNodefile } from './nodefile/load.ts';
+import type { Declarations } from './nodefile/builder.ts';
 import type { TaskObservation } from './plan/decide.ts';
 import { filesToObserve, observe, type FilesToObserve } from './plan/observe.ts';
 import { makePlan, selectTasks, type DecidedPlan } from './plan/plan.ts';
@@ -60,6 +61,8 @@ export function stateDirOf(options: Pick<EngineOptions, 'nodefile' | 'stateDir'>
 /** Everything a command works on once the Nodefile is loaded and the state is open. */
 export interface Session {
   readonly graph: TaskGraph;
+  /** What the Nodefile declared, the graph's source (state/seal.ts digests it). */
+  readonly declarations: Declarations;
   readonly state: OpenState;
   /** Where task results are recorded (the state's journal). */
   readonly store: Appender;
@@ -86,7 +89,10 @@ export interface Session {
  */
 export interface SealedSession {
   readonly sealed: true;
-  readonly graph: TaskGraph;
+  /** The tasks, in the order a plan lists them. */
+  readonly ids: readonly TaskId[];
+  /** The graph, analysed when first asked for (a sealed run does not need it). */
+  graph(): TaskGraph;
   readonly io: SealedRun;
   readonly emit: EventSink;
   /** Releases the lock, if one was taken. */
@@ -101,8 +107,13 @@ export interface SealedSession {
 export async function loadGraph(nodefile: string, stateDir?: string): Promise<Result<TaskGraph, Failure[]>> {
   const fast = await loadNodefile(nodefile, { sites: false });
   if (!fast.ok) return fast;
+  return analyzeLoaded(nodefile, fast.value, stateDir);
+}
+
+/** Analyses declarations loaded without their sites (loadGraph), loading them again with sites if they fail. */
+async function analyzeLoaded(nodefile: string, declarations: Declarations, stateDir?: string): Promise<Result<TaskGraph, Failure[]>> {
   const options = stateDir === undefined ? {} : { stateDir };
-  const graph = analyze(fast.value, options);
+  const graph = analyze(declarations, options);
   if (graph.ok) return graph;
   const slow = await loadNodefile(nodefile, { sites: true });
   if (!slow.ok) return slow;
@@ -210,28 +221,38 @@ async function openWith(
   early: StatPrefetch | undefined,
 ): Promise<Result<Session | SealedSession, Failure[]>> {
   let held = taken;
-  const graph = await loadGraph(options.nodefile, stateDir);
-  if (!graph.ok) return graph;
-  const targets = resolveTargets(options.targets, (id) => graph.value.has(id), () => graph.value.ordered.map((n) => n.id));
-  if (!targets.ok) return targets;
-  const replace = resolveTargets(options.replace, (id) => graph.value.has(id), () => graph.value.ordered.map((n) => n.id));
-  if (!replace.ok) return replace;
+  const declared = await loadNodefile(options.nodefile, { sites: false });
+  if (!declared.ok) return declared;
+  const env = options.env ?? process.env;
   const sink = options.onEvent ?? (() => {});
   let warnings = 0;
   const emit: EventSink = (event) => {
     if (event.type === 'warning') warnings++;
     sink(event);
   };
-  const env = options.env ?? process.env;
-  const files = mode.observe === false ? undefined : filesToObserve(selectTasks(graph.value, targets.value), graph.value.dir);
-  if (seal !== undefined && files !== undefined) {
+  if (seal !== undefined && mode.observe !== false) {
     const dir = held?.stateDir ?? stateDir;
-    const sealed = checkSeal({ stateDir: dir, seal, graph: graph.value, files, prefetched: early, env, reseal: held !== undefined, now: options.now });
+    const sealed = checkSeal({ stateDir: dir, seal, declarations: declared.value, prefetched: early, env, reseal: held !== undefined, now: options.now });
     if (sealed !== undefined) {
       for (const warning of held === undefined ? [] : lockWarnings(held)) emit({ type: 'warning', message: warning });
-      return ok({ sealed: true, graph: graph.value, io: sealed, emit, close: () => void held?.release() });
+      let graph: TaskGraph | undefined;
+      const analysed = (): TaskGraph => {
+        if (graph !== undefined) return graph;
+        const result = analyze(declared.value, { stateDir });
+        // The same declarations were analysed when the seal was written.
+        if (!result.ok) throw new Error(`the sealed declarations no longer analyse: ${JSON.stringify(result.error[0])}`);
+        return (graph = result.value);
+      };
+      return ok({ sealed: true, ids: sealed.ids, graph: analysed, io: sealed.run, emit, close: () => void held?.release() });
     }
   }
+  const graph = await analyzeLoaded(options.nodefile, declared.value, stateDir);
+  if (!graph.ok) return graph;
+  const targets = resolveTargets(options.targets, (id) => graph.value.has(id), () => graph.value.ordered.map((n) => n.id));
+  if (!targets.ok) return targets;
+  const replace = resolveTargets(options.replace, (id) => graph.value.has(id), () => graph.value.ordered.map((n) => n.id));
+  if (!replace.ok) return replace;
+  const files = mode.observe === false ? undefined : filesToObserve(selectTasks(graph.value, targets.value), graph.value.dir);
   early?.close();
   // Started now, to be ready by the time loading the state and the cache is done; it
   // stats nothing before the lock is held (see prefetch.ts). Not on a first run: with
@@ -258,6 +279,7 @@ async function openWith(
   if (loaded.warning !== undefined) emit({ type: 'warning', message: loaded.warning });
   return ok({
     graph: graph.value,
+    declarations: declared.value,
     state: state.value,
     store: appender(state.value.store),
     cache: loaded.cache,

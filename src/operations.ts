@@ -46,7 +46,7 @@ export interface PlanResult {
 
 export async function planNodefile(options: EngineOptions & { readonly out?: string }): Promise<Result<PlanResult, Failure[]>> {
   // A saved plan is bound to observations, which a sealed run does not make.
-  const sealed = options.out === undefined ? (session: SealedSession) => ok({ plan: unchangedPlan(session.graph.ordered), io: ioOf(session) }) : undefined;
+  const sealed = options.out === undefined ? (session: SealedSession) => ok({ plan: unchangedPlan(session.ids), io: ioOf(session) }) : undefined;
   return withSession(options, { lock: false }, async (session) => {
     const observed = await observeAndPlan(session);
     if (!observed.ok) return observed;
@@ -83,17 +83,31 @@ export async function applyNodefile(options: EngineOptions & { readonly planFile
   }
   const started = Date.now();
   const sealed = (session: SealedSession): Result<ApplySummary, Failure[]> => {
-    const plan = unchangedPlan(session.graph.ordered);
+    const plan = unchangedPlan(session.ids);
     session.emit({ type: 'plan', plan });
     const durationMs = Date.now() - started;
-    const upToDate = session.graph.size;
+    const upToDate = session.ids.length;
     session.emit({
       type: 'summary',
       command: 'apply',
       durationMs,
       counts: { ran: 0, failed: 0, skipped: 0, canceled: 0, 'up to date': upToDate, destroyed: 0 },
     });
-    return ok({ ran: [], failed: [], skipped: [], canceled: [], upToDate, graph: session.graph, plan, destroyed: [], durationMs, io: ioOf(session) });
+    return ok({
+      ran: [],
+      failed: [],
+      skipped: [],
+      canceled: [],
+      upToDate,
+      // Analysed only if asked for (watch asks, to know what to watch).
+      get graph() {
+        return session.graph();
+      },
+      plan,
+      destroyed: [],
+      durationMs,
+      io: ioOf(session),
+    });
   };
   return withSession(effective, { lock: true }, async (session) => {
     const observed = await observeAndPlan(session);
@@ -146,7 +160,15 @@ export async function applyNodefile(options: EngineOptions & { readonly planFile
       session.state.records.lateWarnings.length === 0 &&
       !session.signal.aborted
     ) {
-      writeSeal({ stateDir: session.state.dir, graph: session.graph, files: session.files, cache: session.cache, env: session.env, now: session.now });
+      writeSeal({
+        stateDir: session.state.dir,
+        declarations: session.declarations,
+        graph: session.graph,
+        files: session.files,
+        cache: session.cache,
+        env: session.env,
+        now: session.now,
+      });
     }
     const durationMs = Date.now() - started;
     session.emit({

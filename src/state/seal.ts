@@ -1,53 +1,60 @@
-// The seal: what lets a no-op skip the state.
+// The seal: what lets a no-op skip the state, and the analysis.
 //
 // A no-op's cost at 50,000 tasks was mostly the state: loading the journal's
 // 46 MB of records and the hash cache's 11 MB, then comparing every task's
 // record with what was observed. ninja reads a 3 MB log. So an apply that found
 // the whole graph unchanged — nothing to run, nothing to destroy, nothing to
-// warn about — writes a seal into the state folder: a digest of the graph as
-// the planner sees it, the journal's stat, and for each file the run looked at
+// warn about — writes a seal into the state folder: a digest of the Nodefile's
+// declarations, the journal's stat, and for each file the run looked at
 // (observe.ts filesToObserve, in its order) the stat and content hash the hash
-// cache vouched for. The next run that finds
+// cache knew. The next run that finds
 //
-//   - the same graph digest (every task's definition, inputs as declared,
-//     value and env inputs' values, needs, outputs; the engine's version),
+//   - the same declarations (every task's command, cwd, env, outputs, inputs
+//     as declared, order-only edges, pool and verbs; the values of its value
+//     and env inputs; the pools; the Nodefile's and the state's folders; the
+//     engine's version),
 //   - the journal at the same stat (the same records), and
 //   - every file at its sealed stat, or read again and of the sealed content
 //     (a touched file),
 //
-// would observe what the sealing run observed, from the same records: every
-// decision "unchanged". It says so without loading the journal or the hash
-// cache or planning. Anything else — a seal missing, torn, of another version,
-// or any one of these different — and the run goes the whole way, as without
-// a seal. So a seal can make a run faster, never make it decide otherwise.
+// would build the same graph from them (analysis is a function of the
+// declarations alone), observe what the sealing run observed, and decide, from
+// the same records, every task "unchanged". It says so without analysing the
+// declarations, loading the journal or the hash cache, or planning. Anything
+// else — a seal missing, torn, of another version, or any one of these
+// different — and the run goes the whole way, as without a seal. So a seal can
+// make a run faster, never make it decide otherwise.
 //
 // Trust is the hash cache's (cache.ts, RACY ENTRIES): a stat is sealed only if
 // the cache trusts it (not racy), and a file read again here is sealed at its
 // new stat only if it is settled by the same rule. A file too new to be known
 // by its stat (touched just before the run) is sealed by its content alone, and
-// read again by the next run: its stat is sealed as zeros, which no stat is. The journal
-// is known by its stat: an append changes its size, a compaction its inode.
-// The seal is written under the state lock (apply only; plan reads it), after
-// the run and before the lock is released, to a temporary file renamed over the
-// old one; a checksum covers it. Its stat of the journal is taken then, so a
-// run that appended anything never wrote a seal that matches later.
+// read again by the next run: its stat is sealed as zeros, which no stat is.
+// The journal is known by its stat: an append changes its size, a compaction
+// its inode. The seal is written under the state lock (apply only; plan reads
+// it), after the run and before the lock is released, to a temporary file
+// renamed over the old one; a checksum covers it. Its stat of the journal is
+// taken then, so a run that appended anything never wrote a seal that matches.
 //
 // Not sealed: a graph with a check (it runs every time), a glob or tree input
 // (a folder's content can change without its stat moving), a run with targets,
 // --replace or a saved plan.
 //
-// FORMAT. A text line `nodegraph-seal 2 <paths> <sha256 of the rest>`, then a
-// binary body: the graph digest (32 bytes), the journal's stat (40), then per
-// path its stat (40) and content digest (32); then the paths, in UTF-8, each
-// ended by a NUL. A stat is dev, ino, size, mtime ns and ctime ns as int64
+// FORMAT. A text line `nodegraph-seal 3 <paths> <tasks> <sha256 of the rest>`,
+// then a binary body: the declarations' digest (32 bytes), the journal's stat
+// (40), then per path its stat (40) and content digest (32); then the paths,
+// then the task ids in the order the plan lists them, each in UTF-8 and ended
+// by a NUL. A stat is dev, ino, size, mtime ns and ctime ns as int64
 // little-endian, as the hash cache keeps them. The paths let the engine stat
-// them on another thread while the Nodefile loads (engine.ts): once the graph
-// is analysed it must name exactly these paths, or the seal does not hold.
+// them on another thread while the Nodefile loads (engine.ts); the ids, say
+// what a sealed plan lists without building the graph.
 
 import { closeSync, fstatSync, openSync, readFileSync, readSync, renameSync, rmSync, statSync, writeSync, type BigIntStats } from 'node:fs';
 import type { Hash } from 'node:crypto';
 import path from 'node:path';
-import type { TaskGraph, TaskNode } from '../graph/graph.ts';
+import type { TaskGraph } from '../graph/graph.ts';
+import type { TaskId } from '../ids.ts';
+import type { Declarations, DeclaredTask } from '../nodefile/builder.ts';
 import { settledAt, type HashCache } from '../hash/cache.ts';
 import { sha256FdSync } from '../hash/file.ts';
 import type { StatPrefetch } from '../hash/prefetch.ts';
@@ -58,7 +65,7 @@ import { journalPath } from './journal.ts';
 
 export const SEAL_FILE = 'seal';
 const FORMAT = 'nodegraph-seal';
-const VERSION = 2;
+const VERSION = 3;
 const STAT = 40;
 const DIGEST = 32;
 const PER_PATH = STAT + DIGEST;
@@ -77,21 +84,33 @@ const MAX_READ_BYTES = 64 * 2 ** 20;
 export const sealPath = (stateDir: string): string => path.join(stateDir, SEAL_FILE);
 
 /**
- * The digest of everything the planner reads of the graph for a whole-graph
- * decision; undefined when the graph cannot be sealed (a check, a glob or tree input).
+ * The digest of the declarations, as far as analysis and the planner read
+ * them for a whole-graph decision; undefined when they cannot be sealed (a
+ * check, a glob or tree input, a declaration that failed).
  *
- * What definition.ts hashes per task (run, cwd, env, outputs), and the inputs
- * as declared and needs, are written field by field, each with its length, into
- * a buffer hashed as it fills. Not as text: building a string per task made 200
- * MB of garbage at 50,000 tasks, 200 collections and half the sealed no-op's time.
+ * Each field is written, with its length, into a buffer hashed as it fills.
+ * Not as text: building a string per task made 200 MB of garbage at 50,000
+ * tasks, 200 collections and half the sealed no-op's time.
  */
-export function graphDigest(graph: TaskGraph, env: Readonly<Record<string, string | undefined>>): string | undefined {
+export function declarationsDigest(
+  declarations: Declarations,
+  env: Readonly<Record<string, string | undefined>>,
+  stateDir: string,
+): string | undefined {
+  if (declarations.failures.length > 0) return undefined;
   const out = new DigestWriter();
   out.str(`${FORMAT} ${VERSION} ${engineVersion()}`);
-  out.str(graph.dir);
-  out.u32(graph.size);
-  const nodes = graph.ordered;
-  for (let i = 0; i < nodes.length; i++) if (!describe(out, nodes[i]!, env)) return undefined;
+  out.str(declarations.file);
+  out.str(declarations.dir);
+  out.str(stateDir);
+  out.u32(declarations.pools.size);
+  for (const name of [...declarations.pools.keys()].sort()) {
+    out.str(name);
+    out.u32(declarations.pools.get(name)!);
+  }
+  const tasks = declarations.tasks;
+  out.u32(tasks.length);
+  for (let i = 0; i < tasks.length; i++) if (!describe(out, tasks[i]!, env)) return undefined;
   return out.digest();
 }
 
@@ -110,18 +129,26 @@ const Tag = {
   TaskInput: 11,
   NoPath: 12,
   End: 13,
+  Cwd: 14,
+  NoCwd: 15,
+  Version: 16,
+  NoVersion: 17,
+  Pool: 18,
+  NoPool: 19,
+  Verbs: 20,
+  NoVerbs: 21,
 } as const;
 
-function describe(out: DigestWriter, node: TaskNode, env: Readonly<Record<string, string | undefined>>): boolean {
-  const { spec } = node.decl;
+function describe(out: DigestWriter, decl: DeclaredTask, env: Readonly<Record<string, string | undefined>>): boolean {
+  const { spec } = decl;
   if (spec.check !== undefined) return false;
   out.tag(Tag.Task);
-  out.str(node.id);
-  // definition.ts: run, cwd, env, outputs.
+  out.str(decl.id);
+  // What definition.ts hashes: run (a function by its version or its source), cwd, env, outputs.
   const run = spec.run;
   if (typeof run === 'function') {
     out.tag(Tag.Function);
-    out.str(spec.version ?? run.toString());
+    out.str(run.toString());
   } else if (Array.isArray(run)) {
     out.tag(Tag.Argv);
     out.u32(run.length);
@@ -130,17 +157,18 @@ function describe(out: DigestWriter, node: TaskNode, env: Readonly<Record<string
     out.tag(Tag.Shell);
     out.str(canonicalJson(run));
   }
-  out.str(node.cwd);
+  optional(out, spec.version, Tag.Version, Tag.NoVersion);
+  optional(out, spec.cwd, Tag.Cwd, Tag.NoCwd);
   if (spec.env === undefined) out.tag(Tag.NoEnv);
   else {
     out.tag(Tag.Env);
     out.str(canonicalJson(spec.env));
   }
-  out.u32(node.outputs.length);
-  for (let i = 0; i < node.outputs.length; i++) out.str(node.outputs[i]!);
+  out.u32(decl.outputs.length);
+  for (let i = 0; i < decl.outputs.length; i++) out.str(decl.outputs[i]!);
   // The inputs as declared, and what they read outside files.
-  for (const name in node.inputs) {
-    const input = node.inputs[name]!;
+  for (const name in decl.inputs) {
+    const input = decl.inputs[name]!;
     switch (input.kind) {
       case 'file':
         out.tag(Tag.File);
@@ -168,15 +196,29 @@ function describe(out: DigestWriter, node: TaskNode, env: Readonly<Record<string
         if (input.path === undefined) out.tag(Tag.NoPath);
         else out.str(input.path);
         break;
-      case 'glob':
-      case 'tree':
+      default:
+        // glob, tree, or anything else: not sealed.
         return false;
     }
   }
   out.tag(Tag.End);
-  out.u32(node.needs.length);
-  for (let i = 0; i < node.needs.length; i++) out.str(node.needs[i]!);
+  out.u32(decl.after.length);
+  for (let i = 0; i < decl.after.length; i++) out.str(decl.after[i]!);
+  optional(out, spec.pool, Tag.Pool, Tag.NoPool);
+  if (spec.verbs === undefined) out.tag(Tag.NoVerbs);
+  else {
+    out.tag(Tag.Verbs);
+    out.str(canonicalJson(spec.verbs));
+  }
   return true;
+}
+
+function optional(out: DigestWriter, value: string | undefined, some: number, none: number): void {
+  if (value === undefined) out.tag(none);
+  else {
+    out.tag(some);
+    out.str(value);
+  }
 }
 
 /**
@@ -257,12 +299,15 @@ export interface OpenedSeal {
   readonly count: number;
   /** The paths, each ended by a NUL (as prefetch.ts takes them). */
   readonly paths: string;
+  /** How many tasks, and their ids in the plan's order, each ended by a NUL. */
+  readonly tasks: number;
+  readonly ids: string;
 }
 
 /**
  * The seal in `stateDir`, if there is one that is whole and whose journal is
  * at the stat it sealed (the caller holds the lock, or only reads); undefined
- * otherwise. The graph and the files are checkSeal's to compare.
+ * otherwise. The declarations and the files are checkSeal's to compare.
  */
 export function openSeal(stateDir: string): OpenedSeal | undefined {
   let fd: number;
@@ -273,19 +318,19 @@ export function openSeal(stateDir: string): OpenedSeal | undefined {
   }
   try {
     // The header and the journal's stat first: after any run that changed the
-    // state they differ, and the rest (11 MB at 50,000 tasks) need not be read.
+    // state they differ, and the rest (14 MB at 50,000 tasks) need not be read.
     const start = Buffer.allocUnsafe(512);
     const got = readSync(fd, start, 0, start.length, 0);
     const newline = start.subarray(0, got).indexOf(10);
     if (newline < 0 || newline + 1 + HEAD > got) return undefined;
-    const [format, version, countText, sum] = start.toString('latin1', 0, newline).split(' ');
-    const count = Number(countText);
-    if (format !== FORMAT || version !== String(VERSION) || !Number.isSafeInteger(count) || count < 0) return undefined;
+    const [format, version, countText, tasksText, pathBytesText, sum] = start.toString('latin1', 0, newline).split(' ');
+    const [count, tasks, pathBytes] = [countText, tasksText, pathBytesText].map(Number) as [number, number, number];
+    if (format !== FORMAT || version !== String(VERSION) || ![count, tasks, pathBytes].every((n) => Number.isSafeInteger(n) && n >= 0)) return undefined;
     const journal = statOf(journalPath(stateDir));
     if (journal === undefined || !sameStat(start, newline + 1 + DIGEST, stampOf(journal), 0)) return undefined;
     const size = fstatSync(fd).size - newline - 1;
     const end = HEAD + count * PER_PATH;
-    if (size < end) return undefined;
+    if (size < end + pathBytes) return undefined;
     const rest = Buffer.allocUnsafe(size);
     let at = 0;
     while (at < size) {
@@ -294,7 +339,13 @@ export function openSeal(stateDir: string): OpenedSeal | undefined {
       at += n;
     }
     if (sha256Hex(rest) !== sum) return undefined;
-    return { body: rest.subarray(0, end), count, paths: rest.toString('utf8', end) };
+    return {
+      body: rest.subarray(0, end),
+      count,
+      paths: rest.toString('utf8', end, end + pathBytes),
+      tasks,
+      ids: rest.toString('utf8', end + pathBytes),
+    };
   } catch {
     return undefined;
   } finally {
@@ -323,46 +374,49 @@ const wallClock = (): bigint => BigInt(Date.now()) * 1_000_000n;
 
 const isRegular = (mode: number | bigint): boolean => (Number(mode) & S_IFMT) === S_IFREG;
 
+/** A run the seal vouched for: what it took, and the tasks in the plan's order. */
+export interface Sealed {
+  readonly run: SealedRun;
+  readonly ids: readonly TaskId[];
+}
+
 /**
- * Whether the seal in `stateDir` holds for this graph and these files now (see
- * the top of this file): what it took when it does, undefined when it does not.
- * A file found touched but unchanged is sealed at its new stat, so the next run
- * does not read it again. The caller holds the lock, or only reads (plan).
+ * Whether the seal holds for these declarations and the files now (see the
+ * top of this file); undefined when it does not. A file found touched but
+ * unchanged is sealed at its new stat, so the next run does not read it
+ * again. The caller holds the lock, or only reads (plan).
  */
 export function checkSeal(options: {
   readonly stateDir: string;
   readonly seal: OpenedSeal;
-  readonly graph: TaskGraph;
-  readonly files: FilesToObserve;
-  /** Stats taken ahead of the seal's paths, which are these files' if the seal holds. */
+  readonly declarations: Declarations;
+  /** Stats taken ahead of the seal's paths. */
   readonly prefetched?: StatPrefetch | undefined;
   readonly env: Readonly<Record<string, string | undefined>>;
   /** Rewrites the seal for files found touched (apply: under the lock). */
   readonly reseal: boolean;
   /** The wall clock in ns (see cache.ts, RACY ENTRIES). */
   readonly now?: (() => bigint) | undefined;
-}): SealedRun | undefined {
-  const { stateDir, files, prefetched, seal } = options;
-  const { paths } = files;
-  const { body } = seal;
-  if (files.nodes.length !== options.graph.size || seal.count !== paths.length) return undefined;
-  // The stats come from the other thread meanwhile, on a large graph.
-  const digest = graphDigest(options.graph, options.env);
+}): Sealed | undefined {
+  const { stateDir, prefetched, seal } = options;
+  const { body, count } = seal;
+  if (options.declarations.tasks.length !== seal.tasks) return undefined;
+  // The stats come from the other thread meanwhile, on a large graph. The same
+  // declarations make the same graph, which names the same files: the seal's.
+  const digest = declarationsDigest(options.declarations, options.env, stateDir);
   if (digest === undefined || body.toString('hex', 0, DIGEST) !== digest) return undefined;
-  // The same graph names the same files; compared all the same, as the stats taken ahead are of the seal's.
-  if (joinPaths(paths) !== seal.paths) return undefined;
 
+  let paths: string[] | undefined;
+  const pathOf = (slot: number): string => (paths ??= seal.paths.split('\0'))[slot]!;
   const scratch = Buffer.allocUnsafe(STAT);
   let touched: number[] | undefined;
-  let stats = 0;
-  for (let slot = 0; slot < paths.length; slot++) {
+  for (let slot = 0; slot < count; slot++) {
     const at = HEAD + slot * PER_PATH;
-    stats++;
     if (prefetched !== undefined && LITTLE_ENDIAN && prefetched.ready(slot)) {
       if (!isRegular(prefetched.mode(slot))) return undefined;
       if (sameStat(body, at, prefetched.bytes, prefetched.statOffset(slot))) continue;
     } else {
-      const st = statOf(paths[slot]!);
+      const st = statOf(pathOf(slot));
       if (st === undefined || !isRegular(st.mode)) return undefined;
       putStat(scratch, 0, st);
       if (sameStat(body, at, scratch, 0)) continue;
@@ -370,14 +424,13 @@ export function checkSeal(options: {
     (touched ??= []).push(slot);
     if (touched.length > MAX_READS) return undefined;
   }
-  if (touched === undefined) return { stats, contentReads: 0, bytesRead: 0 };
 
   // Touched files: the same content is the same observation.
   let bytesRead = 0;
   let resealed = false;
-  for (const slot of touched) {
+  for (const slot of touched ?? []) {
     const at = HEAD + slot * PER_PATH;
-    const read = readSettled(paths[slot]!, options.now ?? wallClock);
+    const read = readSettled(pathOf(slot), options.now ?? wallClock);
     if (read === undefined || !read.digest.equals(body.subarray(at + STAT, at + PER_PATH))) return undefined;
     bytesRead += read.bytes;
     if (bytesRead > MAX_READ_BYTES) return undefined;
@@ -386,8 +439,10 @@ export function checkSeal(options: {
       resealed = true;
     }
   }
-  if (resealed && options.reseal) write(stateDir, body, seal.paths);
-  return { stats: stats + touched.length, contentReads: touched.length, bytesRead };
+  if (resealed && options.reseal) write(stateDir, body, seal.paths, seal.ids);
+  const reads = touched?.length ?? 0;
+  const ids = seal.ids.split('\0', seal.tasks) as TaskId[];
+  return { run: { stats: count + reads, contentReads: reads, bytesRead }, ids };
 }
 
 /** A file read whole, and whether it was the same file before and after. Undefined if it changed under the read. */
@@ -434,12 +489,13 @@ function sameStat(a: Uint8Array, at: number, b: Uint8Array, bt: number): boolean
 
 /**
  * Seals the state after a whole-graph run that found every task unchanged: true
- * when it wrote one. Not when the graph cannot be sealed, this run did not hash
- * every file through the cache, or the journal is too new to be known by its
- * stat. The caller holds the lock and appended nothing in this run.
+ * when it wrote one. Not when the declarations cannot be sealed, this run did
+ * not hash every file through the cache, or the journal is too new to be known
+ * by its stat. The caller holds the lock and appended nothing in this run.
  */
 export function writeSeal(options: {
   readonly stateDir: string;
+  readonly declarations: Declarations;
   readonly graph: TaskGraph;
   readonly files: FilesToObserve;
   readonly cache: HashCache;
@@ -450,7 +506,7 @@ export function writeSeal(options: {
   if (options.files.nodes.length !== options.graph.size) return false;
   const journal = statOf(journalPath(options.stateDir));
   if (journal === undefined || !settledAt(journal, (options.now ?? wallClock)())) return false;
-  const digest = graphDigest(options.graph, options.env);
+  const digest = declarationsDigest(options.declarations, options.env, options.stateDir);
   if (digest === undefined) return false;
   const body = Buffer.allocUnsafe(HEAD + paths.length * PER_PATH);
   for (let slot = 0; slot < paths.length; slot++) {
@@ -458,22 +514,25 @@ export function writeSeal(options: {
   }
   body.write(digest, 0, DIGEST, 'hex');
   putStat(body, DIGEST, journal);
-  return write(options.stateDir, body, joinPaths(paths));
+  return write(options.stateDir, body, terminated(paths), terminated(options.graph.ordered.map((n) => n.id)));
 }
 
-/** Each path ended by a NUL (a path cannot hold one). */
-function joinPaths(paths: readonly string[]): string {
-  return paths.length === 0 ? '' : `${paths.join('\0')}\0`;
+/** Each ended by a NUL (neither a path nor a task id can hold one). */
+function terminated(list: readonly string[]): string {
+  return list.length === 0 ? '' : `${list.join('\0')}\0`;
 }
 
-function write(stateDir: string, body: Buffer, paths: string): boolean {
+function write(stateDir: string, body: Buffer, paths: string, ids: string): boolean {
   const file = sealPath(stateDir);
   const temp = `${file}.${process.pid}.tmp`;
   try {
     const fd = openSync(temp, 'w', 0o644);
     try {
-      const rest = Buffer.concat([body, Buffer.from(paths, 'utf8')]);
-      const head = Buffer.from(`${FORMAT} ${VERSION} ${(body.length - HEAD) / PER_PATH} ${sha256Hex(rest)}\n`, 'latin1');
+      const pathBytes = Buffer.from(paths, 'utf8');
+      const idBytes = Buffer.from(ids, 'utf8');
+      const rest = Buffer.concat([body, pathBytes, idBytes]);
+      const tasks = ids === '' ? 0 : ids.split('\0').length - 1;
+      const head = Buffer.from(`${FORMAT} ${VERSION} ${(body.length - HEAD) / PER_PATH} ${tasks} ${pathBytes.length} ${sha256Hex(rest)}\n`, 'latin1');
       for (const part of [head, rest]) {
         let at = 0;
         while (at < part.length) at += writeSync(fd, part, at, part.length - at);

@@ -33,7 +33,7 @@ const GRAPH = `
   for (let i = 0; i < 3; i++) {
     ng.task('copy/' + i, { inputs: { src: ng.file('in/' + i + '.txt'), header: ng.file('in/h') }, outputs: ['out/' + i], run: ['cp', 'in/' + i + '.txt', 'out/' + i] });
   }
-  ng.task('all', { inputs: { a: ng.ref('copy/0'), b: ng.ref('copy/1'), c: ng.ref('copy/2'), mode: ng.env('SEAL_TEST_MODE'), v: ng.value({ n: 1 }) }, outputs: ['out/all'], run: { shell: 'cat out/0 out/1 out/2 > out/all' } });
+  ng.task('all', { inputs: { a: ng.ref('copy/0'), b: ng.ref('copy/1'), c: ng.ref('copy/2'), mode: ng.env('SEAL_TEST_MODE'), v: ng.value({ n: 1 }) }, outputs: ['out/all'], run: { shell: 'cat out/0 out/1 out/2 | tee out/all out/every > /dev/null' } });
 `;
 
 function project(body = GRAPH): string {
@@ -105,10 +105,19 @@ describe('the seal', () => {
     expect((await apply(nodefile, { env: { SEAL_TEST_MODE: 'x' } })).value.ran).toEqual(['all']);
     await apply(nodefile, { env: { SEAL_TEST_MODE: 'x' } });
 
-    writeFileSync(nodefile, readFileSync(nodefile, 'utf8').replace("'cp', 'in/' + i + '.txt'", "'cp', '-p', 'in/' + i + '.txt'"));
+    // An argument, and then an output, changed in place: the same number of each.
+    writeFileSync(nodefile, readFileSync(nodefile, 'utf8').replace("'cp', 'in/' + i + '.txt'", "'cp', './in/' + i + '.txt'"));
     expect((await apply(nodefile, { env: { SEAL_TEST_MODE: 'x' } })).value.ran).toEqual(['copy/0', 'copy/1', 'copy/2']);
     await apply(nodefile, { env: { SEAL_TEST_MODE: 'x' } });
     expect((await apply(nodefile, { env: { SEAL_TEST_MODE: 'x' } })).value.io.sealed).toBe(true);
+
+    writeFileSync(nodefile, readFileSync(nodefile, 'utf8').replace("outputs: ['out/all']", "outputs: ['out/every']"));
+    expect((await apply(nodefile, { env: { SEAL_TEST_MODE: 'x' } })).value.ran).toEqual(['all']);
+    await apply(nodefile, { env: { SEAL_TEST_MODE: 'x' } });
+    expect((await apply(nodefile, { env: { SEAL_TEST_MODE: 'x' } })).value.io.sealed).toBe(true);
+    writeFileSync(nodefile, readFileSync(nodefile, 'utf8').replace("outputs: ['out/every']", "outputs: ['out/all']"));
+    expect((await apply(nodefile, { env: { SEAL_TEST_MODE: 'x' } })).value.ran).toEqual(['all']);
+    await apply(nodefile, { env: { SEAL_TEST_MODE: 'x' } });
 
     rmSync(rig.path('out/2'));
     expect((await apply(nodefile, { env: { SEAL_TEST_MODE: 'x' } })).value.ran).toEqual(['copy/2']);
