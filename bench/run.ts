@@ -99,9 +99,9 @@ function runsFor(scenario: ScenarioKey, n: number): { warmup: number; runs: numb
   const mid = n >= 10_000;
   const table: Record<ScenarioKey, { warmup: number; runs: number }> = {
     full: { warmup: 0, runs: mid ? 1 : 3 },
-    noop: { warmup: big ? 1 : 2, runs: big ? 3 : 10 },
-    leaf: { warmup: 1, runs: big ? 3 : 10 },
-    touch: { warmup: 1, runs: big ? 3 : 10 },
+    noop: { warmup: big ? 1 : 2, runs: big ? 5 : 10 },
+    leaf: { warmup: 1, runs: big ? 5 : 10 },
+    touch: { warmup: 1, runs: big ? 5 : 10 },
     header: { warmup: 0, runs: big ? 2 : 3 },
   };
   const chosen = table[scenario];
