@@ -204,11 +204,15 @@ async function open(
       early?.go();
     }
   }
-  const opened = await openWith(options, mode, stateDir, command, held, seal, early);
-  // Whatever happened, the stats taken ahead are no longer needed; the lock goes with a failure.
-  early?.close();
-  if (!opened.ok) held?.release();
-  return opened;
+  let opened: Result<Session | SealedSession, Failure[]> | undefined;
+  try {
+    opened = await openWith(options, mode, stateDir, command, held, seal, early);
+    return opened;
+  } finally {
+    // Whatever happened, the stats taken ahead are no longer needed; the lock goes with a failure.
+    early?.close();
+    if (opened?.ok !== true) held?.release();
+  }
 }
 
 async function openWith(

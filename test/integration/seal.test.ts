@@ -219,6 +219,18 @@ describe('the seal', () => {
     }
   });
 
+  test('with a seal the lock is taken before the Nodefile loads, and a Nodefile that fails gives it back', async () => {
+    const nodefile = await sealed();
+    const good = readFileSync(nodefile, 'utf8');
+    writeFileSync(nodefile, good.replace('ng.task(', 'ng.task(undefined, {}); ng.task('));
+    const broken = await applyNodefile({ nodefile, now: AHEAD, env: {} });
+    expect(broken.ok).toBe(false);
+    expect(rig.exists('.nodegraph/lock')).toBe(false);
+    writeFileSync(nodefile, good);
+    expect((await apply(nodefile)).value.io.sealed).toBe(true);
+    expect(rig.exists('.nodegraph/lock')).toBe(false);
+  });
+
   test('the CLI on the real clock: a settled no-op seals, the next prints the same', async () => {
     project();
     rig.nodefile(GRAPH);
