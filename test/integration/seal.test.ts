@@ -75,6 +75,8 @@ describe('the seal', () => {
     const run = await apply(nodefile);
     expect(run.value.io).toEqual({ stats: 8, contentReads: 0, bytesRead: 0, recordsDecoded: 0, sealed: true });
     expect(run.value.upToDate).toBe(4);
+    // Its graph, not needed to say "no changes", is there for who asks (watch does).
+    expect(run.value.graph.ordered.map((n) => n.id)).toEqual(run.value.plan.entries.map((e) => e.id));
     // Nothing written: not the journal, not the cache, not the seal.
     expect([journal, rig.path('.nodegraph/hashcache'), seal()].map(stampOf)).toEqual(before);
     // The same events as a run that went the whole way (the seal removed), but for the time taken.
