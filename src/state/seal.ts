@@ -56,8 +56,7 @@ import { fileURLToPath } from 'node:url';
 import type { TaskGraph } from '../graph/graph.ts';
 import type { TaskId } from '../ids.ts';
 import type { Declarations, DeclaredTask } from '../nodefile/builder.ts';
-import { settledAt, type HashCache } from '../hash/cache.ts';
-import { sha256FdSync } from '../hash/file.ts';
+import { HashCache, settledAt } from '../hash/cache.ts';
 import type { StatPrefetch } from '../hash/prefetch.ts';
 import { sha256Hex } from '../hash/sha256.ts';
 import { crc32 } from '../util/crc32.ts';
@@ -394,7 +393,10 @@ function statOf(file: string): BigIntStats | undefined {
   }
 }
 
-const wallClock = (): bigint => BigInt(Date.now()) * 1_000_000n;
+function isZero(bytes: Uint8Array, at: number, length: number): boolean {
+  for (let i = at; i < at + length; i++) if (bytes[i] !== 0) return false;
+  return true;
+}
 
 const isRegular = (mode: number | bigint): boolean => (Number(mode) & S_IFMT) === S_IFREG;
 
@@ -455,24 +457,27 @@ export function checkSeal(options: {
     if (touched.length > MAX_READS) return undefined;
   }
 
-  // Touched files: the same content is the same observation.
-  let bytesRead = 0;
+  // Touched files: the same content is the same observation. Read as the hash
+  // cache reads (again if it changes meanwhile), and judged settled by its rule.
   const resealed: number[] = [];
+  const reader = new HashCache(undefined, options.now === undefined ? {} : { now: options.now });
+  const seen = Buffer.allocUnsafe(PER_PATH);
   for (const slot of touched ?? []) {
     const at = HEAD + slot * PER_PATH;
-    const read = readSettled(pathOf(slot), options.now ?? wallClock);
-    if (read === undefined || !read.digest.equals(body.subarray(at + STAT, at + PER_PATH))) return undefined;
-    bytesRead += read.bytes;
-    if (bytesRead > MAX_READ_BYTES) return undefined;
-    if (read.settled) {
-      putStat(body, at, read.stat);
+    const file = pathOf(slot);
+    if (reader.hashFile(file).kind !== 'file' || !reader.vouch(file, seen, 0)) return undefined;
+    if (!seen.subarray(STAT).equals(body.subarray(at + STAT, at + PER_PATH))) return undefined;
+    if (reader.counters.bytesRead > MAX_READ_BYTES) return undefined;
+    // A racy read's stat comes back as zeros: left as it is, the file is read again next time.
+    if (!isZero(seen, 0, STAT) && !seen.subarray(0, STAT).equals(body.subarray(at, at + STAT))) {
+      seen.copy(body, at, 0, STAT);
       resealed.push(slot);
     }
   }
   if (resealed.length > 0 && options.reseal) reseal(stateDir, seal, resealed);
-  const reads = touched?.length ?? 0;
+  const { contentReads, bytesRead } = reader.counters;
   const ids = seal.ids.split('\0', seal.tasks) as TaskId[];
-  return { run: { stats: count + reads, contentReads: reads, bytesRead }, ids };
+  return { run: { stats: count + reader.counters.stats, contentReads, bytesRead }, ids };
 }
 
 /**
@@ -520,37 +525,6 @@ function startsOf(joined: string, count: number): Int32Array {
   return starts;
 }
 
-/** A file read whole, and whether it was the same file before and after. Undefined if it changed under the read. */
-function readSettled(file: string, now: () => bigint): { digest: Buffer; bytes: number; stat: BigIntStats; settled: boolean } | undefined {
-  let fd: number;
-  try {
-    fd = openSync(file, 'r');
-  } catch {
-    return undefined;
-  }
-  try {
-    const before = fstatSync(fd, { bigint: true });
-    if (!isRegular(before.mode)) return undefined;
-    const started = now();
-    const digest = sha256FdSync(fd, Number(before.size));
-    const after = fstatSync(fd, { bigint: true });
-    if (
-      after.size !== before.size ||
-      after.mtimeNs !== before.mtimeNs ||
-      after.ctimeNs !== before.ctimeNs ||
-      after.ino !== before.ino ||
-      digest.bytes !== Number(before.size)
-    ) {
-      return undefined;
-    }
-    return { digest: Buffer.from(digest.hash.slice('sha256:'.length), 'hex'), bytes: digest.bytes, stat: after, settled: settledAt(after, started) };
-  } catch {
-    return undefined;
-  } finally {
-    closeSync(fd);
-  }
-}
-
 function stampOf(st: BigIntStats): Buffer {
   const out = Buffer.allocUnsafe(STAT);
   putStat(out, 0, st);
@@ -580,7 +554,7 @@ export function writeSeal(options: {
   const { paths } = options.files;
   if (options.files.nodes.length !== options.graph.size) return false;
   const journal = statOf(journalPath(options.stateDir));
-  if (journal === undefined || !settledAt(journal, (options.now ?? wallClock)())) return false;
+  if (journal === undefined || !settledAt(journal, options.now?.())) return false;
   const digest = declarationsDigest(options.declarations, options.env, options.stateDir);
   if (digest === undefined) return false;
   const body = Buffer.allocUnsafe(HEAD + paths.length * PER_PATH);
