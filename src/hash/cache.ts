@@ -203,6 +203,15 @@ const STAT_FIELDS = new BigInt64Array(5);
 const STAT_BYTES = new Uint8Array(STAT_FIELDS.buffer);
 const LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
 
+/** A stat's dev, ino, size, mtime and ctime as a record holds them (int64 little-endian, 40 bytes) into `out` at `at`. */
+export function writeStat(out: Buffer, at: number, st: Omit<StatFields, 'mode'>): void {
+  out.writeBigInt64LE(st.dev, at);
+  out.writeBigInt64LE(st.ino, at + 8);
+  out.writeBigInt64LE(st.size, at + 16);
+  out.writeBigInt64LE(st.mtimeNs, at + 24);
+  out.writeBigInt64LE(st.ctimeNs, at + 32);
+}
+
 /** Whether the record's dev, ino, size, mtime and ctime (40 bytes at `at`) are the stat's. */
 function storedStatIs(body: Buffer, at: number, st: StatFields): boolean {
   if (!LITTLE_ENDIAN) {
@@ -473,13 +482,7 @@ export class HashCache {
     }
     if (!entry.seen) return false;
     if (entry.racy) out.fill(0, at, at + 40);
-    else {
-      out.writeBigInt64LE(entry.dev, at);
-      out.writeBigInt64LE(entry.ino, at + 8);
-      out.writeBigInt64LE(entry.size, at + 16);
-      out.writeBigInt64LE(entry.mtimeNs, at + 24);
-      out.writeBigInt64LE(entry.ctimeNs, at + 32);
-    }
+    else writeStat(out, at, entry);
     out.write(entry.hash.slice('sha256:'.length), at + 40, 32, 'hex');
     return true;
   }

@@ -56,7 +56,7 @@ import { fileURLToPath } from 'node:url';
 import type { TaskGraph } from '../graph/graph.ts';
 import type { TaskId } from '../ids.ts';
 import type { Declarations, DeclaredTask } from '../nodefile/builder.ts';
-import { HashCache, settledAt } from '../hash/cache.ts';
+import { HashCache, settledAt, writeStat } from '../hash/cache.ts';
 import type { StatPrefetch } from '../hash/prefetch.ts';
 import { sha256Hex } from '../hash/sha256.ts';
 import { crc32 } from '../util/crc32.ts';
@@ -376,15 +376,6 @@ export function openSeal(stateDir: string): OpenedSeal | undefined {
   }
 }
 
-/** The stat fields as the seal keeps them, into `out` at `at`. */
-function putStat(out: Buffer, at: number, st: BigIntStats): void {
-  out.writeBigInt64LE(st.dev, at);
-  out.writeBigInt64LE(st.ino, at + 8);
-  out.writeBigInt64LE(st.size, at + 16);
-  out.writeBigInt64LE(st.mtimeNs, at + 24);
-  out.writeBigInt64LE(st.ctimeNs, at + 32);
-}
-
 function statOf(file: string): BigIntStats | undefined {
   try {
     return statSync(file, { bigint: true, throwIfNoEntry: false });
@@ -450,7 +441,7 @@ export function checkSeal(options: {
     } else {
       const st = statOf(pathOf(slot));
       if (st === undefined || !isRegular(st.mode)) return undefined;
-      putStat(scratch, 0, st);
+      writeStat(scratch, 0, st);
       if (sameStat(body, at, scratch, 0)) continue;
     }
     (touched ??= []).push(slot);
@@ -527,7 +518,7 @@ function startsOf(joined: string, count: number): Int32Array {
 
 function stampOf(st: BigIntStats): Buffer {
   const out = Buffer.allocUnsafe(STAT);
-  putStat(out, 0, st);
+  writeStat(out, 0, st);
   return out;
 }
 
@@ -562,7 +553,7 @@ export function writeSeal(options: {
     if (!options.cache.vouch(paths[slot]!, body, HEAD + slot * PER_PATH)) return false;
   }
   body.write(digest, 0, DIGEST, 'hex');
-  putStat(body, DIGEST, journal);
+  writeStat(body, DIGEST, journal);
   return write(options.stateDir, body, terminated(paths), terminated(options.graph.ordered.map((n) => n.id)));
 }
 
