@@ -29,9 +29,11 @@ test('the packed package installs into an empty folder, runs nodegraph --version
     expect(existsSync(path.join(home, 'node_modules/nodegraph/dist/lib/main.js'))).toBe(true);
     expect(existsSync(path.join(home, 'node_modules/nodegraph/dist/lib/spawn-server.js'))).toBe(true);
 
-    // Enough tasks that the spawn server starts (after the 24th command): each records
-    // the pid of the process that started it, the engine's or the server's.
-    const tasks = 40;
+    // Enough tasks that the spawn server starts (after the 24th command) and is up
+    // before the last of them: commands sent while it boots are still the engine's,
+    // and under a loaded test run 16 more were not always enough (all 40 came from
+    // the engine once). Each records the pid of the process that started it.
+    const tasks = 200;
     writeFileSync(
       path.join(home, 'Nodefile.ts'),
       `import type { NodefileApi } from 'nodegraph';
