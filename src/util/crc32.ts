@@ -10,23 +10,24 @@
 const NATIVE_AFTER = 64 * 1024;
 
 let table: Int32Array | undefined;
-let native: ((data: Uint8Array) => number) | undefined;
+let native: ((data: Uint8Array, value?: number) => number) | undefined;
 let checked = 0;
 
-export function crc32(data: Uint8Array): number {
-  if (native !== undefined) return native(data);
+/** The CRC-32 of `data`; with `value`, of the bytes whose CRC-32 that was followed by `data`. */
+export function crc32(data: Uint8Array, value = 0): number {
+  if (native !== undefined) return native(data, value);
   checked += data.length;
   if (checked > NATIVE_AFTER) {
     native = process.getBuiltinModule('node:zlib').crc32;
-    return native(data);
+    return native(data, value);
   }
-  return crc32Table(data);
+  return crc32Table(data, value);
 }
 
 /** The table-driven crc32 alone (also for the property test). */
-export function crc32Table(data: Uint8Array): number {
+export function crc32Table(data: Uint8Array, value = 0): number {
   const t = (table ??= makeTable());
-  let c = -1;
+  let c = ~value;
   for (let i = 0; i < data.length; i++) c = t[(c ^ data[i]!) & 0xff]! ^ (c >>> 8);
   return (c ^ -1) >>> 0;
 }

@@ -1,6 +1,7 @@
 // The journal's CRC-32 (src/util/crc32.ts): the table-driven one a small state
 // is checked with gives node:zlib's number for any bytes, and so does crc32()
-// on either side of the point where it hands over to node:zlib.
+// on either side of the point where it hands over to node:zlib; continued
+// over more bytes, it is the checksum of all of them.
 
 import fc from 'fast-check';
 import { crc32 as zlibCrc32 } from 'node:zlib';
@@ -14,6 +15,17 @@ describe('crc32', () => {
         expect(crc32Table(bytes)).toBe(zlibCrc32(bytes));
       }),
       { numRuns: 2000 },
+    );
+  });
+
+  test('continued over a second part, it is the checksum of both parts (the seal keeps the journal\'s so)', () => {
+    fc.assert(
+      fc.property(fc.uint8Array({ maxLength: 1024 }), fc.uint8Array({ maxLength: 1024 }), (a, b) => {
+        const whole = zlibCrc32(Buffer.concat([a, b]));
+        expect(crc32Table(b, crc32Table(a))).toBe(whole);
+        expect(zlibCrc32(b, zlibCrc32(a))).toBe(whole);
+      }),
+      { numRuns: 1000 },
     );
   });
 
