@@ -15,12 +15,14 @@ import { StatPrefetch } from './hash/prefetch.ts';
 import { taskId, type TaskId } from './ids.ts';
 import { loadNodefile } from './nodefile/load.ts';
 import type { Declarations } from './nodefile/builder.ts';
-import type { TaskObservation } from './plan/decide.ts';
+import type { TaskObservation, UpstreamState } from './plan/decide.ts';
 import { filesToObserve, observe, type FilesToObserve } from './plan/observe.ts';
 import { makePlan, selectTasks, type DecidedPlan } from './plan/plan.ts';
-import { lockWarnings, openState, type OpenState } from './state/open.ts';
+import { lockWarnings, openState, openStateWith, type OpenState } from './state/open.ts';
 import { acquire, type Lock } from './state/lock.ts';
-import { checkSeal, openSeal, sealPath, type OpenedSeal, type SealedRun } from './state/seal.ts';
+import { checkSeal, knownFrom, openSeal, sealDelta, sealPath, type OpenedSeal, type SealedRun } from './state/seal.ts';
+import { openDelta } from './state/delta.ts';
+import { defaultCompactWhen } from './state/journal.ts';
 import { appender, type Appender } from './execute/appender.ts';
 import { collectGarbage } from './util/gc.ts';
 import { err, ok, type Result } from './util/result.ts';
@@ -81,6 +83,24 @@ export interface Session {
   /** How many warnings were emitted so far (a run that warned is not sealed: state/seal.ts). */
   readonly warnings: () => number;
   readonly now: (() => bigint) | undefined;
+  /** Set when the run was planned from the seal (state/delta.ts): the graph, the records and the cache hold only what the changed files reach. */
+  readonly delta?: DeltaRun | undefined;
+}
+
+/** A run planned from the seal: only some tasks are observed, planned and run; the rest are unchanged. */
+export interface DeltaRun {
+  /** Every task, in the order a plan lists them. */
+  readonly ids: readonly TaskId[];
+  /** The upstream tasks outside the run, at their recorded output hashes. */
+  readonly settled: ReadonlyMap<TaskId, UpstreamState>;
+  /** The whole graph, analysed when first asked for. */
+  wholeGraph(): TaskGraph;
+  /**
+   * Seals the state again, for a run whose reached tasks all ran or were found
+   * unchanged and would now be planned unchanged (the caller checks that): true
+   * when it wrote the seal (state/seal.ts, sealDelta). Only with the lock.
+   */
+  seal(ran: readonly TaskId[]): boolean;
 }
 
 /**
@@ -237,17 +257,63 @@ async function openWith(
   if (seal !== undefined && mode.observe !== false) {
     const dir = held?.stateDir ?? stateDir;
     const sealed = checkSeal({ stateDir: dir, seal, declarations: declared.value, prefetched: early, env, reseal: held !== undefined, now: options.now });
-    if (sealed !== undefined) {
+    let graph: TaskGraph | undefined;
+    const analysed = (): TaskGraph => {
+      if (graph !== undefined) return graph;
+      const result = analyze(declared.value, { stateDir });
+      // The same declarations were analysed when the seal was written.
+      if (!result.ok) throw new Error(`the sealed declarations no longer analyse: ${JSON.stringify(result.error[0])}`);
+      return (graph = result.value);
+    };
+    if (sealed !== undefined && sealed.changed.length === 0) {
       for (const warning of held === undefined ? [] : lockWarnings(held)) emit({ type: 'warning', message: warning });
-      let graph: TaskGraph | undefined;
-      const analysed = (): TaskGraph => {
-        if (graph !== undefined) return graph;
-        const result = analyze(declared.value, { stateDir });
-        // The same declarations were analysed when the seal was written.
-        if (!result.ok) throw new Error(`the sealed declarations no longer analyse: ${JSON.stringify(result.error[0])}`);
-        return (graph = result.value);
-      };
       return ok({ sealed: true, ids: sealed.ids, graph: analysed, io: sealed.run, emit, close: () => void held?.release() });
+    }
+    // Some files changed: a run of what they reach, if the seal's shape can say what that is (state/delta.ts).
+    // Not once the journal has grown enough that a load would compact it: that run goes the whole way, and compacts.
+    const delta =
+      sealed === undefined || defaultCompactWhen({ lines: seal.journalLines, live: sealed.ids.length })
+        ? undefined
+        : openDelta({ stateDir: dir, declarations: declared.value, shape: seal.shape, ids: sealed.ids, paths: sealed.pathOf, pathCount: seal.count, changed: sealed.changed });
+    if (sealed !== undefined && delta !== undefined) {
+      knownFrom(seal, sealed, delta.slots);
+      const state = openStateWith(dir, delta.records, held);
+      if (!state.ok) return err([state.error]);
+      for (const warning of state.value.warnings) emit({ type: 'warning', message: warning });
+      return ok({
+        graph: delta.graph,
+        declarations: declared.value,
+        state: state.value,
+        store: appender(state.value.store),
+        cache: sealed.reader,
+        runner: options.runner ?? new ExecaRunner(),
+        signal: options.signal ?? new AbortController().signal,
+        emit,
+        jobs: Math.max(1, options.jobs ?? defaultJobs()),
+        targets: undefined,
+        replace: new Set(),
+        env,
+        files: filesToObserve(delta.nodes, delta.graph.dir),
+        prefetched: undefined,
+        warnings: () => warnings,
+        now: options.now,
+        delta: {
+          ids: sealed.ids,
+          settled: delta.settled,
+          wholeGraph: analysed,
+          seal: (ran) =>
+            held !== undefined &&
+            sealDelta({
+              stateDir: dir,
+              seal,
+              cache: sealed.reader,
+              pathOf: sealed.pathOf,
+              slots: delta.slots,
+              ran: ran.map((id) => ({ id, position: delta.graph.get(id)!.order })),
+              now: options.now,
+            }),
+        },
+      });
     }
   }
   const graph = await analyzeLoaded(options.nodefile, declared.value, stateDir);
@@ -326,6 +392,7 @@ export async function observeAndPlan(session: Session): Promise<Result<Observed,
   const plan = makePlan(session.graph, observations.value, session.state.records, {
     ...(session.targets === undefined ? {} : { targets: session.targets }),
     replace: session.replace,
+    ...(session.delta === undefined ? {} : { only: { nodes: selected, settled: session.delta.settled } }),
   });
   emitLateWarnings(session);
   return ok({ selected, observations: observations.value, plan });

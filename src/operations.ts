@@ -13,7 +13,8 @@ import { observeAndPlan, openSession, resolveTargets, stateDirOf, withSession, t
 import { OutputGuard } from './graph/analyze.ts';
 import type { TaskGraph } from './graph/graph.ts';
 import type { TaskId } from './ids.ts';
-import { teardownOrder, unchangedPlan, type Plan } from './plan/plan.ts';
+import { makePlan, teardownOrder, unchangedPlan, wholePlan, type Plan } from './plan/plan.ts';
+import { observe } from './plan/observe.ts';
 import { bindPlan, planChanges, readSavedPlan, type SavedPlan } from './plan/saved.ts';
 import { openState } from './state/open.ts';
 import { writeSeal } from './state/seal.ts';
@@ -29,12 +30,20 @@ export interface IoCounters {
   readonly recordsDecoded: number;
   /** The state's seal vouched for the whole graph: neither the journal nor the hash cache was loaded (state/seal.ts). */
   readonly sealed: boolean;
+  /** The run was planned from the seal: only what the changed files reach was loaded (state/delta.ts). */
+  readonly delta: boolean;
 }
 
 const ioOf = (session: Session | SealedSession): IoCounters => {
-  if ('sealed' in session) return { ...session.io, recordsDecoded: 0, sealed: true };
+  if ('sealed' in session) return { ...session.io, recordsDecoded: 0, sealed: true, delta: false };
   const { stats, contentReads, bytesRead } = session.cache.counters;
-  return { stats, contentReads, bytesRead, recordsDecoded: session.state.records.decoded, sealed: false };
+  return { stats, contentReads, bytesRead, recordsDecoded: session.state.records.decoded, sealed: false, delta: session.delta !== undefined };
+};
+
+/** The plan as the whole graph's: a run planned from the seal planned only some tasks, and the rest are unchanged. */
+const shownPlan = (session: Session, plan: Plan): Plan => {
+  const whole = { entries: plan.entries, counts: plan.counts };
+  return session.delta === undefined ? whole : wholePlan(session.delta.ids, whole);
 };
 
 export interface PlanResult {
@@ -50,7 +59,7 @@ export async function planNodefile(options: EngineOptions & { readonly out?: str
   return withSession(options, { lock: false }, async (session) => {
     const observed = await observeAndPlan(session);
     if (!observed.ok) return observed;
-    const plan = { entries: observed.value.plan.entries, counts: observed.value.plan.counts };
+    const plan = shownPlan(session, observed.value.plan);
     // Binding digests every task's definition and observations: only for a plan that is saved.
     if (options.out === undefined) return ok({ plan, io: ioOf(session) });
     const saved = bindPlan(session.graph, observed.value.selected, observed.value.observations, session.state.records, observed.value.plan, {
@@ -118,7 +127,8 @@ export async function applyNodefile(options: EngineOptions & { readonly planFile
       const changes = planChanges(saved, now);
       if (changes.length > 0) return err([{ reason: 'plan-stale', path: options.planFile!, changes }]);
     }
-    session.emit({ type: 'plan', plan: { entries: plan.entries, counts: plan.counts } });
+    const shown = shownPlan(session, plan);
+    session.emit({ type: 'plan', plan: shown });
 
     const destroyed: TaskId[] = [];
     // A whole-graph plan lists the orphans, dependents first: no second search of 50,000 records for them.
@@ -150,6 +160,7 @@ export async function applyNodefile(options: EngineOptions & { readonly planFile
     // A whole-graph run that found everything as it was, and said nothing about it: the next one need not load the state (state/seal.ts).
     if (
       saved === undefined &&
+      session.delta === undefined &&
       session.targets === undefined &&
       session.replace.size === 0 &&
       session.files !== undefined &&
@@ -168,9 +179,27 @@ export async function applyNodefile(options: EngineOptions & { readonly planFile
         cache: session.cache,
         env: session.env,
         now: session.now,
+        lines: session.state.lines,
       });
     }
+    // A run planned from the seal that did all it had to: sealed again, if a second look finds it all settled.
+    if (
+      session.delta !== undefined &&
+      summary.failed.length === 0 &&
+      summary.skipped.length === 0 &&
+      summary.canceled.length === 0 &&
+      session.store.failure === undefined &&
+      session.warnings() === 0 &&
+      session.state.records.lateWarnings.length === 0 &&
+      !session.signal.aborted
+    ) {
+      const again = await observe({ nodes: selected, dir: session.graph.dir, records: session.state.records, cache: session.cache, runner: session.runner, jobs: session.jobs, signal: session.signal, env: session.env });
+      const settled = again.ok && makePlan(session.graph, again.value, session.state.records, { only: { nodes: selected, settled: session.delta.settled } }).counts.unchanged === selected.length;
+      if (settled) session.delta.seal(summary.ran);
+    }
     const durationMs = Date.now() - started;
+    // A run planned from the seal ran only some tasks: the others are up to date, as the seal vouched.
+    const upToDate = summary.upToDate + (session.delta === undefined ? 0 : session.delta.ids.length - selected.length);
     session.emit({
       type: 'summary',
       command: 'apply',
@@ -180,13 +209,25 @@ export async function applyNodefile(options: EngineOptions & { readonly planFile
         failed: summary.failed.length,
         skipped: summary.skipped.length,
         canceled: summary.canceled.length,
-        'up to date': summary.upToDate,
+        'up to date': upToDate,
         destroyed: destroyed.length,
       },
     });
     // After the summary: what ran is said either way, and then why the run stopped.
     if (session.store.failure !== undefined) return err([session.store.failure]);
-    return ok({ ...summary, graph: session.graph, plan: { entries: plan.entries, counts: plan.counts }, destroyed, durationMs, io: ioOf(session) });
+    const delta = session.delta;
+    return ok({
+      ...summary,
+      upToDate,
+      // The whole graph (watch follows its inputs), analysed only if asked for after a run planned from the seal.
+      get graph() {
+        return delta === undefined ? session.graph : delta.wholeGraph();
+      },
+      plan: shown,
+      destroyed,
+      durationMs,
+      io: ioOf(session),
+    });
   }, saved === undefined ? sealed : undefined);
 }
 

@@ -487,6 +487,28 @@ export class HashCache {
     return true;
   }
 
+  /**
+   * Takes a stat and digest as vouch() writes them (72 bytes at `at`) for what
+   * this cache knows of `file`: a later hashFile that finds the file at that
+   * stat reads nothing. For what a seal vouched for (state/seal.ts) and the
+   * file was found at since; a racy one (its stat zeros) is not taken.
+   */
+  know(file: string, from: Buffer, at: number): void {
+    let zero = true;
+    for (let i = at; i < at + 40 && zero; i++) zero = from[i] === 0;
+    if (zero) return;
+    this.#entries.set(keyOf(file), {
+      dev: from.readBigInt64LE(at),
+      ino: from.readBigInt64LE(at + 8),
+      size: from.readBigInt64LE(at + 16),
+      mtimeNs: from.readBigInt64LE(at + 24),
+      ctimeNs: from.readBigInt64LE(at + 32),
+      hash: `sha256:${from.toString('hex', at + 40, at + 72)}` as ContentHash,
+      racy: false,
+      seen: true,
+    });
+  }
+
   /** Drops entries for paths not looked at in this run (a later save writes the smaller cache). */
   prune(): number {
     let dropped = 0;

@@ -46,6 +46,12 @@ export interface PlanOptions {
   /** Only these tasks and what they need; all tasks when empty. */
   readonly targets?: ReadonlySet<TaskId>;
   readonly replace?: ReadonlySet<TaskId>;
+  /**
+   * Exactly these tasks (in order), with `settled` saying what their upstream
+   * outside them is: a run planned from the seal (state/delta.ts). No orphans
+   * are looked for: the seal vouched that the records are the declared tasks'.
+   */
+  readonly only?: { readonly nodes: readonly TaskNode[]; readonly settled: ReadonlyMap<TaskId, UpstreamState> };
 }
 
 export function verbFor(node: TaskNode | undefined, action: PlanAction, onlyBecauseOf?: readonly TaskId[], stopped?: boolean): string {
@@ -103,7 +109,7 @@ export function makePlan(
   const entries: PlanEntry[] = [];
   const decisions = new Map<TaskId, Decision>();
   // What a dependent learns of each task settled unchanged: made once per task, not per edge.
-  const settled = new Map<TaskId, UpstreamState>();
+  const settled = new Map<TaskId, UpstreamState>(options.only?.settled ?? []);
   const upstreamOf = (id: TaskId): UpstreamState => settled.get(id) ?? PENDING;
   let recorded = 0;
   const counts = { create: 0, update: 0, replace: 0, drift: 0, maybe: 0, destroy: 0, unchanged: 0 };
@@ -111,7 +117,7 @@ export function makePlan(
   const texts = records instanceof RecordMap ? records : undefined;
   const upstreamHashes: ContentHash[] = [];
 
-  for (const node of selectTasks(graph, options.targets)) {
+  for (const node of options.only?.nodes ?? selectTasks(graph, options.targets)) {
     const observation = observations.get(node.id);
     if (observation === undefined) throw new Error(`no observation for ${node.id}`);
     const definition = definitionOf(node, graph.dir);
@@ -139,7 +145,7 @@ export function makePlan(
   }
 
   // Every record belongs to a declared task when as many were met above as there are: no orphans to look for.
-  if ((options.targets === undefined || options.targets.size === 0) && recorded < records.size) {
+  if ((options.targets === undefined || options.targets.size === 0) && options.only === undefined && recorded < records.size) {
     for (const id of orphansOf(graph, records)) {
       counts.destroy++;
       entries.push({ id, action: 'destroy', verb: 'destroy', reasons: ['orphan: no longer in the Nodefile'] });
@@ -194,6 +200,16 @@ export function teardownOrder(ids: readonly TaskId[], records: ReadonlyMap<TaskI
 export function unchangedPlan(ids: readonly TaskId[]): Plan {
   const entries: PlanEntry[] = ids.map((id) => ({ id, action: 'unchanged', verb: 'unchanged', reasons: NO_REASONS }));
   return { entries, counts: { create: 0, update: 0, replace: 0, drift: 0, maybe: 0, destroy: 0, unchanged: entries.length } };
+}
+
+/**
+ * The whole graph's plan from one of some of its tasks (a run planned from the
+ * seal, state/delta.ts): every other task is unchanged, in the order of `ids`.
+ */
+export function wholePlan(ids: readonly TaskId[], part: Plan): Plan {
+  const planned = new Map(part.entries.map((e) => [e.id, e]));
+  const entries = ids.map((id): PlanEntry => planned.get(id) ?? { id, action: 'unchanged', verb: 'unchanged', reasons: NO_REASONS });
+  return { entries, counts: { ...part.counts, unchanged: part.counts.unchanged + ids.length - part.entries.length } };
 }
 
 const NO_REASONS: readonly string[] = Object.freeze([]);

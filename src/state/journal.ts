@@ -58,7 +58,7 @@ import {
   writeSync,
 } from 'node:fs';
 import { join, resolve } from 'node:path';
-import type { TaskId } from '../ids.ts';
+import type { ContentHash, TaskId } from '../ids.ts';
 import { crc32 } from '../util/crc32.ts';
 import { randomId } from '../util/random.ts';
 import { err, ok, type Result } from '../util/result.ts';
@@ -380,6 +380,109 @@ function plainOkId(payload: string): TaskId | undefined {
   if (close <= LAZY_HEAD.length || !payload.startsWith(LAZY_STATUS, close)) return undefined;
   if (payload.lastIndexOf('\\', close) >= LAZY_HEAD.length) return undefined;
   return payload.slice(LAZY_HEAD.length, close) as TaskId;
+}
+
+/** Where a task's last line lies in the journal: byte offset and length, without its newline. */
+export interface RecordLine {
+  readonly offset: number;
+  readonly length: number;
+}
+
+/**
+ * Where each task's last line is in the journal at `path`, for a line written
+ * as a plain `ok` record (plainOkId) — what the seal keeps, so that a run it
+ * plans from reads only the records it needs (state/delta.ts). A task whose
+ * last line is another kind (a tombstone, a failed record, an escaped id) is
+ * left out. Read by the lock holder after a load that found every line good:
+ * no checksum here; the reader checks each line it reads (recordTextAt).
+ */
+export function recordLines(path: string): Map<string, RecordLine> | undefined {
+  let buf: Buffer;
+  try {
+    buf = readFileSync(path);
+  } catch {
+    return undefined;
+  }
+  const lines = new Map<string, RecordLine>();
+  const first = buf.indexOf(NEWLINE) + 1;
+  if (first > 0) scanRecordLines(buf, first, 0, lines);
+  return lines;
+}
+
+/** As recordLines, over whole lines from `from` in `buf`, which starts at byte `base` of the journal; into `lines`. */
+export function scanRecordLines(buf: Buffer, from: number, base: number, lines: Map<string, RecordLine>): void {
+  const head = LAZY_HEAD_BYTES;
+  let pos = from;
+  while (pos < buf.length) {
+    let end = buf.indexOf(NEWLINE, pos);
+    if (end === -1) end = buf.length;
+    const at = pos + 9;
+    const close = buf.indexOf(0x22, at + head.length);
+    if (end - pos > 9 && buf.compare(head, 0, head.length, at, at + head.length) === 0 && close > at + head.length && close < end) {
+      const id = buf.toString('utf8', at + head.length, close);
+      const plain = buf.compare(LAZY_STATUS_BYTES, 0, LAZY_STATUS_BYTES.length, close, close + LAZY_STATUS_BYTES.length) === 0 && !id.includes('\\');
+      if (plain) lines.set(id, { offset: base + pos, length: end - pos });
+      else lines.delete(id);
+    } else {
+      // A line that is no plain record (a tombstone, a failed record): the task's last line is not one the seal can point at.
+      const id = guessId(buf, pos, end);
+      if (id !== undefined) lines.delete(id);
+    }
+    pos = end + 1;
+  }
+}
+
+const LAZY_HEAD_BYTES = Buffer.from('{"v":1,"id":"', 'latin1');
+const LAZY_STATUS_BYTES = Buffer.from('","status":"ok","fingerprint":"', 'latin1');
+
+/**
+ * The text of task `id`'s record from the line at `offset` (`length` bytes,
+ * without its newline) of the journal open on `fd`: undefined unless the line
+ * is whole, its checksum matches, and it is a plain `ok` record of that task.
+ */
+export function recordTextAt(fd: number, offset: number, length: number, id: TaskId): string | undefined {
+  const buf = Buffer.allocUnsafe(length);
+  let got = 0;
+  try {
+    while (got < length) {
+      const n = readSync(fd, buf, got, length - got, offset + got);
+      if (n === 0) return undefined;
+      got += n;
+    }
+  } catch {
+    return undefined;
+  }
+  const payload = verifiedPayload(buf, 0, length);
+  return payload !== undefined && plainOkId(payload) === id ? payload : undefined;
+}
+
+/** The record a text holds, checked as a load checks it; undefined unless it is a valid `ok` record. */
+export function okRecordOf(text: string): TaskRecord | undefined {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+  const check = checkRecord(value, false);
+  return check.ok && !isTombstone(check.record) && check.record.status === 'ok' ? check.record : undefined;
+}
+
+/**
+ * The output hash a plain `ok` record's text holds, without parsing the rest
+ * (a task that consumes 500 others reads 500 records for this alone). The
+ * writer's keys come in a fixed order, and a quote inside a JSON string is
+ * escaped, so the first `},"outputHash":"` closes `outputs`: the top-level field.
+ */
+export function outputHashOf(text: string): ContentHash | undefined {
+  const key = '},"outputHash":"sha256:';
+  const at = text.indexOf(key);
+  if (at < 0) return undefined;
+  const start = at + key.length - 'sha256:'.length;
+  const end = start + 'sha256:'.length + 64;
+  if (text.charCodeAt(end) !== 0x22) return undefined;
+  const hash = text.slice(start, end);
+  return /^sha256:[0-9a-f]{64}$/.test(hash) ? (hash as ContentHash) : undefined;
 }
 
 const toLoaded = (decoded: DecodedJournal, bytes: number, compacted: boolean, extra: StateWarning[] = []): LoadedState => {

@@ -30,6 +30,8 @@ export interface OpenState {
   readonly lock: Lock | undefined;
   /** Size of the journal as read, in bytes. */
   readonly bytes: number;
+  /** Record lines the journal has now (after a compaction this load made, one per live task). */
+  readonly lines: number;
   /** Syncs the journal, closes it and releases the lock. Idempotent. */
   close(): void;
 }
@@ -73,6 +75,22 @@ export function openState(stateDir: string, options: OpenStateOptions): Result<O
   return ok(assemble(taken.stateDir, loaded.value, journal.value, taken, lockWarnings(taken)));
 }
 
+/**
+ * The state of a run planned from the seal (delta.ts): `records` are what it
+ * read of the journal, which is opened for appends but not loaded. Without
+ * `held`, read-only (plan).
+ */
+export function openStateWith(stateDir: string, records: RecordMap, held: Lock | undefined): Result<OpenState, OpenStateError> {
+  const loaded: LoadedState = { records, warnings: [], stats: { lines: 0, dropped: 0, live: records.size, bytes: 0, compacted: false } };
+  if (held === undefined) return ok(assemble(stateDir, loaded, readOnlyStore(loaded), undefined, []));
+  const journal = openJournal(held);
+  if (!journal.ok) {
+    held.release();
+    return err(asFailure(journal.error));
+  }
+  return ok(assemble(held.stateDir, loaded, journal.value, held, lockWarnings(held)));
+}
+
 /** What taking the lock had to clear away, as messages for the user. */
 export function lockWarnings(taken: Lock): string[] {
   const extra: string[] = [];
@@ -93,6 +111,7 @@ function assemble(dir: string, loaded: LoadedState, store: StateStore, lock: Loc
     dir: lock?.stateDir ?? resolve(dir),
     records: loaded.records,
     bytes: loaded.stats.bytes,
+    lines: loaded.stats.compacted ? loaded.stats.live : loaded.stats.lines,
     warnings: [...extra, ...loaded.warnings.map((w) => `state: ${w.message}`)],
     details: loaded.warnings,
     store,

@@ -20,10 +20,14 @@
 // would build the same graph from them (analysis is a function of the
 // declarations alone), observe what the sealing run observed, and decide, from
 // the same records, every task "unchanged". It says so without analysing the
-// declarations, loading the journal or the hash cache, or planning. Anything
-// else — a seal missing, torn, of another version, or any one of these
-// different — and the run goes the whole way, as without a seal. So a seal can
-// make a run faster, never make it decide otherwise.
+// declarations, loading the journal or the hash cache, or planning. With the
+// same declarations and journal but some files of other content, only what
+// those files reach can be anything but unchanged: delta.ts plans and runs
+// that alone, from the graph's shape the seal also keeps, and seals again
+// after (sealDelta). Anything else — a seal missing, torn, of another
+// version, or the declarations or journal different — and the run goes the
+// whole way, as without a seal. So a seal can make a run faster, never make it
+// decide otherwise.
 //
 // Trust is the hash cache's (cache.ts, RACY ENTRIES): a stat is sealed only if
 // the cache trusts it (not racy), and a file read again here is sealed at its
@@ -31,20 +35,24 @@
 // by its stat (touched just before the run) is sealed by its content alone, and
 // read again by the next run: its stat is sealed as zeros, which no stat is.
 // The journal is known by its stat: an append changes its size, a compaction
-// its inode. The seal is written under the state lock (apply only; plan reads
-// it), after the run and before the lock is released, to a temporary file
-// renamed over the old one; a checksum covers it. Its stat of the journal is
-// taken then, so a run that appended anything never wrote a seal that matches.
+// its inode; and, by the same rule, when that stat was too new (a seal written
+// just after a run appended), by its content: the seal keeps its CRC-32, and
+// the next run reads it again (openSeal). The seal is written under the state
+// lock (apply only; plan reads it), after the run and before the lock is
+// released, to a temporary file renamed over the old one; a checksum covers
+// it. Its stat of the journal is taken then, so a run that appended anything
+// after it never leaves a seal that matches.
 //
 // Not sealed: a graph with a check (it runs every time), a glob or tree input
 // (a folder's content can change without its stat moving), a run with targets,
 // --replace or a saved plan.
 //
-// FORMAT. A text line `nodegraph-seal 4 <paths> <tasks> <path bytes> <CRC-32 of the rest, 8 hex digits>`,
+// FORMAT. A text line `nodegraph-seal 5 <paths> <tasks> <path bytes> <shape bytes> <CRC-32 of the rest, 8 hex digits>`,
 // then a binary body: the declarations' digest (32 bytes), the journal's stat
-// (40), then per path its stat (40) and content digest (32); then the paths,
-// then the task ids in the order the plan lists them, each in UTF-8 and ended
-// by a NUL. A stat is dev, ino, size, mtime ns and ctime ns as int64
+// (40), its CRC-32, too-new flag and record lines (u32 each, and 4 bytes
+// unused), then per path its stat (40) and content digest (32); then the graph's
+// shape (delta.ts), then the paths, then the task ids in the order the plan
+// lists them, each in UTF-8 and ended by a NUL. A stat is dev, ino, size, mtime ns and ctime ns as int64
 // little-endian, as the hash cache keeps them. The paths let the engine stat
 // them on another thread while the Nodefile loads (engine.ts); the ids, say
 // what a sealed plan lists without building the graph.
@@ -62,15 +70,25 @@ import { sha256Hex } from '../hash/sha256.ts';
 import { crc32 } from '../util/crc32.ts';
 import { canonicalJson } from '../hash/value.ts';
 import type { FilesToObserve } from '../plan/observe.ts';
-import { journalPath } from './journal.ts';
+import { journalPath, scanRecordLines, type RecordLine } from './journal.ts';
+import { encodeShape, pointAt } from './delta.ts';
 
 export const SEAL_FILE = 'seal';
 const FORMAT = 'nodegraph-seal';
-const VERSION = 4;
+const VERSION = 5;
 const STAT = 40;
 const DIGEST = 32;
 const PER_PATH = STAT + DIGEST;
-const HEAD = DIGEST + STAT;
+/**
+ * After the journal's stat: the CRC-32 of its content (u32), 1 when that stat
+ * was too new to know it by (u32), and how many record lines it has (u32, then
+ * 4 bytes unused): runs planned from the seal append without loading it, and
+ * stop doing so once a load would compact it (delta.ts).
+ */
+const JOURNAL_SUM = DIGEST + STAT;
+const JOURNAL_RACY = JOURNAL_SUM + 4;
+const JOURNAL_LINES = JOURNAL_RACY + 4;
+const HEAD = JOURNAL_LINES + 8;
 const S_IFMT = 0o170000;
 const S_IFREG = 0o100000;
 const LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
@@ -320,6 +338,12 @@ export interface OpenedSeal {
   /** How many tasks, and their ids in the plan's order, each ended by a NUL. */
   readonly tasks: number;
   readonly ids: string;
+  /** The graph's shape, for a run of the tasks a changed file reaches (delta.ts). */
+  readonly shape: Buffer;
+  /** The journal was sealed by its content (its stat was too new), and found the same. */
+  readonly racyJournal: boolean;
+  /** Record lines in the journal. */
+  readonly journalLines: number;
   /** The file's header line as read (checkSeal rewrites it in place), and all after it, `body` included. */
   readonly header: string;
   readonly rest: Buffer;
@@ -344,14 +368,19 @@ export function openSeal(stateDir: string): OpenedSeal | undefined {
     const got = readSync(fd, start, 0, start.length, 0);
     const newline = start.subarray(0, got).indexOf(10);
     if (newline < 0 || newline + 1 + HEAD > got) return undefined;
-    const [format, version, countText, tasksText, pathBytesText, sum] = start.toString('latin1', 0, newline).split(' ');
-    const [count, tasks, pathBytes] = [countText, tasksText, pathBytesText].map(Number) as [number, number, number];
-    if (format !== FORMAT || version !== String(VERSION) || ![count, tasks, pathBytes].every((n) => Number.isSafeInteger(n) && n >= 0)) return undefined;
+    const [format, version, countText, tasksText, pathBytesText, shapeBytesText, sum] = start.toString('latin1', 0, newline).split(' ');
+    const [count, tasks, pathBytes, shapeBytes] = [countText, tasksText, pathBytesText, shapeBytesText].map(Number) as [number, number, number, number];
+    if (format !== FORMAT || version !== String(VERSION) || ![count, tasks, pathBytes, shapeBytes].every((n) => Number.isSafeInteger(n) && n >= 0)) return undefined;
     const journal = statOf(journalPath(stateDir));
     if (journal === undefined || !sameStat(start, newline + 1 + DIGEST, stampOf(journal), 0)) return undefined;
+    // Sealed just after it was written, the journal's stat does not tell it from a
+    // same-size rewrite in the same clock tick: its content does (RACY ENTRIES, cache.ts).
+    const racyJournal = start.readUInt32LE(newline + 1 + JOURNAL_RACY) !== 0;
+    if (racyJournal && journalSum(journalPath(stateDir)) !== start.readUInt32LE(newline + 1 + JOURNAL_SUM)) return undefined;
     const size = fstatSync(fd).size - newline - 1;
     const end = HEAD + count * PER_PATH;
-    if (size < end + pathBytes) return undefined;
+    const shapeEnd = end + shapeBytes;
+    if (size < shapeEnd + pathBytes) return undefined;
     const rest = Buffer.allocUnsafe(size);
     let at = 0;
     while (at < size) {
@@ -363,9 +392,12 @@ export function openSeal(stateDir: string): OpenedSeal | undefined {
     return {
       body: rest.subarray(0, end),
       count,
-      paths: rest.toString('utf8', end, end + pathBytes),
+      paths: rest.toString('utf8', shapeEnd, shapeEnd + pathBytes),
       tasks,
-      ids: rest.toString('utf8', end + pathBytes),
+      ids: rest.toString('utf8', shapeEnd + pathBytes),
+      shape: rest.subarray(end, shapeEnd),
+      racyJournal,
+      journalLines: start.readUInt32LE(newline + 1 + JOURNAL_LINES),
       header: start.toString('latin1', 0, newline + 1),
       rest,
     };
@@ -391,17 +423,28 @@ function isZero(bytes: Uint8Array, at: number, length: number): boolean {
 
 const isRegular = (mode: number | bigint): boolean => (Number(mode) & S_IFMT) === S_IFREG;
 
-/** A run the seal vouched for: what it took, and the tasks in the plan's order. */
+/** What checking a seal found: what it took, and the tasks in the plan's order. */
 export interface Sealed {
   readonly run: SealedRun;
   readonly ids: readonly TaskId[];
+  /**
+   * The paths (as numbered in the seal) whose file is not as sealed: gone, not
+   * a regular file, or read again and of other content. None: the seal holds,
+   * and every task is unchanged. Some: only what they reach can be otherwise (delta.ts).
+   */
+  readonly changed: readonly number[];
+  /** What this check read (a hash cache that is never saved): a delta run goes on with it. */
+  readonly reader: HashCache;
+  /** The seal's path numbered `slot`. */
+  readonly pathOf: (slot: number) => string;
 }
 
 /**
  * Whether the seal holds for these declarations and the files now (see the
- * top of this file); undefined when it does not. A file found touched but
- * unchanged is sealed at its new stat, so the next run does not read it
- * again. The caller holds the lock, or only reads (plan).
+ * top of this file), and if not, which of its files differ; undefined when
+ * the declarations or the journal differ, or too many files do. A file found
+ * touched but unchanged is sealed at its new stat when the seal holds, so the
+ * next run does not read it again. The caller holds the lock, or only reads (plan).
  */
 export function checkSeal(options: {
   readonly stateDir: string;
@@ -433,14 +476,21 @@ export function checkSeal(options: {
   };
   const scratch = Buffer.allocUnsafe(STAT);
   let touched: number[] | undefined;
+  const changed: number[] = [];
   for (let slot = 0; slot < count; slot++) {
     const at = HEAD + slot * PER_PATH;
     if (prefetched !== undefined && LITTLE_ENDIAN && prefetched.ready(slot)) {
-      if (!isRegular(prefetched.mode(slot))) return undefined;
+      if (!isRegular(prefetched.mode(slot))) {
+        if (changed.push(slot) > MAX_READS) return undefined;
+        continue;
+      }
       if (sameStat(body, at, prefetched.bytes, prefetched.statOffset(slot))) continue;
     } else {
       const st = statOf(pathOf(slot));
-      if (st === undefined || !isRegular(st.mode)) return undefined;
+      if (st === undefined || !isRegular(st.mode)) {
+        if (changed.push(slot) > MAX_READS) return undefined;
+        continue;
+      }
       writeStat(scratch, 0, st);
       if (sameStat(body, at, scratch, 0)) continue;
     }
@@ -456,29 +506,50 @@ export function checkSeal(options: {
   for (const slot of touched ?? []) {
     const at = HEAD + slot * PER_PATH;
     const file = pathOf(slot);
-    if (reader.hashFile(file).kind !== 'file' || !reader.vouch(file, seen, 0)) return undefined;
-    if (!seen.subarray(STAT).equals(body.subarray(at + STAT, at + PER_PATH))) return undefined;
     if (reader.counters.bytesRead > MAX_READ_BYTES) return undefined;
+    if (reader.hashFile(file).kind !== 'file' || !reader.vouch(file, seen, 0) || !seen.subarray(STAT).equals(body.subarray(at + STAT, at + PER_PATH))) {
+      if (changed.push(slot) > MAX_READS) return undefined;
+      continue;
+    }
     // A racy read's stat comes back as zeros: left as it is, the file is read again next time.
     if (!isZero(seen, 0, STAT) && !seen.subarray(0, STAT).equals(body.subarray(at, at + STAT))) {
       seen.copy(body, at, 0, STAT);
       resealed.push(slot);
     }
   }
-  if (resealed.length > 0 && options.reseal) reseal(stateDir, seal, resealed);
+  if (changed.length === 0 && options.reseal) {
+    const ranges = resealed.map((slot): [number, number] => [HEAD + slot * PER_PATH, STAT]);
+    // A journal sealed by its content, now old enough to be known by its stat: the next run need not read it.
+    const journal = seal.racyJournal ? statOf(journalPath(stateDir)) : undefined;
+    if (journal !== undefined && settledAt(journal, options.now?.())) {
+      seal.rest.writeUInt32LE(0, JOURNAL_RACY);
+      ranges.push([JOURNAL_RACY, 4]);
+    }
+    if (ranges.length > 0) reseal(stateDir, seal, ranges);
+  }
   const { contentReads, bytesRead } = reader.counters;
   const ids = seal.ids.split('\0', seal.tasks) as TaskId[];
-  return { run: { stats: count + reader.counters.stats, contentReads, bytesRead }, ids };
+  return { run: { stats: count + reader.counters.stats, contentReads, bytesRead }, ids, changed, reader, pathOf };
 }
 
 /**
- * Writes the new stats of these slots into the seal where they lie, then its
- * header with the new checksum: a few bytes, not the whole file (11 MB at
- * 50,000 tasks; a touched run rewrote it in 30 ms). Torn by a crash or read
- * midway, it fails its checksum and is ignored, as a torn seal is. The
- * caller holds the lock: no one else writes the seal.
+ * Tells the check's hash cache what the seal knows of these paths (as numbered
+ * in the seal), each found at its sealed stat by the check, or read by it: a
+ * delta run (delta.ts) then reads none of them again. Not a changed one.
  */
-function reseal(stateDir: string, seal: OpenedSeal, slots: readonly number[]): void {
+export function knownFrom(seal: OpenedSeal, sealed: Sealed, slots: readonly number[]): void {
+  const changed = new Set(sealed.changed);
+  for (const slot of slots) if (!changed.has(slot)) sealed.reader.know(sealed.pathOf(slot), seal.body, HEAD + slot * PER_PATH);
+}
+
+/**
+ * Writes these ranges of the seal (offset and length in its body, changed in
+ * `seal.rest`) where they lie, then its header with the new checksum: a few
+ * bytes, not the whole file (11 MB at 50,000 tasks; a touched run rewrote it
+ * in 30 ms). Torn by a crash or read midway, it fails its checksum and is
+ * ignored, as a torn seal is. The caller holds the lock: no one else writes the seal.
+ */
+function reseal(stateDir: string, seal: OpenedSeal, ranges: readonly (readonly [number, number])[]): void {
   const head = Buffer.from(seal.header, 'latin1');
   const sum = checksum(seal.rest);
   const header = Buffer.from(`${seal.header.slice(0, seal.header.lastIndexOf(' ') + 1)}${sum}\n`, 'latin1');
@@ -486,10 +557,7 @@ function reseal(stateDir: string, seal: OpenedSeal, slots: readonly number[]): v
   let fd: number | undefined;
   try {
     fd = openSync(sealPath(stateDir), 'r+');
-    for (const slot of slots) {
-      const at = HEAD + slot * PER_PATH;
-      writeSync(fd, seal.rest, at, STAT, head.length + at);
-    }
+    for (const [at, length] of ranges) writeSync(fd, seal.rest, at, length, head.length + at);
     writeSync(fd, header, 0, header.length, 0);
   } catch {
     // The seal on disk still describes a state that held; or, torn, it fails its checksum.
@@ -541,6 +609,8 @@ export function writeSeal(options: {
   readonly cache: HashCache;
   readonly env: Readonly<Record<string, string | undefined>>;
   readonly now?: (() => bigint) | undefined;
+  /** Record lines in the journal (OpenState.lines). */
+  readonly lines: number;
 }): boolean {
   const { paths } = options.files;
   if (options.files.nodes.length !== options.graph.size) return false;
@@ -554,7 +624,16 @@ export function writeSeal(options: {
   }
   body.write(digest, 0, DIGEST, 'hex');
   writeStat(body, DIGEST, journal);
-  return write(options.stateDir, body, terminated(paths), terminated(options.graph.ordered.map((n) => n.id)));
+  // Its content's checksum too, which a seal written after a run planned from it continues (sealDelta).
+  const sum = journalSum(journalPath(options.stateDir));
+  if (sum < 0) return false;
+  body.writeUInt32LE(sum, JOURNAL_SUM);
+  body.writeUInt32LE(0, JOURNAL_RACY);
+  body.writeUInt32LE(Math.min(options.lines, 0xffffffff), JOURNAL_LINES);
+  body.writeUInt32LE(0, JOURNAL_LINES + 4);
+  // Without a shape (a record it cannot point at), the seal still serves a no-op.
+  const shape = encodeShape(options.declarations, options.graph, options.files, options.stateDir) ?? Buffer.alloc(0);
+  return write(options.stateDir, body, shape, terminated(paths), terminated(options.graph.ordered.map((n) => n.id)));
 }
 
 /** Each ended by a NUL (neither a path nor a task id can hold one). */
@@ -562,18 +641,23 @@ function terminated(list: readonly string[]): string {
   return list.length === 0 ? '' : `${list.join('\0')}\0`;
 }
 
-function write(stateDir: string, body: Buffer, paths: string, ids: string): boolean {
+function write(stateDir: string, body: Buffer, shape: Buffer, paths: string, ids: string): boolean {
+  const pathBytes = Buffer.from(paths, 'utf8');
+  const idBytes = Buffer.from(ids, 'utf8');
+  const rest = Buffer.concat([body, shape, pathBytes, idBytes]);
+  const tasks = ids === '' ? 0 : ids.split('\0').length - 1;
+  const head = Buffer.from(`${FORMAT} ${VERSION} ${(body.length - HEAD) / PER_PATH} ${tasks} ${pathBytes.length} ${shape.length} ${checksum(rest)}\n`, 'latin1');
+  return writeWhole(stateDir, [head, rest]);
+}
+
+/** Writes the seal to a temporary file renamed over the old one. */
+function writeWhole(stateDir: string, parts: readonly Buffer[]): boolean {
   const file = sealPath(stateDir);
   const temp = `${file}.${process.pid}.tmp`;
   try {
     const fd = openSync(temp, 'w', 0o644);
     try {
-      const pathBytes = Buffer.from(paths, 'utf8');
-      const idBytes = Buffer.from(ids, 'utf8');
-      const rest = Buffer.concat([body, pathBytes, idBytes]);
-      const tasks = ids === '' ? 0 : ids.split('\0').length - 1;
-      const head = Buffer.from(`${FORMAT} ${VERSION} ${(body.length - HEAD) / PER_PATH} ${tasks} ${pathBytes.length} ${checksum(rest)}\n`, 'latin1');
-      for (const part of [head, rest]) {
+      for (const part of parts) {
         let at = 0;
         while (at < part.length) at += writeSync(fd, part, at, part.length - at);
       }
@@ -590,4 +674,89 @@ function write(stateDir: string, body: Buffer, paths: string, ids: string): bool
     }
     return false;
   }
+}
+
+/** The CRC-32 of the journal's content, read in pieces (not into one buffer the size of the journal); -1 when it cannot be read. */
+function journalSum(file: string): number {
+  let fd: number | undefined;
+  try {
+    fd = openSync(file, 'r');
+    const piece = Buffer.allocUnsafe(1 << 20);
+    let sum = 0;
+    for (let at = 0; ; ) {
+      const n = readSync(fd, piece, 0, piece.length, at);
+      if (n === 0) return sum;
+      sum = crc32(piece.subarray(0, n), sum);
+      at += n;
+    }
+  } catch {
+    return -1;
+  } finally {
+    if (fd !== undefined) closeSync(fd);
+  }
+}
+
+/**
+ * Seals the state again after a run planned from the seal (delta.ts) that ran
+ * what the changed files reach and found it all unchanged after (the caller
+ * checked, as a whole run would decide: nothing failed, nothing warned, and a
+ * second look plans every reached task unchanged). The rest of the seal holds
+ * as it was: the same declarations, and only the reached tasks' files and
+ * records moved. So the seal is the one read, with: each reached task's files
+ * as this run's cache knows them, where the records of the tasks that ran now
+ * lie (they were appended to the journal this run), and the journal's new stat
+ * and checksum — the old checksum continued over what was appended, so the
+ * journal is not read whole. Its stat, a moment old, cannot tell it from a
+ * same-size rewrite in the same clock tick: the next run checks its content
+ * (openSeal) unless it is old enough by then. False when it wrote none (the
+ * old one, its journal's stat moved, is then ignored by the next run).
+ */
+export function sealDelta(options: {
+  readonly stateDir: string;
+  readonly seal: OpenedSeal;
+  readonly cache: HashCache;
+  readonly pathOf: (slot: number) => string;
+  /** The reached tasks' paths, as numbered in the seal. */
+  readonly slots: readonly number[];
+  /** The tasks that ran, with their position in the plan's order. */
+  readonly ran: readonly { readonly id: TaskId; readonly position: number }[];
+  readonly now?: (() => bigint) | undefined;
+}): boolean {
+  const { seal } = options;
+  const rest = seal.rest;
+  const file = journalPath(options.stateDir);
+  const sealedSize = Number(rest.readBigInt64LE(DIGEST + 16));
+  let journal: BigIntStats;
+  const lines = new Map<string, RecordLine>();
+  let sum: number;
+  let fd: number | undefined;
+  try {
+    fd = openSync(file, 'r');
+    journal = fstatSync(fd, { bigint: true });
+    // The same file (a compaction would have replaced it), only grown.
+    if (journal.dev !== rest.readBigInt64LE(DIGEST) || journal.ino !== rest.readBigInt64LE(DIGEST + 8) || Number(journal.size) < sealedSize) return false;
+    const tail = Buffer.allocUnsafe(Number(journal.size) - sealedSize);
+    for (let at = 0; at < tail.length; ) {
+      const n = readSync(fd, tail, at, tail.length - at, sealedSize + at);
+      if (n === 0) return false;
+      at += n;
+    }
+    sum = crc32(tail, rest.readUInt32LE(JOURNAL_SUM));
+    scanRecordLines(tail, 0, sealedSize, lines);
+  } catch {
+    return false;
+  } finally {
+    if (fd !== undefined) closeSync(fd);
+  }
+  for (const { id, position } of options.ran) {
+    const line = lines.get(id);
+    if (line === undefined || !pointAt(seal.shape, seal.tasks, position, line)) return false;
+  }
+  for (const slot of options.slots) if (!options.cache.vouch(options.pathOf(slot), rest, HEAD + slot * PER_PATH)) return false;
+  writeStat(rest, DIGEST, journal);
+  rest.writeUInt32LE(sum, JOURNAL_SUM);
+  rest.writeUInt32LE(settledAt(journal, options.now?.()) ? 0 : 1, JOURNAL_RACY);
+  rest.writeUInt32LE(Math.min(rest.readUInt32LE(JOURNAL_LINES) + options.ran.length, 0xffffffff), JOURNAL_LINES);
+  const header = Buffer.from(`${seal.header.slice(0, seal.header.lastIndexOf(' ') + 1)}${checksum(rest)}\n`, 'latin1');
+  return writeWhole(options.stateDir, [header, rest]);
 }

@@ -1,11 +1,14 @@
 // The state's seal (src/state/seal.ts): a no-op after a settled no-op loads
-// neither the journal nor the hash cache, and anything that could change a
-// decision makes the run go the whole way. Runs here use a clock an hour
+// neither the journal nor the hash cache; a run after files changed loads only
+// what they reach (src/state/delta.ts), decides as the whole way would, and
+// seals again; and anything else that could change a decision makes the run
+// go the whole way. Runs here use a clock an hour
 // ahead (EngineOptions.now), so files are settled at once; the files this
 // test writes get distinct past mtimes, so an edit always moves a stat. The
 // last test uses the real CLI and the real clock.
 
-import { readFileSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
+import { cpSync, readFileSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
+import { crc32 } from 'node:zlib';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, test } from 'vitest';
 import type { EngineEvent } from '../../src/execute/events.ts';
@@ -56,6 +59,15 @@ const stampOf = (file: string): string => {
   return `${s.size} ${s.mtimeMs} ${s.ino}`;
 };
 
+/** Rewrites the u32 at `at` of the seal's body, and its checksum: a whole seal that says something else. */
+function resealWith(at: number, value: number): void {
+  const file = readFileSync(seal());
+  const header = file.toString('latin1', 0, file.indexOf(10));
+  const rest = file.subarray(file.indexOf(10) + 1);
+  rest.writeUInt32LE(value, at);
+  writeFileSync(seal(), Buffer.concat([Buffer.from(`${header.slice(0, header.lastIndexOf(' ') + 1)}${crc32(rest).toString(16).padStart(8, '0')}\n`, 'latin1'), rest]));
+}
+
 /** Built, then a no-op that seals: the state a sealed run starts from. */
 async function sealed(body?: string): Promise<string> {
   const nodefile = project(body);
@@ -73,7 +85,7 @@ describe('the seal', () => {
     const journal = rig.path('.nodegraph/state.jsonl');
     const before = [journal, rig.path('.nodegraph/hashcache'), seal()].map(stampOf);
     const run = await apply(nodefile);
-    expect(run.value.io).toEqual({ stats: 8, contentReads: 0, bytesRead: 0, recordsDecoded: 0, sealed: true });
+    expect(run.value.io).toEqual({ stats: 8, contentReads: 0, bytesRead: 0, recordsDecoded: 0, sealed: true, delta: false });
     expect(run.value.upToDate).toBe(4);
     // Its graph, not needed to say "no changes", is there for who asks (watch does).
     expect(run.value.graph.ordered.map((n) => n.id)).toEqual(run.value.plan.entries.map((e) => e.id));
@@ -218,6 +230,96 @@ describe('the seal', () => {
     writeFileSync(nodefile, good);
     expect((await apply(nodefile)).value.io.sealed).toBe(true);
     expect(rig.exists('.nodegraph/lock')).toBe(false);
+  });
+
+  test('a changed file: only what it reaches is loaded and run, with the events of the whole way, and the state sealed again', async () => {
+    const nodefile = await sealed();
+    // The same edit once more from a copy of this state without its seal, to compare.
+    cpSync(rig.path('.nodegraph'), rig.path('before/state'), { recursive: true });
+    cpSync(rig.path('out'), rig.path('before/out'), { recursive: true });
+    const cache = stampOf(rig.path('.nodegraph/hashcache'));
+    put('in/1.txt', 'one\n');
+    const delta = await apply(nodefile);
+    expect(delta.value.io).toMatchObject({ delta: true, sealed: false });
+    expect(delta.value.ran.toSorted()).toEqual(['all', 'copy/1']);
+    expect(delta.value.upToDate).toBe(2);
+    expect(delta.value.plan.entries.map((e) => e.id)).toEqual(['copy/0', 'copy/1', 'copy/2', 'all']);
+    expect(delta.value.graph.size).toBe(4);
+    expect(rig.read('out/all')).toBe('0\none\n2\n');
+    // The hash cache was not loaded, so not written; the next run trusts the new seal.
+    expect(stampOf(rig.path('.nodegraph/hashcache'))).toBe(cache);
+    expect((await apply(nodefile)).value.io).toMatchObject({ sealed: true, contentReads: 0 });
+
+    for (const [from, to] of [['before/state', '.nodegraph'], ['before/out', 'out']] as const) {
+      rmSync(rig.path(to), { recursive: true });
+      cpSync(rig.path(from), rig.path(to), { recursive: true });
+    }
+    rmSync(seal());
+    const whole = await apply(nodefile);
+    expect(whole.value.io).toMatchObject({ delta: false, sealed: false });
+    const timeless = (events: EngineEvent[]): unknown =>
+      JSON.parse(JSON.stringify(events, (key, value: unknown) => (key === 'durationMs' ? 0 : value)));
+    expect(timeless(delta.events)).toEqual(timeless(whole.events));
+  });
+
+  test('a run planned from a seal that an earlier one wrote: upstream at its new record, so an unchanged output still stops there', async () => {
+    const nodefile = await sealed(`
+      ng.task('first', { inputs: { src: ng.file('in/0.txt') }, outputs: ['out/first'], run: { shell: 'head -c 1 in/0.txt > out/first' } });
+      ng.task('copy', { inputs: { src: ng.file('in/1.txt') }, outputs: ['out/1'], run: ['cp', 'in/1.txt', 'out/1'] });
+      ng.task('both', { inputs: { a: ng.ref('first'), b: ng.ref('copy') }, outputs: ['out/both'], run: { shell: 'cat out/first out/1 > out/both' } });
+    `);
+    put('in/1.txt', 'one\n');
+    const first = await apply(nodefile);
+    expect(first.value.io.delta).toBe(true);
+    expect(first.value.ran.toSorted()).toEqual(['both', 'copy']);
+    // 'first' reads the changed file and makes the same output; 'both' is reached through it, and 'copy' is the
+    // upstream it is compared with: at the record the last run appended, not the one the first seal pointed at.
+    put('in/0.txt', '0 and more\n');
+    const second = await apply(nodefile);
+    expect(second.value.io.delta).toBe(true);
+    expect(second.value.ran).toEqual(['first']);
+    expect(rig.read('out/both')).toBe('0one\n');
+    expect((await apply(nodefile)).value.io.sealed).toBe(true);
+  });
+
+  test('a journal sealed a moment after it was written is known by its content: a seal whose checksum of it differs is not trusted', async () => {
+    const nodefile = await sealed();
+    put('in/1.txt', 'one\n');
+    // A clock behind: the journal, appended to by this run, is too new to be known by its stat.
+    const behind = (): bigint => (BigInt(Date.now()) - 10_000n) * 1_000_000n;
+    const changed = await applyNodefile({ nodefile, env: {}, now: behind });
+    if (!changed.ok) throw new Error(JSON.stringify(changed.error));
+    expect(changed.value.io.delta).toBe(true);
+    const file = readFileSync(seal());
+    const rest = file.subarray(file.indexOf(10) + 1);
+    // After the digest (32 bytes) and the journal's stat (40): its CRC-32, then 1 for "too new".
+    expect(rest.readUInt32LE(76)).toBe(1);
+    expect(rest.readUInt32LE(72)).toBe(crc32(readFileSync(rig.path('.nodegraph/state.jsonl'))));
+    const trusted = await applyNodefile({ nodefile, env: {}, now: behind });
+    expect(trusted.ok && trusted.value.io.sealed).toBe(true);
+    // The same seal, whole, but for another journal content.
+    resealWith(72, (rest.readUInt32LE(72) ^ 1) >>> 0);
+    const distrusted = await applyNodefile({ nodefile, env: {}, now: behind });
+    expect(distrusted.ok && distrusted.value.io).toMatchObject({ sealed: false, delta: false });
+    expect(distrusted.ok && distrusted.value.ran).toEqual([]);
+  });
+
+  test('runs planned from the seal count the lines they append: once a load would compact the journal, the run goes the whole way', async () => {
+    const nodefile = await sealed();
+    // After the journal's stat and checksum: its record lines (4 tasks: a load compacts past 2 × 4 + 1,000).
+    const lines = (): number => {
+      const file = readFileSync(seal());
+      return file.readUInt32LE(file.indexOf(10) + 1 + 80);
+    };
+    const before = lines();
+    put('in/1.txt', 'one\n');
+    expect((await apply(nodefile)).value.io.delta).toBe(true);
+    expect(lines()).toBe(before + 2);
+    resealWith(80, 1009);
+    put('in/1.txt', 'uno\n');
+    const whole = await apply(nodefile);
+    expect(whole.value.io).toMatchObject({ delta: false, sealed: false });
+    expect(whole.value.ran.toSorted()).toEqual(['all', 'copy/1']);
   });
 
   test('the CLI on the real clock: a settled no-op seals, the next prints the same', async () => {

@@ -1,6 +1,7 @@
 // What keeps a no-op nearly free, asserted structurally (nothing here is
 // timed: the machines are shared and noisy). A no-op reads no file content,
-// stats each file once, writes no state, and loads no module it does not use.
+// stats each file once, writes no state, and loads no module it does not use;
+// a change after a sealed no-op loads only what it reaches.
 
 import { existsSync, readFileSync, rmSync, statSync } from 'node:fs';
 import path from 'node:path';
@@ -76,6 +77,27 @@ test('one input changed: only the records of the tasks that act are decoded', as
   expect(one.value.ran).toEqual(['copy/3', 'all']);
   // copy/3's and all's own: what the others output is known from the plan, not from their records.
   expect(one.value.io.recordsDecoded).toBe(2);
+
+  // Settled and sealed, the next change is planned from the seal (state/delta.ts): the journal is
+  // not loaded (two records read where they lie), the hash cache neither loaded nor written, and
+  // the seal written again, so the run after it is a sealed no-op.
+  await settle();
+  await applyNodefile({ nodefile });
+  const cache = path.join(rig.dir, '.nodegraph/hashcache');
+  const before = statSync(cache).mtimeMs;
+  rig.write('in/5.txt', 'five\n');
+  const delta = await applyNodefile({ nodefile });
+  if (!delta.ok) throw new Error(JSON.stringify(delta.error));
+  expect(delta.value.io.delta).toBe(true);
+  expect(delta.value.ran).toEqual(['copy/5', 'all']);
+  expect(delta.value.io.recordsDecoded).toBe(0);
+  expect(statSync(cache).mtimeMs).toBe(before);
+  await settle();
+  const after = await applyNodefile({ nodefile });
+  if (!after.ok) throw new Error(JSON.stringify(after.error));
+  expect(after.value.io.sealed).toBe(true);
+  // At most what the last run wrote or found moments after it was written, sealed by content (seal.ts).
+  expect(after.value.io.contentReads).toBeLessThanOrEqual(3);
 });
 
 test('a tree that several tasks read is walked once per run', async () => {

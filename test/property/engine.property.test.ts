@@ -3,7 +3,9 @@
 // what a real change reaches runs, each task at most once; unchanged outputs
 // stop propagation; a second apply runs nothing; plan predicts apply; and
 // none of it depends on -j — nor on the state's seal (state/seal.ts), which
-// the runs here write and trust as often as they can: every file this test
+// the runs here write and trust as often as they can (a run after an edit
+// that leaves the declarations as they were runs what the edit reaches,
+// planned from the seal: state/delta.ts): every file this test
 // writes gets an mtime of its own, in the past, and the engine's clock is an
 // hour ahead, so no file is too new to be known by its stat.
 
@@ -127,6 +129,8 @@ function writeStamped(file: string, content: string): void {
 }
 /** Applies that the seal vouched for, over the whole test: it must not be zero, or the seal went untested. */
 let sealedRuns = 0;
+/** Applies and plans of only what changed files reach, planned from the seal (state/delta.ts): nor this. */
+let deltaRuns = 0;
 
 class Scenario {
   readonly dir = mkdtempSync(path.join(tmpdir(), 'nodegraph-prop-'));
@@ -225,6 +229,7 @@ class Scenario {
     );
     if (!result.ok) throw new Error(JSON.stringify(result.error));
     if (result.value.io.sealed) sealedRuns++;
+    if (result.value.io.delta) deltaRuns++;
     expect(result.value.failed).toEqual([]);
     const counts = new Map<string, number>();
     for (const e of events) if (e.type === 'task-start') counts.set(e.id, (counts.get(e.id) ?? 0) + 1);
@@ -268,6 +273,7 @@ describe('engine properties', () => {
             const must = a.mustRun();
             const planned = await planNodefile({ nodefile: path.join(a.dir, 'Nodefile.ts'), now: AHEAD });
             if (!planned.ok) throw new Error(JSON.stringify(planned.error));
+            if (planned.value.io.delta) deltaRuns++;
             const definite = planned.value.plan.entries.filter((p) => p.action !== 'unchanged' && p.action !== 'maybe').map((p) => p.id);
             const maybe = planned.value.plan.entries.filter((p) => p.action === 'maybe').map((p) => p.id);
 
@@ -320,5 +326,6 @@ describe('engine properties', () => {
       },
     );
     expect(sealedRuns).toBeGreaterThan(0);
+    expect(deltaRuns).toBeGreaterThan(0);
   }, 180_000);
 });
