@@ -310,6 +310,7 @@ async function openWith(
               pathOf: sealed.pathOf,
               slots: delta.slots,
               ran: ran.map((id) => ({ id, position: delta.graph.get(id)!.order })),
+              resealed: sealed.resealed,
               now: options.now,
             }),
         },

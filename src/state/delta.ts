@@ -99,12 +99,15 @@ export function encodeShape(declarations: Declarations, graph: TaskGraph, files:
   return Buffer.concat([bytesOf(offsets), bytesOf(heads), bytesOf(tail)]);
 }
 
-/** Points the shape at task `position`'s record (of `count` tasks), where a run appended it: false for a line the shape cannot hold. */
-export function pointAt(shape: Buffer, count: number, position: number, line: RecordLine): boolean {
-  if (shape.length < 8 * count + 4 * (6 * count + 4) || line.length > 0x7fffffff) return false;
+/** Points the shape (of `count` tasks) at task `position`'s record, where a run appended it; returns the byte ranges it changed. */
+export function pointAt(shape: Buffer, count: number, position: number, line: RecordLine): [number, number][] {
+  const lengthAt = 8 * count + 4 * (count + position);
   shape.writeDoubleLE(line.offset, 8 * position);
-  shape.writeInt32LE(line.length, 8 * count + 4 * (count + position));
-  return true;
+  shape.writeInt32LE(line.length, lengthAt);
+  return [
+    [8 * position, 8],
+    [lengthAt, 4],
+  ];
 }
 
 const bytesOf = (a: Float64Array | Int32Array): Buffer => Buffer.from(a.buffer, a.byteOffset, a.byteLength);

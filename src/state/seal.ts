@@ -435,6 +435,8 @@ export interface Sealed {
   readonly changed: readonly number[];
   /** What this check read (a hash cache that is never saved): a delta run goes on with it. */
   readonly reader: HashCache;
+  /** Paths found touched but the same, at a new stat the seal in memory now holds (written with the seal's next change). */
+  readonly resealed: readonly number[];
   /** The seal's path numbered `slot`. */
   readonly pathOf: (slot: number) => string;
 }
@@ -529,7 +531,7 @@ export function checkSeal(options: {
   }
   const { contentReads, bytesRead } = reader.counters;
   const ids = seal.ids.split('\0', seal.tasks) as TaskId[];
-  return { run: { stats: count + reader.counters.stats, contentReads, bytesRead }, ids, changed, reader, pathOf };
+  return { run: { stats: count + reader.counters.stats, contentReads, bytesRead }, ids, changed, reader, pathOf, resealed };
 }
 
 /**
@@ -549,18 +551,20 @@ export function knownFrom(seal: OpenedSeal, sealed: Sealed, slots: readonly numb
  * in 30 ms). Torn by a crash or read midway, it fails its checksum and is
  * ignored, as a torn seal is. The caller holds the lock: no one else writes the seal.
  */
-function reseal(stateDir: string, seal: OpenedSeal, ranges: readonly (readonly [number, number])[]): void {
+function reseal(stateDir: string, seal: OpenedSeal, ranges: readonly (readonly [number, number])[]): boolean {
   const head = Buffer.from(seal.header, 'latin1');
   const sum = checksum(seal.rest);
   const header = Buffer.from(`${seal.header.slice(0, seal.header.lastIndexOf(' ') + 1)}${sum}\n`, 'latin1');
-  if (header.length !== head.length) return;
+  if (header.length !== head.length) return false;
   let fd: number | undefined;
   try {
     fd = openSync(sealPath(stateDir), 'r+');
     for (const [at, length] of ranges) writeSync(fd, seal.rest, at, length, head.length + at);
     writeSync(fd, header, 0, header.length, 0);
+    return true;
   } catch {
     // The seal on disk still describes a state that held; or, torn, it fails its checksum.
+    return false;
   } finally {
     if (fd !== undefined) closeSync(fd);
   }
@@ -702,11 +706,12 @@ function journalSum(file: string): number {
  * checked, as a whole run would decide: nothing failed, nothing warned, and a
  * second look plans every reached task unchanged). The rest of the seal holds
  * as it was: the same declarations, and only the reached tasks' files and
- * records moved. So the seal is the one read, with: each reached task's files
- * as this run's cache knows them, where the records of the tasks that ran now
- * lie (they were appended to the journal this run), and the journal's new stat
- * and checksum — the old checksum continued over what was appended, so the
- * journal is not read whole. Its stat, a moment old, cannot tell it from a
+ * records moved. So the seal is the one read, changed where it lies (as a
+ * touched file is resealed: a few bytes and the header, not 14 MB at 50,000
+ * tasks): each reached task's files as this run's cache knows them, where the
+ * records of the tasks that ran now lie (they were appended to the journal
+ * this run), and the journal's new stat and checksum — the old checksum
+ * continued over what was appended, so the journal is not read whole. Its stat, a moment old, cannot tell it from a
  * same-size rewrite in the same clock tick: the next run checks its content
  * (openSeal) unless it is old enough by then. False when it wrote none (the
  * old one, its journal's stat moved, is then ignored by the next run).
@@ -720,6 +725,8 @@ export function sealDelta(options: {
   readonly slots: readonly number[];
   /** The tasks that ran, with their position in the plan's order. */
   readonly ran: readonly { readonly id: TaskId; readonly position: number }[];
+  /** Paths the check found touched but the same (Sealed.resealed). */
+  readonly resealed: readonly number[];
   readonly now?: (() => bigint) | undefined;
 }): boolean {
   const { seal } = options;
@@ -748,15 +755,21 @@ export function sealDelta(options: {
   } finally {
     if (fd !== undefined) closeSync(fd);
   }
-  for (const { id, position } of options.ran) {
-    const line = lines.get(id);
-    if (line === undefined || !pointAt(seal.shape, seal.tasks, position, line)) return false;
+  // Checked before anything is changed: a seal in memory half updated is never written.
+  if (options.ran.some(({ id }) => lines.get(id) === undefined)) return false;
+  const ranges: [number, number][] = [[DIGEST, HEAD - DIGEST]];
+  for (const slot of options.slots) {
+    if (!options.cache.vouch(options.pathOf(slot), rest, HEAD + slot * PER_PATH)) return false;
+    ranges.push([HEAD + slot * PER_PATH, PER_PATH]);
   }
-  for (const slot of options.slots) if (!options.cache.vouch(options.pathOf(slot), rest, HEAD + slot * PER_PATH)) return false;
+  for (const slot of options.resealed) ranges.push([HEAD + slot * PER_PATH, STAT]);
+  const shapeAt = seal.shape.byteOffset - rest.byteOffset;
+  for (const { id, position } of options.ran) {
+    for (const [at, length] of pointAt(seal.shape, seal.tasks, position, lines.get(id)!)) ranges.push([shapeAt + at, length]);
+  }
   writeStat(rest, DIGEST, journal);
   rest.writeUInt32LE(sum, JOURNAL_SUM);
   rest.writeUInt32LE(settledAt(journal, options.now?.()) ? 0 : 1, JOURNAL_RACY);
   rest.writeUInt32LE(Math.min(rest.readUInt32LE(JOURNAL_LINES) + options.ran.length, 0xffffffff), JOURNAL_LINES);
-  const header = Buffer.from(`${seal.header.slice(0, seal.header.lastIndexOf(' ') + 1)}${checksum(rest)}\n`, 'latin1');
-  return writeWhole(options.stateDir, [header, rest]);
+  return reseal(options.stateDir, seal, ranges);
 }
