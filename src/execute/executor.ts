@@ -296,7 +296,10 @@ export async function execute(options: ExecuteOptions): Promise<ExecuteSummary> 
    * them: a machine converges to what the Nodefile says, and a stale systemd
    * drop-in left behind would still be read. Not for a task that keeps its
    * outputs (`removeOutputs: false`), and never a path the project or the state
-   * is in, nor one a task declares now (or that holds or lies in one).
+   * is in, nor one a task declares now (or that holds or lies in one). Nor one
+   * outside the project that lies in the folder the task last ran in, when it
+   * runs elsewhere now: that is a state copied with its project (`cp -r a b`),
+   * whose records name the original's files, and those are the original's.
    */
   const removeStale = (node: TaskNode, previous: TaskRecord | undefined): void => {
     if (previous === undefined || node.decl.spec.removeOutputs === false) return;
@@ -310,7 +313,7 @@ export async function execute(options: ExecuteOptions): Promise<ExecuteSummary> 
       const shown = path.relative(graph.dir, old) || old;
       // A file that now lies in a declared folder (the task's own, say) belongs to that folder's task;
       // and a path that is one of its outputs by another spelling (a symlink on the way) is one of them.
-      const kept = keptBecause(old, options.guard, declared, true) ?? sameAsOutput(old, node.outputs);
+      const kept = keptBecause(old, options.guard, declared, true) ?? sameAsOutput(old, node.outputs) ?? elsewhere(old, previous, node, graph.dir);
       if (kept !== undefined) {
         emit({ type: 'task-log', id: node.id, message: `kept ${shown}, no longer one of its outputs, which ${kept}` });
         continue;
@@ -394,6 +397,13 @@ function sameAsOutput(old: string, outputs: readonly string[]): string | undefin
     if (now !== undefined && (holds(now, resolved) || holds(resolved, now))) return `is ${output} by another path`;
   }
   return undefined;
+}
+
+/** Why a stale output is left to the copy of the project the state came from (see removeStale), or undefined. */
+function elsewhere(old: string, previous: TaskRecord, node: TaskNode, dir: string): string | undefined {
+  const before = previous.recipe.cwd;
+  if (before === node.cwd || holds(dir, old) || !holds(before, old)) return undefined;
+  return `lies in ${before}, where the task last ran, outside this project: the state seems to come from a copy of the project there`;
 }
 
 function combineOutputs(

@@ -1,9 +1,10 @@
 // What a teardown must never remove, and what it runs: the project and the
 // state are no task's outputs; a file a task now declares is not removed with
 // the orphan that made it; a task still declared is destroyed as it is
-// declared now.
+// declared now; a state copied with its project does not remove the
+// original's files.
 
-import { existsSync, readdirSync, symlinkSync } from 'node:fs';
+import { cpSync, existsSync, readdirSync, symlinkSync } from 'node:fs';
 import { afterEach, beforeEach, expect, test } from 'vitest';
 import { Rig } from '../support/rig.ts';
 
@@ -96,6 +97,20 @@ test('an output a task no longer declares is removed once it ran again, unless a
   // Another task declares it now: it stays theirs.
   expect(apply.stdout).toContain(`  moved: kept out/moving, no longer one of its outputs, which is now owner's output\n`);
   expect(rig.read('out/moving')).toBe('o\n');
+});
+
+test('a project copied with its state: applying the copy leaves the files of the original alone', async () => {
+  rig.write('a/in.txt', 'x\n');
+  rig.write('a/Nodefile.ts', `export default (ng: any) => { ng.task('copy', { inputs: { src: ng.file('in.txt') }, outputs: ['out/x'], run: ['sh', '-c', 'mkdir -p out && cp in.txt out/x'] }); };\n`);
+  expect((await rig.run(['apply', '-f', 'a/Nodefile.ts'])).code).toBe(0);
+  cpSync(rig.path('a'), rig.path('b'), { recursive: true });
+  // The copy's records name a/out/x, which its task no longer declares (it writes b/out/x).
+  const copy = await rig.run(['apply', '-f', 'b/Nodefile.ts']);
+  expect(copy.code).toBe(0);
+  expect(copy.stdout).toContain(`  copy: kept ../a/out/x, no longer one of its outputs, which lies in ${rig.path('a')}, where the task last ran, outside this project`);
+  expect(rig.read('a/out/x')).toBe('x\n');
+  expect(rig.read('b/out/x')).toBe('x\n');
+  // Within a project, a stale output still goes (the test above).
 });
 
 test('a targeted destroy removes an output that lies in a folder a staying task declares', async () => {
