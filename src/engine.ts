@@ -254,6 +254,19 @@ async function openWith(
     if (event.type === 'warning') warnings++;
     sink(event);
   };
+  // What every session has, whichever way it was opened (made only when one is: a sealed run needs none of it).
+  const shared = (state: OpenState) => ({
+    declarations: declared.value,
+    state,
+    store: appender(state.store),
+    runner: options.runner ?? new ExecaRunner(),
+    signal: options.signal ?? new AbortController().signal,
+    emit,
+    jobs: Math.max(1, options.jobs ?? defaultJobs()),
+    env,
+    warnings: () => warnings,
+    now: options.now,
+  });
   if (seal !== undefined && mode.observe !== false) {
     const dir = held?.stateDir ?? stateDir;
     const sealed = checkSeal({ stateDir: dir, seal, declarations: declared.value, prefetched: early, env, reseal: held !== undefined, now: options.now });
@@ -281,22 +294,13 @@ async function openWith(
       if (!state.ok) return err([state.error]);
       for (const warning of state.value.warnings) emit({ type: 'warning', message: warning });
       return ok({
+        ...shared(state.value),
         graph: delta.graph,
-        declarations: declared.value,
-        state: state.value,
-        store: appender(state.value.store),
         cache: sealed.reader,
-        runner: options.runner ?? new ExecaRunner(),
-        signal: options.signal ?? new AbortController().signal,
-        emit,
-        jobs: Math.max(1, options.jobs ?? defaultJobs()),
         targets: undefined,
         replace: new Set(),
-        env,
         files: filesToObserve(delta.nodes, delta.graph.dir),
         prefetched: undefined,
-        warnings: () => warnings,
-        now: options.now,
         delta: {
           ids: sealed.ids,
           settled: delta.settled,
@@ -349,22 +353,13 @@ async function openWith(
   const loaded = HashCache.load(path.join(state.value.dir, 'hashcache'), options.now === undefined ? {} : { now: options.now });
   if (loaded.warning !== undefined) emit({ type: 'warning', message: loaded.warning });
   return ok({
+    ...shared(state.value),
     graph: graph.value,
-    declarations: declared.value,
-    state: state.value,
-    store: appender(state.value.store),
     cache: loaded.cache,
-    runner: options.runner ?? new ExecaRunner(),
-    signal: options.signal ?? new AbortController().signal,
-    emit,
-    jobs: Math.max(1, options.jobs ?? defaultJobs()),
     targets: targets.value,
     replace: replace.value ?? new Set(),
-    env,
     files,
     prefetched,
-    warnings: () => warnings,
-    now: options.now,
   });
 }
 

@@ -34,14 +34,14 @@
 import { closeSync, openSync } from 'node:fs';
 import path from 'node:path';
 import type { TaskId } from '../ids.ts';
-import { join } from '../graph/analyze.ts';
+import { join, Node } from '../graph/analyze.ts';
 import { TaskGraph, type TaskNode } from '../graph/graph.ts';
 import type { Declarations, DeclaredTask } from '../nodefile/builder.ts';
 import type { InputSpec } from '../nodefile/types.ts';
 import type { FilesToObserve } from '../plan/observe.ts';
 import type { UpstreamState } from '../plan/decide.ts';
-import { journalPath, okRecordOf, outputHashOf, recordLines, recordTextAt, type RecordLine } from './journal.ts';
-import { RecordMap } from './records.ts';
+import { journalPath, outputHashOf, recordLines, recordTextAt, type RecordLine } from './journal.ts';
+import { parseRecord, RecordMap } from './records.ts';
 
 /** The shape of a sealed graph, as delta runs read it (see FORMAT); undefined when a task's record cannot be pointed at. */
 export function encodeShape(declarations: Declarations, graph: TaskGraph, files: FilesToObserve, stateDir: string): Buffer | undefined {
@@ -156,28 +156,6 @@ class Shape {
   }
 }
 
-/** A node as analysis makes it, from its declaration and the shape. */
-class DeltaNode implements TaskNode {
-  readonly id: TaskId;
-  readonly decl: DeclaredTask;
-  readonly inputs: Readonly<Record<string, InputSpec>>;
-  readonly needs: readonly TaskId[];
-  readonly after: readonly TaskId[];
-  readonly outputs: readonly string[];
-  readonly cwd: string;
-  readonly order: number;
-  constructor(decl: DeclaredTask, inputs: Readonly<Record<string, InputSpec>>, needs: TaskId[], after: TaskId[], outputs: string[], cwd: string, order: number) {
-    this.id = decl.id;
-    this.decl = decl;
-    this.inputs = inputs;
-    this.needs = needs;
-    this.after = after;
-    this.outputs = outputs;
-    this.cwd = cwd;
-    this.order = order;
-  }
-}
-
 /** What a delta run works on: the tasks the changed files reach, and what they need. */
 export interface Delta {
   /** The reached tasks and their direct upstream, in plan order. */
@@ -260,8 +238,8 @@ export function openDelta(options: {
       all.push(nodeOf(decl, t, shape, ids, options.paths, dir));
       if (reached[t] === 1) {
         // What is planned and run is decoded and checked, as a load checks it.
-        const record = okRecordOf(text);
-        if (record === undefined) return undefined;
+        const record = parseRecord(text);
+        if (record?.status !== 'ok') return undefined;
         records.set(decl.id, record);
         nodes.push(all[all.length - 1]!);
         for (let k = shape.fileStart[t]!; k < shape.fileStart[t + 1]!; k++) if (shape.files[k]! >= 0) slots.push(shape.files[k]!);
@@ -279,7 +257,8 @@ export function openDelta(options: {
   return { graph: new TaskGraph(declarations.file, dir, declarations.pools, all), nodes, records, settled, slots };
 }
 
-function nodeOf(decl: DeclaredTask, t: number, shape: Shape, ids: readonly TaskId[], paths: (slot: number) => string, dir: string): DeltaNode {
+/** The node analysis made of task `t`, from its declaration and the shape. */
+function nodeOf(decl: DeclaredTask, t: number, shape: Shape, ids: readonly TaskId[], paths: (slot: number) => string, dir: string): Node {
   // A file input another task writes is a `task` input, as analysis made it.
   let inputs: Record<string, InputSpec> | undefined;
   let k = shape.fileStart[t]!;
@@ -296,6 +275,10 @@ function nodeOf(decl: DeclaredTask, t: number, shape: Shape, ids: readonly TaskI
   };
   const outputs: string[] = [];
   for (let j = shape.outStart[t]!; j < shape.outStart[t + 1]!; j++) outputs.push(paths(shape.outs[j]!));
-  const cwd = decl.spec.cwd === undefined ? dir : path.resolve(dir, decl.spec.cwd);
-  return new DeltaNode(decl, inputs ?? decl.inputs, list(shape.needs, shape.needStart), list(shape.after, shape.afterStart), outputs, cwd, t);
+  const node = new Node(decl, shape.decl[t]!, outputs, decl.spec.cwd === undefined ? dir : path.resolve(dir, decl.spec.cwd));
+  if (inputs !== undefined) node.inputs = inputs;
+  node.needs = list(shape.needs, shape.needStart);
+  node.after = list(shape.after, shape.afterStart);
+  node.order = t;
+  return node;
 }

@@ -456,18 +456,6 @@ export function recordTextAt(fd: number, offset: number, length: number, id: Tas
   return payload !== undefined && plainOkId(payload) === id ? payload : undefined;
 }
 
-/** The record a text holds, checked as a load checks it; undefined unless it is a valid `ok` record. */
-export function okRecordOf(text: string): TaskRecord | undefined {
-  let value: unknown;
-  try {
-    value = JSON.parse(text);
-  } catch {
-    return undefined;
-  }
-  const check = checkRecord(value, false);
-  return check.ok && !isTombstone(check.record) && check.record.status === 'ok' ? check.record : undefined;
-}
-
 /**
  * The output hash a plain `ok` record's text holds, without parsing the rest
  * (a task that consumes 500 others reads 500 records for this alone). The

@@ -179,7 +179,7 @@ export class RecordMap extends Map<TaskId, TaskRecord> {
 }
 
 /** A record's text decoded and checked as a load checks it; undefined when it is not a valid live record. */
-function parseRecord(text: string): TaskRecord | undefined {
+export function parseRecord(text: string): TaskRecord | undefined {
   let value: unknown;
   try {
     value = JSON.parse(text);
