@@ -274,9 +274,24 @@ class DigestWriter {
         return;
       }
     }
-    const n = this.#buf.write(s, this.#at + 4);
-    this.#buf.writeUInt32LE(n, this.#at);
-    this.#at += 4 + n;
+    const buf = this.#buf;
+    const start = this.#at + 4;
+    let n = 0;
+    // A short ASCII string (ids, paths, arguments: nearly all of them) is copied here; a call
+    // into Buffer.write for each of half a million strings cost more than the copying.
+    if (s.length <= 64) {
+      for (; n < s.length; n++) {
+        const c = s.charCodeAt(n);
+        if (c > 0x7f) break;
+        buf[start + n] = c;
+      }
+    }
+    if (n < s.length) n = buf.write(s, start);
+    buf[this.#at] = n & 0xff;
+    buf[this.#at + 1] = (n >>> 8) & 0xff;
+    buf[this.#at + 2] = (n >>> 16) & 0xff;
+    buf[this.#at + 3] = n >>> 24;
+    this.#at = start + n;
   }
 
   digest(): string {

@@ -1,13 +1,15 @@
 // The seal's digest names the engine that wrote it (state/seal.ts engineStamp):
 // its version, and the size and mtime of each of its own files, so a seal from
-// before an edit to the engine's code is not trusted after it.
+// before an edit to the engine's code is not trusted after it. And the digest
+// of the declarations tells one field from another.
 
 import { mkdirSync, mkdtempSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterEach, expect, test } from 'vitest';
-import { engineStamp } from '../../src/state/seal.ts';
+import type { Declarations, DeclaredTask } from '../../src/nodefile/builder.ts';
+import { declarationsDigest, engineStamp } from '../../src/state/seal.ts';
 
 const dirs: string[] = [];
 afterEach(() => {
@@ -34,4 +36,30 @@ test('the engine stamp moves with the version and with any of the engine files, 
 
   writeFileSync(path.join(root, 'package.json'), JSON.stringify({ version: '1.0.1' }));
   expect(engineStamp(url)).not.toBe(edited);
+});
+
+test('the declarations digest tells fields apart by their bytes and their lengths, ASCII or not, short or long', () => {
+  const digestOf = (...run: string[]): string | undefined => {
+    const task = { id: 't', spec: { run }, inputs: {}, after: [], outputs: [], site: { get: () => undefined } } as unknown as DeclaredTask;
+    const declarations: Declarations = { file: '/p/Nodefile.ts', dir: '/p', tasks: [task], pools: new Map(), failures: [] };
+    return declarationsDigest(declarations, {}, '/p/.nodegraph');
+  };
+  const long = 'a'.repeat(64);
+  const cases = [
+    ['echo', 'e'],
+    ['echo', 'é'],
+    ['echo', 'ê'],
+    // The same low byte as é: a copy that kept only that byte would make them one.
+    ['echo', 'ǩ'],
+    ['x', 'yz'],
+    ['xy', 'z'],
+    ['echo', long],
+    ['echo', `${long}a`],
+    ['echo', `${long.slice(1)}é`],
+    ['echo', `${long}é`],
+  ];
+  const digests = cases.map((run) => digestOf(...run));
+  expect(new Set(digests).size).toBe(cases.length);
+  // The same declarations, the same digest.
+  expect(cases.map((run) => digestOf(...run))).toEqual(digests);
 });
