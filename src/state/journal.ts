@@ -432,8 +432,9 @@ export function scanRecordLines(buf: Buffer, from: number, base: number, lines: 
   }
 }
 
-const LAZY_HEAD_BYTES = Buffer.from('{"v":1,"id":"', 'latin1');
-const LAZY_STATUS_BYTES = Buffer.from('","status":"ok","fingerprint":"', 'latin1');
+// plainOkId's two pieces, as bytes: a line is looked at where it lies, not decoded.
+const LAZY_HEAD_BYTES = Buffer.from(LAZY_HEAD, 'latin1');
+const LAZY_STATUS_BYTES = Buffer.from(LAZY_STATUS, 'latin1');
 
 /**
  * The text of task `id`'s record from the line at `offset` (`length` bytes,
