@@ -198,8 +198,7 @@ export function teardownOrder(ids: readonly TaskId[], records: ReadonlyMap<TaskI
 
 /** The plan of a whole graph found unchanged, as makePlan makes it (for a run the state's seal vouched for). */
 export function unchangedPlan(ids: readonly TaskId[]): Plan {
-  const entries: PlanEntry[] = ids.map((id) => ({ id, action: 'unchanged', verb: 'unchanged', reasons: NO_REASONS }));
-  return { entries, counts: { create: 0, update: 0, replace: 0, drift: 0, maybe: 0, destroy: 0, unchanged: entries.length } };
+  return wholePlan(ids, { entries: [], counts: { create: 0, update: 0, replace: 0, drift: 0, maybe: 0, destroy: 0, unchanged: 0 } });
 }
 
 /**

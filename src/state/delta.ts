@@ -44,12 +44,11 @@ import type { UpstreamState } from '../plan/decide.ts';
 import { journalPath, outputHashOf, recordLines, recordTextAt, type RecordLine } from './journal.ts';
 import { parseRecord, RecordMap } from './records.ts';
 
-/** The shape of a sealed graph, as delta runs read it (see FORMAT); undefined when a task's record cannot be pointed at. */
-export function encodeShape(declarations: Declarations, graph: TaskGraph, files: FilesToObserve, stateDir: string): Buffer | undefined {
+/** The shape of a sealed graph, as delta runs read it (see FORMAT), given the journal's bytes; undefined when a task's record cannot be pointed at. */
+export function encodeShape(declarations: Declarations, graph: TaskGraph, files: FilesToObserve, journal: Buffer): Buffer | undefined {
   const nodes = graph.ordered;
   const count = nodes.length;
-  const lines = recordLines(journalPath(stateDir));
-  if (lines === undefined) return undefined;
+  const lines = recordLines(journal);
   const position = new Map<TaskId, number>();
   for (let i = 0; i < count; i++) position.set(nodes[i]!.id, i);
   const declared = new Map<DeclaredTask, number>();

@@ -389,23 +389,17 @@ export interface RecordLine {
 }
 
 /**
- * Where each task's last line is in the journal at `path`, for a line written
- * as a plain `ok` record (plainOkId) — what the seal keeps, so that a run it
- * plans from reads only the records it needs (state/delta.ts). A task whose
- * last line is another kind (a tombstone, a failed record, an escaped id) is
- * left out. Read by the lock holder after a load that found every line good:
- * no checksum here; the reader checks each line it reads (recordTextAt).
+ * Where each task's last line is in a journal's bytes, for a line written as a
+ * plain `ok` record (plainOkId) — what the seal keeps, so that a run it plans
+ * from reads only the records it needs (state/delta.ts). A task whose last
+ * line is another kind (a tombstone, a failed record, an escaped id) is left
+ * out. Read by the lock holder after a load that found every line good: no
+ * checksum here; the reader checks each line it reads (recordTextAt).
  */
-export function recordLines(path: string): Map<string, RecordLine> | undefined {
-  let buf: Buffer;
-  try {
-    buf = readFileSync(path);
-  } catch {
-    return undefined;
-  }
+export function recordLines(journal: Buffer): Map<string, RecordLine> {
   const lines = new Map<string, RecordLine>();
-  const first = buf.indexOf(NEWLINE) + 1;
-  if (first > 0) scanRecordLines(buf, first, 0, lines);
+  const first = journal.indexOf(NEWLINE) + 1;
+  if (first > 0) scanRecordLines(journal, first, 0, lines);
   return lines;
 }
 

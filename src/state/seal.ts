@@ -641,17 +641,23 @@ export function writeSeal(options: {
   for (let slot = 0; slot < paths.length; slot++) {
     if (!options.cache.vouch(paths[slot]!, body, HEAD + slot * PER_PATH)) return false;
   }
+  // The journal's content, read once: its checksum, which a seal written after a run planned
+  // from this one continues (sealDelta), and where each task's record lies (the shape).
+  let content: Buffer;
+  try {
+    content = readFileSync(journalPath(options.stateDir));
+  } catch {
+    return false;
+  }
+  if (BigInt(content.length) !== journal.size) return false;
   body.write(digest, 0, DIGEST, 'hex');
   writeStat(body, DIGEST, journal);
-  // Its content's checksum too, which a seal written after a run planned from it continues (sealDelta).
-  const sum = journalSum(journalPath(options.stateDir));
-  if (sum < 0) return false;
-  body.writeUInt32LE(sum, JOURNAL_SUM);
+  body.writeUInt32LE(crc32(content), JOURNAL_SUM);
   body.writeUInt32LE(0, JOURNAL_RACY);
   body.writeUInt32LE(Math.min(options.lines, 0xffffffff), JOURNAL_LINES);
   body.writeUInt32LE(0, JOURNAL_LINES + 4);
   // Without a shape (a record it cannot point at), the seal still serves a no-op.
-  const shape = encodeShape(options.declarations, options.graph, options.files, options.stateDir) ?? Buffer.alloc(0);
+  const shape = encodeShape(options.declarations, options.graph, options.files, content) ?? Buffer.alloc(0);
   return write(options.stateDir, body, shape, terminated(paths), terminated(options.graph.ordered.map((n) => n.id)));
 }
 
