@@ -17,6 +17,7 @@
 
 import type { ChildProcessWithoutNullStreams } from 'node:child_process';
 import { statSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import type { Command } from '../nodefile/types.ts';
 import { cancelOnAbort } from './group.ts';
 import { eachLine } from './lines.ts';
@@ -144,8 +145,13 @@ export interface SpawnServerOptions {
   readonly startAfter?: number;
   /** Between SIGTERM and SIGKILL for a canceled command. */
   readonly killAfterMs?: number;
-  /** The server program; spawn-server.ts (or .js) next to this module unless a test says otherwise. */
+  /**
+   * The server program: spawnd (native/spawnd.c) where `npm install` could build it, otherwise
+   * spawn-server.ts (or .js) next to this module, unless a test says otherwise.
+   */
   readonly program?: URL;
+  /** Whether `program` is spawnd (it speaks NativeWire's protocol); by default, whether it was found. */
+  readonly native?: boolean;
 }
 
 interface Reply {
@@ -166,17 +172,132 @@ interface Pending {
 /** The server program next to this module: .ts in a checkout, .js in a package (dist/). */
 const SERVER = new URL(import.meta.url.endsWith('.ts') ? './spawn-server.ts' : './spawn-server.js', import.meta.url);
 
+/**
+ * The native server, where scripts/build-spawnd.ts put it (from src/execute/ in a checkout and from dist/lib/
+ * in a package, the package's root is two folders up). The version is the one native/spawnd.c says it is.
+ */
+export const SPAWND = new URL('../../node_modules/.nodegraph/spawnd', import.meta.url);
+const SPAWND_VERSION = '1';
+
+/** Whether spawnd was built: one stat, once a process, when the first server is made. */
+function spawndBuilt(): boolean {
+  try {
+    return statSync(SPAWND).isFile();
+  } catch {
+    return false;
+  }
+}
+
 // Node's compile cache (the one bin/nodegraph.js uses) makes the server start
 // as plain JavaScript: stripping its types would load a WebAssembly compiler,
 // about 60 ms and 18 MiB more.
 const BOOT = "require('node:module').enableCompileCache?.();import(process.argv[1]).catch(e=>{process.stderr.write(e+'\\n');process.exit(70)})";
 
 /**
- * Runs task commands in a long-lived helper process (spawn-server.ts), so that
- * the fork of each one happens in a small process and not on the engine's main
- * thread. It is started after the first `startAfter` commands, which run
- * directly, as does every command until it has said it is ready and every one
- * after it has died. It holds the event loop only while a command is running:
+ * The bytes a server speaks. The Node server (spawn-server.ts) reads and writes
+ * lines of JSON; spawnd (native/spawnd.c) reads NUL-terminated fields and
+ * answers with a header line and the raw bytes of the command's output, which
+ * are decoded here as a direct spawn decodes them.
+ */
+interface Wire {
+  readonly argv: (program: URL) => readonly [string, readonly string[]];
+  env(env: NodeJS.ProcessEnv): string;
+  run(id: number, file: string, args: readonly string[], cwd: string, env: Readonly<Record<string, string>> | undefined): string;
+  kill(id: number, signal: NodeJS.Signals): string;
+  /** Reads replies from the server's stdout; false from onReply stops reading. */
+  read(stdout: NodeJS.ReadableStream, onReply: (reply: Reply | { readonly ready: true }) => void, onGarbage: (what: string) => void): void;
+}
+
+const jsonWire: Wire = {
+  argv: (program) => [process.execPath, ['--max-semi-space-size=1', '-e', BOOT, program.href]],
+  env: (env) => `{"t":"env","env":${JSON.stringify(env)}}\n`,
+  run: (id, file, args, cwd, env) => `${JSON.stringify({ t: 'run', id, file, args, cwd, env })}\n`,
+  kill: (id, signal) => `${JSON.stringify({ t: 'kill', id, signal })}\n`,
+  read(stdout, onReply, onGarbage) {
+    eachLine(stdout, (line) => {
+      let reply: Reply | { ready: true };
+      try {
+        reply = JSON.parse(line) as Reply | { ready: true };
+      } catch {
+        onGarbage(line);
+        return false;
+      }
+      onReply(reply);
+      return true;
+    });
+  },
+};
+
+const fields = (list: readonly string[]): string => `${list.length}\0${list.map((f) => `${f}\0`).join('')}`;
+
+const nativeWire: Wire = {
+  argv: (program) => [fileURLToPath(program), []],
+  env: (env) => `e${fields(Object.entries(env).map(([k, v]) => `${k}=${v}`))}`,
+  run: (id, file, args, cwd, env) => `r${id}\0${file}\0${cwd}\0${fields([file, ...args])}${fields(Object.entries(env ?? {}).map(([k, v]) => `${k}=${v}`))}`,
+  kill: (id, signal) => `k${id}\0${process.getBuiltinModule('node:os').constants.signals[signal]}\0`,
+  read(stdout, onReply, onGarbage) {
+    let pending: Buffer = Buffer.alloc(0);
+    // The reply being read: its header's fields, and how many bytes of output follow it.
+    let head: string[] | undefined;
+    let body = 0;
+    stdout.on('data', (chunk: Buffer) => {
+      pending = pending.length === 0 ? chunk : Buffer.concat([pending, chunk]);
+      for (;;) {
+        if (head === undefined) {
+          const newline = pending.indexOf(10);
+          if (newline < 0) return;
+          const line = pending.toString('latin1', 0, newline);
+          pending = pending.subarray(newline + 1);
+          const parts = line.split(' ');
+          if (parts[0] === 'ready' && parts.length === 2) {
+            // A spawnd built from another version of native/spawnd.c (a checkout updated without `npm install`).
+            if (parts[1] !== SPAWND_VERSION) {
+              onGarbage(`${line} (this engine speaks version ${SPAWND_VERSION}: run npm install)`);
+              stdout.removeAllListeners('data');
+              return;
+            }
+            onReply({ ready: true });
+            continue;
+          }
+          if (parts[0] !== 'x' || parts.length !== 8 || !parts.slice(1).every((p, i) => (i === 2 || i === 3 ? /^[A-Z0-9-]+$/.test(p) : /^-?\d+$/.test(p)))) {
+            onGarbage(line);
+            stdout.removeAllListeners('data');
+            return;
+          }
+          head = parts;
+          body = Number(parts[5]) + Number(parts[6]) + Number(parts[7]);
+        }
+        if (pending.length < body) return;
+        const [, id, code, signal, error, nout, nerr] = head;
+        const out = pending.subarray(0, Number(nout));
+        const err = pending.subarray(Number(nout), Number(nout) + Number(nerr));
+        const all = pending.subarray(Number(nout) + Number(nerr), body);
+        pending = pending.subarray(body);
+        head = undefined;
+        const stdoutText = out.toString();
+        const stderrText = err.toString();
+        onReply({
+          id: Number(id),
+          code: signal !== '-' || (Number(code) === -1 && error === '-') ? null : Number(code),
+          signal: signal === '-' ? null : (signal as NodeJS.Signals),
+          ...(error === '-' ? {} : { error: error! }),
+          stdout: stdoutText,
+          stderr: stderrText,
+          ...(all.length > 0 ? { output: all.toString() } : {}),
+        });
+      }
+    });
+  },
+};
+
+/**
+ * Runs task commands in a long-lived helper process, so that the start of each
+ * one happens there and not on the engine's main thread: spawnd (native/spawnd.c,
+ * posix_spawn) where it was built, which is started with the first command and
+ * runs every one; otherwise the Node server (spawn-server.ts), which is started
+ * after the first `startAfter` commands, which run directly, as does every
+ * command until it has said it is ready. After a server has died, commands run
+ * directly. It holds the event loop only while a command is running:
  * an idle server neither keeps the engine alive nor outlives it (it exits when
  * its stdin closes).
  *
@@ -188,6 +309,7 @@ export class SpawnServer {
   readonly #startAfter: number;
   readonly #killAfterMs: number;
   readonly #program: URL;
+  readonly #wire: Wire;
   #state: 'unstarted' | 'starting' | 'ready' | 'dead' = 'unstarted';
   #child: ChildProcessWithoutNullStreams | undefined;
   #commands = 0;
@@ -199,14 +321,22 @@ export class SpawnServer {
   #held = true;
 
   constructor(options: SpawnServerOptions = {}) {
-    this.#startAfter = options.startAfter ?? 24;
+    const native = options.native ?? (options.program === undefined && process.env['NODEGRAPH_SPAWN_SERVER'] !== 'node' && spawndBuilt());
+    this.#wire = native ? nativeWire : jsonWire;
+    // spawnd starts in about a millisecond: worth it from the first command (a fork of the engine each saved).
+    this.#startAfter = options.startAfter ?? (native ? 0 : 24);
     this.#killAfterMs = options.killAfterMs ?? KILL_AFTER_MS;
-    this.#program = options.program ?? SERVER;
+    this.#program = options.program ?? (native ? SPAWND : SERVER);
   }
 
   /** The server's pid once started (for tests). */
   get pid(): number | undefined {
     return this.#child?.pid;
+  }
+
+  /** Whether this is spawnd rather than the Node server. */
+  get native(): boolean {
+    return this.#wire === nativeWire;
   }
 
   /** Starts the server if it is not; true once it is ready, false when it could not be. */
@@ -222,6 +352,8 @@ export class SpawnServer {
   run(command: Command, options: RunOptions): Promise<RunResult> {
     if (this.#state === 'ready') return this.#request(command, options);
     if (this.#state === 'unstarted' && ++this.#commands > this.#startAfter) this.#start();
+    // spawnd is ready within a few milliseconds: waiting for it is cheaper than a fork of the engine.
+    if (this.#state === 'starting' && this.native) return this.ready().then((ok) => (ok ? this.#request(command, options) : spawnCommand(command, options, this.#killAfterMs)));
     return spawnCommand(command, options, this.#killAfterMs);
   }
 
@@ -236,7 +368,8 @@ export class SpawnServer {
     const { NODE_OPTIONS: _, ...env } = process.env;
     let child: ChildProcessWithoutNullStreams;
     try {
-      child = childProcess().spawn(process.execPath, ['--max-semi-space-size=1', '-e', BOOT, this.#program.href], { env, stdio: ['pipe', 'pipe', 'pipe'] });
+      const [file, args] = this.#wire.argv(this.#program);
+      child = childProcess().spawn(file, args, { env, stdio: ['pipe', 'pipe', 'pipe'] });
     } catch (error) {
       this.#died(`spawn server did not start: ${(error as Error).message}`);
       return;
@@ -253,23 +386,16 @@ export class SpawnServer {
     child.stderr.on('data', (text: string) => {
       this.#stderr = (this.#stderr + text).slice(-2000);
     });
-    eachLine(child.stdout, (line) => {
-      let reply: Reply | { ready: true };
-      try {
-        reply = JSON.parse(line) as Reply | { ready: true };
-      } catch {
-        this.#died(`spawn server said something unreadable: ${line.slice(0, 200)}`);
-        child.kill('SIGKILL');
-        return false;
-      }
-      this.#reply(reply);
-      return true;
-    });
+    const garbage = (line: string): void => {
+      this.#died(`spawn server said something unreadable: ${line.slice(0, 200)}`);
+      child.kill('SIGKILL');
+    };
+    this.#wire.read(child.stdout, (reply) => this.#reply(reply), garbage);
     this.#sendEnv();
     this.#hold();
   }
 
-  #reply(reply: Reply | { ready: true }): void {
+  #reply(reply: Reply | { readonly ready: true }): void {
     if ('ready' in reply) {
       if (this.#state !== 'starting') return;
       this.#state = 'ready';
@@ -307,20 +433,22 @@ export class SpawnServer {
     }
   }
 
-  #send(message: object): void {
+  #send(message: string): void {
     if (this.#state === 'dead') return;
-    this.#child!.stdin.write(`${JSON.stringify(message)}\n`);
+    this.#child!.stdin.write(message);
   }
 
   #sendEnv(): void {
     const env = JSON.stringify(process.env);
     if (env === this.#env) return;
     this.#env = env;
-    this.#child!.stdin.write(`{"t":"env","env":${env}}\n`);
+    this.#child!.stdin.write(this.#wire.env(process.env));
   }
 
   #request(command: Command, options: RunOptions): Promise<RunResult> {
     const [file, ...args] = 'shell' in command ? ['/bin/sh', '-c', command.shell] : command;
+    // What spawn refuses (a NUL byte), spawnd's protocol cannot carry: spawnCommand throws it as spawn does.
+    if (this.native && hasNul(file!, args, options)) return spawnCommand(command, options, this.#killAfterMs);
     const described = describeCommand(command);
     const id = this.#nextId++;
     if (this.#pending.size === 0) this.#sendEnv();
@@ -329,8 +457,8 @@ export class SpawnServer {
       let killer: NodeJS.Timeout | undefined;
       const onAbort = (): void => {
         canceled = true;
-        this.#send({ t: 'kill', id, signal: 'SIGTERM' });
-        killer = setTimeout(() => this.#send({ t: 'kill', id, signal: 'SIGKILL' }), this.#killAfterMs);
+        this.#send(this.#wire.kill(id, 'SIGTERM'));
+        killer = setTimeout(() => this.#send(this.#wire.kill(id, 'SIGKILL')), this.#killAfterMs);
         killer.unref();
       };
       this.#pending.set(id, {
@@ -343,15 +471,22 @@ export class SpawnServer {
           }
           const died = 'died' in reply ? reply.died : undefined;
           const { code = null, signal = null, error, stdout = '', stderr = '', output } = 'died' in reply ? {} : reply;
-          resolve(finished(described, { code, signal, canceled, error: died ?? spawnFailure(error, options.cwd) }, { stdout, stderr, output: output ?? stdout + stderr }));
+          // spawnd names the errno alone; Node's message names the program too.
+          const failure = error !== undefined && this.native ? `spawn ${file} ${error}` : error;
+          resolve(finished(described, { code, signal, canceled, error: died ?? spawnFailure(failure, options.cwd) }, { stdout, stderr, output: output ?? stdout + stderr }));
         },
       });
       this.#hold();
-      this.#send({ t: 'run', id, file, args, cwd: options.cwd, env: options.env });
+      this.#send(this.#wire.run(id, file!, args, options.cwd, options.env));
       if (options.signal?.aborted) onAbort();
       else options.signal?.addEventListener('abort', onAbort, { once: true });
     });
   }
+}
+
+function hasNul(file: string, args: readonly string[], options: RunOptions): boolean {
+  if (file.includes('\0') || options.cwd.includes('\0') || args.some((a) => a.includes('\0'))) return true;
+  return options.env !== undefined && Object.entries(options.env).some(([k, v]) => k.includes('\0') || v.includes('\0'));
 }
 
 /** The one server of this process, shared by every runner (watch makes one per run). */

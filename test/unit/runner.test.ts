@@ -5,9 +5,10 @@ import { execFileSync, spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { afterAll, afterEach, beforeAll, expect, test } from 'vitest';
+import { pathToFileURL } from 'node:url';
+import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest';
 import type { Command } from '../../src/nodefile/types.ts';
-import { ExecaRunner, SpawnServer, spawnCommand, type RunOptions } from '../../src/execute/runner.ts';
+import { ExecaRunner, SPAWND, SpawnServer, spawnCommand, type RunOptions } from '../../src/execute/runner.ts';
 
 let dir: string;
 const servers: SpawnServer[] = [];
@@ -19,14 +20,6 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 afterEach(() => {
   for (const s of servers.splice(0)) s.close();
 });
-
-/** A server that is up before the test's first command. */
-async function server(options: { killAfterMs?: number } = {}): Promise<SpawnServer> {
-  const s = new SpawnServer({ startAfter: 0, ...options });
-  servers.push(s);
-  expect(await s.ready()).toBe(true);
-  return s;
-}
 
 const alive = (pid: number): boolean => existsSync(`/proc/${pid}`) && !/^State:\s+Z/m.test(readFileSync(`/proc/${pid}/status`, 'utf8'));
 
@@ -40,201 +33,6 @@ async function written(file: string): Promise<string> {
   while (!existsSync(file) || readFileSync(file, 'utf8') === '') await new Promise((resolve) => setTimeout(resolve, 20));
   return readFileSync(file, 'utf8').trim();
 }
-
-test('commands give the same results through the server as spawned directly', async () => {
-  const s = await server();
-  const options: RunOptions = { cwd: dir, env: { NODEGRAPH_TEST_ADDED: 'added' } };
-  const commands: Command[] = [
-    ['true'],
-    ['false'],
-    ['sh', '-c', 'exit 3'],
-    { shell: 'echo out; echo err >&2; exit 7' },
-    { shell: 'kill -9 $$' },
-    { shell: 'kill -TERM $$' },
-    ['nodegraph-no-such-program'],
-    [path.join(dir, 'no-such-dir', 'prog')],
-    ['sh', '-c', 'pwd; printf %s "$NODEGRAPH_TEST_ADDED"'],
-    ['printf', '%s', "quotes ' and \" and\nnewlines and \u00e9\u{1F600}"],
-  ];
-  for (const command of commands) {
-    const direct = await spawnCommand(command, options);
-    expect(await s.run(command, options)).toEqual(direct);
-  }
-  expect(s.pid).toBeDefined();
-});
-
-test('exit codes, death by a signal and a program that is not there', async () => {
-  const s = await server();
-  const ok = await s.run(['true'], { cwd: dir });
-  expect(ok).toMatchObject({ ok: true, exitCode: 0, canceled: false, failure: undefined, output: '' });
-  const three = await s.run(['sh', '-c', 'exit 3'], { cwd: dir });
-  expect(three).toMatchObject({ ok: false, exitCode: 3, canceled: false, failure: 'exited with code 3' });
-  const killed = await s.run({ shell: 'echo before; kill -KILL $$' }, { cwd: dir });
-  expect(killed).toMatchObject({ ok: false, exitCode: null, canceled: false, failure: 'killed by SIGKILL', output: 'before\n' });
-  const missing = await s.run(['nodegraph-no-such-program', 'arg'], { cwd: dir });
-  expect(missing.ok).toBe(false);
-  expect(missing.failure).toBe('spawn nodegraph-no-such-program ENOENT');
-  expect(missing.command).toBe('nodegraph-no-such-program arg');
-  // What spawn itself refuses is thrown, as spawnCommand throws it.
-  await expect(s.run(['nul\0byte'], { cwd: dir })).rejects.toThrow(/null bytes/);
-});
-
-test('cwd, added variables and the inherited environment reach the command, later changes to it too', async () => {
-  process.env['NODEGRAPH_TEST_INHERITED'] = 'inherited';
-  try {
-    const s = await server();
-    const sub = path.join(dir, 'sub dir');
-    execFileSync('mkdir', ['-p', sub]);
-    const r = await s.run({ shell: 'pwd; echo "$NODEGRAPH_TEST_ADDED"; echo "$NODEGRAPH_TEST_INHERITED"' }, { cwd: sub, env: { NODEGRAPH_TEST_ADDED: 'a b' } });
-    expect(r.stdout).toBe(`${sub}\na b\ninherited\n`);
-    // Changed while the server was idle: the next command sees it.
-    process.env['NODEGRAPH_TEST_INHERITED'] = 'changed';
-    const again = await s.run({ shell: 'echo "$NODEGRAPH_TEST_INHERITED"; echo "${NODEGRAPH_TEST_ADDED-unset}"' }, { cwd: sub });
-    expect(again.stdout).toBe('changed\nunset\n');
-    // Added variables override inherited ones.
-    const over = await s.run({ shell: 'echo "$NODEGRAPH_TEST_INHERITED"' }, { cwd: sub, env: { NODEGRAPH_TEST_INHERITED: 'over' } });
-    expect(over.stdout).toBe('over\n');
-    const missingCwd = await s.run(['true'], { cwd: path.join(dir, 'not-there') });
-    expect(missingCwd).toMatchObject({ ok: false, failure: expect.stringMatching(/ENOENT/) });
-  } finally {
-    delete process.env['NODEGRAPH_TEST_INHERITED'];
-  }
-});
-
-test('stdout and stderr come back apart and interleaved as they came', async () => {
-  const s = await server();
-  // The pauses only order the writes; nothing here is timed.
-  const r = await s.run({ shell: 'echo out1; sleep 0.3; echo err1 >&2; sleep 0.3; echo out2' }, { cwd: dir });
-  expect(r.stdout).toBe('out1\nout2\n');
-  expect(r.stderr).toBe('err1\n');
-  expect(r.output).toBe('out1\nerr1\nout2\n');
-  const onlyErr = await s.run({ shell: 'echo e >&2' }, { cwd: dir });
-  expect(onlyErr).toMatchObject({ stdout: '', stderr: 'e\n', output: 'e\n' });
-});
-
-test('several MB of arbitrary bytes decode as a direct spawn decodes them', async () => {
-  const s = await server();
-  const bytes = Buffer.alloc(5_000_000);
-  for (let i = 0; i < bytes.length; i++) bytes[i] = (i * 7919 + (i >> 8)) & 0xff;
-  const file = path.join(dir, 'binary');
-  writeFileSync(file, bytes);
-  const r = await s.run(['cat', file], { cwd: dir });
-  expect(r.ok).toBe(true);
-  expect(r.stdout === bytes.toString()).toBe(true);
-  expect(r.output === r.stdout).toBe(true);
-  // Both streams large: every byte of each lands in the interleaved output.
-  const both = await s.run({ shell: 'head -c 3000000 /dev/zero | tr "\\0" a; head -c 2000000 /dev/zero | tr "\\0" b >&2' }, { cwd: dir });
-  expect(both.stdout).toBe('a'.repeat(3_000_000));
-  expect(both.stderr).toBe('b'.repeat(2_000_000));
-  expect(both.output.length).toBe(5_000_000);
-  expect([...both.output.matchAll(/a+/g)].reduce((n, m) => n + m[0].length, 0)).toBe(3_000_000);
-});
-
-test('an abort stops the command with SIGTERM, and with SIGKILL one that ignores SIGTERM', async () => {
-  const s = await server({ killAfterMs: 200 });
-  const polite = new AbortController();
-  const pidFile = path.join(dir, 'polite.pid');
-  const running = s.run({ shell: `echo $$ > '${pidFile}'; exec sleep 60` }, { cwd: dir, signal: polite.signal });
-  const pid = Number(await written(pidFile));
-  polite.abort();
-  expect(await running).toMatchObject({ ok: false, canceled: true, failure: 'canceled', exitCode: null });
-  await gone(pid);
-
-  const stubborn = new AbortController();
-  const stubbornPid = path.join(dir, 'stubborn.pid');
-  // An ignored signal stays ignored across exec: sleep ignores SIGTERM.
-  const ignoring = s.run({ shell: `trap '' TERM; echo $$ > '${stubbornPid}'; exec sleep 60` }, { cwd: dir, signal: stubborn.signal });
-  const pid2 = Number(await written(stubbornPid));
-  stubborn.abort();
-  expect(await ignoring).toMatchObject({ ok: false, canceled: true, failure: 'canceled', exitCode: null });
-  await gone(pid2);
-
-  const already = new AbortController();
-  already.abort();
-  expect(await s.run(['sleep', '60'], { cwd: dir, signal: already.signal })).toMatchObject({ canceled: true, failure: 'canceled' });
-  // And a command that finishes before any abort is not canceled by a later one.
-  const late = new AbortController();
-  expect(await s.run(['true'], { cwd: dir, signal: late.signal })).toMatchObject({ ok: true, canceled: false });
-  late.abort();
-});
-
-test('through execa too (a command given input, or whose output is ignored), an abort stops what the command started', async () => {
-  const runner = new ExecaRunner({ spawnServer: false });
-  for (const extra of [{ input: 'x' }, { output: 'ignore' as const }]) {
-    const abort = new AbortController();
-    const pidFile = path.join(dir, `child-${Object.keys(extra)[0]}.pid`);
-    // The shell starts a sleep of its own and waits for it: signalling the shell alone would leave the sleep.
-    const running = runner.run({ shell: `sleep 60 & echo $! > '${pidFile}'; wait` }, { cwd: dir, signal: abort.signal, ...extra });
-    const sleeper = Number(await written(pidFile));
-    expect(alive(sleeper)).toBe(true);
-    abort.abort();
-    expect(await running).toMatchObject({ ok: false, canceled: true, failure: 'canceled' });
-    await gone(sleeper);
-  }
-  const already = new AbortController();
-  already.abort();
-  expect(await runner.run(['sleep', '60'], { cwd: dir, signal: already.signal, input: '' })).toMatchObject({ canceled: true, failure: 'canceled' });
-});
-
-test('the server ignores SIGINT and SIGTERM: the engine decides what stops', async () => {
-  const s = await server();
-  process.kill(s.pid!, 'SIGINT');
-  process.kill(s.pid!, 'SIGTERM');
-  const r = await s.run({ shell: 'echo still' }, { cwd: dir });
-  expect(r).toMatchObject({ ok: true, stdout: 'still\n' });
-  expect(alive(s.pid!)).toBe(true);
-});
-
-test('when the server dies, commands in flight fail and later ones run directly', async () => {
-  const s = await server();
-  const pidFile = path.join(dir, 'orphan.pid');
-  const inFlight = s.run({ shell: `echo $$ > '${pidFile}'; exec sleep 60` }, { cwd: dir });
-  const orphan = Number(await written(pidFile));
-  const serverPid = s.pid!;
-  process.kill(serverPid, 'SIGKILL');
-  const failed = await inFlight;
-  expect(failed).toMatchObject({ ok: false, canceled: false, exitCode: null, failure: 'spawn server killed by SIGKILL' });
-  process.kill(orphan, 'SIGKILL');
-  expect(await s.ready()).toBe(false);
-  const after = await s.run({ shell: 'echo $PPID' }, { cwd: dir });
-  expect(after).toMatchObject({ ok: true, stdout: `${process.pid}\n` });
-});
-
-test('a server that cannot start leaves every command to direct spawns', async () => {
-  const s = new SpawnServer({ startAfter: 0, program: new URL('file:///nonexistent/spawn-server.js') });
-  servers.push(s);
-  const first = await s.run({ shell: 'echo $PPID' }, { cwd: dir });
-  expect(first).toMatchObject({ ok: true, stdout: `${process.pid}\n` });
-  expect(await s.ready()).toBe(false);
-  expect(await s.run(['sh', '-c', 'exit 4'], { cwd: dir })).toMatchObject({ ok: false, failure: 'exited with code 4' });
-});
-
-test('it starts only after startAfter commands, which run directly, as do those until it is ready', async () => {
-  const s = new SpawnServer({ startAfter: 3 });
-  servers.push(s);
-  for (let i = 0; i < 3; i++) {
-    expect((await s.run({ shell: 'echo $PPID' }, { cwd: dir })).stdout).toBe(`${process.pid}\n`);
-    expect(s.pid).toBeUndefined();
-  }
-  const fourth = s.run({ shell: 'echo $PPID' }, { cwd: dir });
-  expect(s.pid).toBeDefined();
-  expect((await fourth).stdout).toBe(`${process.pid}\n`);
-  expect(await s.ready()).toBe(true);
-  expect((await s.run({ shell: 'echo $PPID' }, { cwd: dir })).stdout).toBe(`${s.pid}\n`);
-});
-
-test('many commands at once', async () => {
-  const s = await server();
-  const runner = new ExecaRunner({ spawnServer: s });
-  const results = await Promise.all(
-    Array.from({ length: 300 }, (_, i) => runner.runTask(['sh', '-c', 'echo "$0 $PPID"; [ $(($0 % 7)) -ne 0 ]', String(i)], { cwd: dir })),
-  );
-  results.forEach((r, i) => {
-    expect(r.stdout).toBe(`${i} ${s.pid}\n`);
-    expect(r.ok).toBe(i % 7 !== 0);
-  });
-});
-
 /** Runs a script in a Node process of its own: the engine's side, to see what becomes of it and its server. */
 function engine(script: string): { child: ReturnType<typeof spawn>; lines: string[]; exited: Promise<number | null> } {
   const file = path.join(dir, `engine-${Math.random().toString(36).slice(2)}.ts`);
@@ -252,33 +50,284 @@ async function line(lines: string[], n: number): Promise<string> {
   return lines[n]!;
 }
 
-test('an idle server keeps no engine alive, and goes when the engine goes', async () => {
-  const e = engine(`
-    const s = new SpawnServer({ startAfter: 0 });
-    console.log(await s.ready() ? s.pid : 'not ready');
-    const r = await s.run({ shell: 'echo $PPID' }, { cwd: '/' });
-    console.log(r.stdout.trim());
-  `);
-  expect(await e.exited).toBe(0); // would never come if the server held the event loop
-  const pid = Number(e.lines[0]);
-  expect(e.lines[1]).toBe(String(pid));
-  await gone(pid);
+// Each of the two servers must give what a direct spawn gives: spawnd (built by `npm ci`, see
+// scripts/build-spawnd.ts; its absence fails here rather than skipping), and the Node server.
+test('npm ci built spawnd, and a server made without options is spawnd', () => {
+  expect(existsSync(SPAWND)).toBe(true);
+  const s = new SpawnServer();
+  expect(s.native).toBe(true);
 });
 
-test('a server whose engine was killed exits', async () => {
-  const pidFile = path.join(dir, 'engine-child.pid');
-  const e = engine(`
-    const s = new SpawnServer({ startAfter: 0 });
-    console.log(await s.ready() ? s.pid : 'not ready');
-    await s.run({ shell: ${JSON.stringify(`echo $$ > '${pidFile}'; exec sleep 60`)} }, { cwd: '/' });
-  `);
-  const pid = Number(await line(e.lines, 0));
-  const child = Number(await written(pidFile));
-  expect(alive(pid)).toBe(true);
-  e.child.kill('SIGKILL');
-  await e.exited;
-  await gone(pid);
-  process.kill(child, 'SIGKILL'); // left to run, as a direct spawn's would be
+for (const native of [true, false]) {
+describe(native ? 'spawnd' : 'the Node spawn server', () => {
+  /** A server that is up before the test's first command. */
+  async function server(options: { killAfterMs?: number } = {}): Promise<SpawnServer> {
+    const s = new SpawnServer({ startAfter: 0, native, ...options });
+    servers.push(s);
+    expect(await s.ready()).toBe(true);
+    expect(s.native).toBe(native);
+    return s;
+  }
+
+  test('commands give the same results through the server as spawned directly', async () => {
+    const s = await server();
+    const options: RunOptions = { cwd: dir, env: { NODEGRAPH_TEST_ADDED: 'added' } };
+    const commands: Command[] = [
+      ['true'],
+      ['false'],
+      ['sh', '-c', 'exit 3'],
+      { shell: 'echo out; echo err >&2; exit 7' },
+      { shell: 'kill -9 $$' },
+      { shell: 'kill -TERM $$' },
+      ['nodegraph-no-such-program'],
+      [path.join(dir, 'no-such-dir', 'prog')],
+      ['sh', '-c', 'pwd; printf %s "$NODEGRAPH_TEST_ADDED"'],
+      ['printf', '%s', "quotes ' and \" and\nnewlines and \u00e9\u{1F600}"],
+    ];
+    for (const command of commands) {
+      const direct = await spawnCommand(command, options);
+      expect(await s.run(command, options)).toEqual(direct);
+    }
+    expect(s.pid).toBeDefined();
+  });
+
+  test('a program name is looked up in the PATH the command is given, as a direct spawn does', async () => {
+    const s = await server();
+    const bin = path.join(dir, `bin-${native}`);
+    const other = path.join(dir, `other-${native}`);
+    execFileSync('mkdir', ['-p', bin, other, path.join(bin, 'a-folder')]);
+    writeFileSync(path.join(bin, 'nodegraph-test-prog'), '#!/bin/sh\necho "found in bin: $*"\n', { mode: 0o755 });
+    // Not executable where it is first found: the search goes on, and says EACCES only if nothing else is found.
+    writeFileSync(path.join(other, 'nodegraph-test-prog'), 'not a program\n', { mode: 0o644 });
+    writeFileSync(path.join(other, 'nodegraph-test-only-here'), 'not a program\n', { mode: 0o644 });
+    const cases: [Command, RunOptions][] = [
+      [['nodegraph-test-prog', 'x y'], { cwd: dir, env: { PATH: `${other}:${bin}:/usr/bin:/bin` } }],
+      [['nodegraph-test-only-here'], { cwd: dir, env: { PATH: `${other}:/usr/bin:/bin` } }],
+      [['nodegraph-test-prog'], { cwd: dir, env: { PATH: '/usr/bin:/bin' } }],
+      [['a-folder'], { cwd: dir, env: { PATH: bin } }],
+      // A relative folder of PATH is taken from the command's cwd.
+      [['nodegraph-test-prog'], { cwd: dir, env: { PATH: `bin-${native}` } }],
+      [['./nodegraph-test-prog'], { cwd: bin }],
+    ];
+    for (const [command, options] of cases) {
+      const direct = await spawnCommand(command, options);
+      expect(await s.run(command, options), JSON.stringify([command, options.env])).toEqual(direct);
+    }
+    expect((await s.run(['nodegraph-test-prog', 'x y'], cases[0]![1])).stdout).toBe('found in bin: x y\n');
+  });
+
+  test('exit codes, death by a signal and a program that is not there', async () => {
+    const s = await server();
+    const ok = await s.run(['true'], { cwd: dir });
+    expect(ok).toMatchObject({ ok: true, exitCode: 0, canceled: false, failure: undefined, output: '' });
+    const three = await s.run(['sh', '-c', 'exit 3'], { cwd: dir });
+    expect(three).toMatchObject({ ok: false, exitCode: 3, canceled: false, failure: 'exited with code 3' });
+    const killed = await s.run({ shell: 'echo before; kill -KILL $$' }, { cwd: dir });
+    expect(killed).toMatchObject({ ok: false, exitCode: null, canceled: false, failure: 'killed by SIGKILL', output: 'before\n' });
+    const missing = await s.run(['nodegraph-no-such-program', 'arg'], { cwd: dir });
+    expect(missing.ok).toBe(false);
+    expect(missing.failure).toBe('spawn nodegraph-no-such-program ENOENT');
+    expect(missing.command).toBe('nodegraph-no-such-program arg');
+    // What spawn itself refuses is thrown, as spawnCommand throws it.
+    await expect(s.run(['nul\0byte'], { cwd: dir })).rejects.toThrow(/null bytes/);
+  });
+
+  test('cwd, added variables and the inherited environment reach the command, later changes to it too', async () => {
+    process.env['NODEGRAPH_TEST_INHERITED'] = 'inherited';
+    try {
+      const s = await server();
+      const sub = path.join(dir, 'sub dir');
+      execFileSync('mkdir', ['-p', sub]);
+      const r = await s.run({ shell: 'pwd; echo "$NODEGRAPH_TEST_ADDED"; echo "$NODEGRAPH_TEST_INHERITED"' }, { cwd: sub, env: { NODEGRAPH_TEST_ADDED: 'a b' } });
+      expect(r.stdout).toBe(`${sub}\na b\ninherited\n`);
+      // Changed while the server was idle: the next command sees it.
+      process.env['NODEGRAPH_TEST_INHERITED'] = 'changed';
+      const again = await s.run({ shell: 'echo "$NODEGRAPH_TEST_INHERITED"; echo "${NODEGRAPH_TEST_ADDED-unset}"' }, { cwd: sub });
+      expect(again.stdout).toBe('changed\nunset\n');
+      // Added variables override inherited ones.
+      const over = await s.run({ shell: 'echo "$NODEGRAPH_TEST_INHERITED"' }, { cwd: sub, env: { NODEGRAPH_TEST_INHERITED: 'over' } });
+      expect(over.stdout).toBe('over\n');
+      const missingCwd = await s.run(['true'], { cwd: path.join(dir, 'not-there') });
+      expect(missingCwd).toMatchObject({ ok: false, failure: expect.stringMatching(/ENOENT/) });
+    } finally {
+      delete process.env['NODEGRAPH_TEST_INHERITED'];
+    }
+  });
+
+  test('stdout and stderr come back apart and interleaved as they came', async () => {
+    const s = await server();
+    // The pauses only order the writes; nothing here is timed.
+    const r = await s.run({ shell: 'echo out1; sleep 0.3; echo err1 >&2; sleep 0.3; echo out2' }, { cwd: dir });
+    expect(r.stdout).toBe('out1\nout2\n');
+    expect(r.stderr).toBe('err1\n');
+    expect(r.output).toBe('out1\nerr1\nout2\n');
+    const onlyErr = await s.run({ shell: 'echo e >&2' }, { cwd: dir });
+    expect(onlyErr).toMatchObject({ stdout: '', stderr: 'e\n', output: 'e\n' });
+  });
+
+  test('several MB of arbitrary bytes decode as a direct spawn decodes them', async () => {
+    const s = await server();
+    const bytes = Buffer.alloc(5_000_000);
+    for (let i = 0; i < bytes.length; i++) bytes[i] = (i * 7919 + (i >> 8)) & 0xff;
+    const file = path.join(dir, 'binary');
+    writeFileSync(file, bytes);
+    const r = await s.run(['cat', file], { cwd: dir });
+    expect(r.ok).toBe(true);
+    expect(r.stdout === bytes.toString()).toBe(true);
+    expect(r.output === r.stdout).toBe(true);
+    // Both streams large: every byte of each lands in the interleaved output.
+    const both = await s.run({ shell: 'head -c 3000000 /dev/zero | tr "\\0" a; head -c 2000000 /dev/zero | tr "\\0" b >&2' }, { cwd: dir });
+    expect(both.stdout).toBe('a'.repeat(3_000_000));
+    expect(both.stderr).toBe('b'.repeat(2_000_000));
+    expect(both.output.length).toBe(5_000_000);
+    expect([...both.output.matchAll(/a+/g)].reduce((n, m) => n + m[0].length, 0)).toBe(3_000_000);
+  });
+
+  test('an abort stops the command with SIGTERM, and with SIGKILL one that ignores SIGTERM', async () => {
+    const s = await server({ killAfterMs: 200 });
+    const polite = new AbortController();
+    const pidFile = path.join(dir, `polite-${native}.pid`);
+    const running = s.run({ shell: `echo $$ > '${pidFile}'; exec sleep 60` }, { cwd: dir, signal: polite.signal });
+    const pid = Number(await written(pidFile));
+    polite.abort();
+    expect(await running).toMatchObject({ ok: false, canceled: true, failure: 'canceled', exitCode: null });
+    await gone(pid);
+
+    const stubborn = new AbortController();
+    const stubbornPid = path.join(dir, `stubborn-${native}.pid`);
+    // An ignored signal stays ignored across exec: sleep ignores SIGTERM.
+    const ignoring = s.run({ shell: `trap '' TERM; echo $$ > '${stubbornPid}'; exec sleep 60` }, { cwd: dir, signal: stubborn.signal });
+    const pid2 = Number(await written(stubbornPid));
+    stubborn.abort();
+    expect(await ignoring).toMatchObject({ ok: false, canceled: true, failure: 'canceled', exitCode: null });
+    await gone(pid2);
+
+    const already = new AbortController();
+    already.abort();
+    expect(await s.run(['sleep', '60'], { cwd: dir, signal: already.signal })).toMatchObject({ canceled: true, failure: 'canceled' });
+    // And a command that finishes before any abort is not canceled by a later one.
+    const late = new AbortController();
+    expect(await s.run(['true'], { cwd: dir, signal: late.signal })).toMatchObject({ ok: true, canceled: false });
+    late.abort();
+  });
+
+  test('the server ignores SIGINT and SIGTERM: the engine decides what stops', async () => {
+    const s = await server();
+    process.kill(s.pid!, 'SIGINT');
+    process.kill(s.pid!, 'SIGTERM');
+    const r = await s.run({ shell: 'echo still' }, { cwd: dir });
+    expect(r).toMatchObject({ ok: true, stdout: 'still\n' });
+    expect(alive(s.pid!)).toBe(true);
+  });
+
+  test('when the server dies, commands in flight fail and later ones run directly', async () => {
+    const s = await server();
+    const pidFile = path.join(dir, `orphan-${native}.pid`);
+    const inFlight = s.run({ shell: `echo $$ > '${pidFile}'; exec sleep 60` }, { cwd: dir });
+    const orphan = Number(await written(pidFile));
+    const serverPid = s.pid!;
+    process.kill(serverPid, 'SIGKILL');
+    const failed = await inFlight;
+    expect(failed).toMatchObject({ ok: false, canceled: false, exitCode: null, failure: 'spawn server killed by SIGKILL' });
+    process.kill(orphan, 'SIGKILL');
+    expect(await s.ready()).toBe(false);
+    const after = await s.run({ shell: 'echo $PPID' }, { cwd: dir });
+    expect(after).toMatchObject({ ok: true, stdout: `${process.pid}\n` });
+  });
+
+  test('a server that cannot start leaves every command to direct spawns', async () => {
+    const s = new SpawnServer({ startAfter: 0, native, program: new URL('file:///nonexistent/spawn-server.js') });
+    servers.push(s);
+    const first = await s.run({ shell: 'echo $PPID' }, { cwd: dir });
+    expect(first).toMatchObject({ ok: true, stdout: `${process.pid}\n` });
+    expect(await s.ready()).toBe(false);
+    expect(await s.run(['sh', '-c', 'exit 4'], { cwd: dir })).toMatchObject({ ok: false, failure: 'exited with code 4' });
+  });
+
+  if (native)
+    test('a spawnd built from another version of its source is not used: commands run directly', async () => {
+      const fake = path.join(dir, 'old-spawnd');
+      writeFileSync(fake, '#!/bin/sh\necho "ready 0"\nexec cat >/dev/null\n', { mode: 0o755 });
+      const s = new SpawnServer({ startAfter: 0, native, program: pathToFileURL(fake) });
+      servers.push(s);
+      expect(await s.ready()).toBe(false);
+      expect(await s.run({ shell: 'echo $PPID' }, { cwd: dir })).toMatchObject({ ok: true, stdout: `${process.pid}\n` });
+    });
+
+  test('it starts only after startAfter commands, which run directly', async () => {
+    const s = new SpawnServer({ startAfter: 3, native });
+    servers.push(s);
+    for (let i = 0; i < 3; i++) {
+      expect((await s.run({ shell: 'echo $PPID' }, { cwd: dir })).stdout).toBe(`${process.pid}\n`);
+      expect(s.pid).toBeUndefined();
+    }
+    const fourth = s.run({ shell: 'echo $PPID' }, { cwd: dir });
+    expect(s.pid).toBeDefined();
+    // spawnd is waited for (it is ready in a few milliseconds); the Node server is not.
+    expect((await fourth).stdout).toBe(`${native ? s.pid : process.pid}\n`);
+    expect(await s.ready()).toBe(true);
+    expect((await s.run({ shell: 'echo $PPID' }, { cwd: dir })).stdout).toBe(`${s.pid}\n`);
+  });
+
+  test('many commands at once', async () => {
+    const s = await server();
+    const runner = new ExecaRunner({ spawnServer: s });
+    const results = await Promise.all(
+      Array.from({ length: 300 }, (_, i) => runner.runTask(['sh', '-c', 'echo "$0 $PPID"; [ $(($0 % 7)) -ne 0 ]', String(i)], { cwd: dir })),
+    );
+    results.forEach((r, i) => {
+      expect(r.stdout).toBe(`${i} ${s.pid}\n`);
+      expect(r.ok).toBe(i % 7 !== 0);
+    });
+  });
+
+  test('an idle server keeps no engine alive, and goes when the engine goes', async () => {
+    const e = engine(`
+      const s = new SpawnServer({ startAfter: 0, native: ${native} });
+      console.log(await s.ready() ? s.pid : 'not ready');
+      const r = await s.run({ shell: 'echo $PPID' }, { cwd: '/' });
+      console.log(r.stdout.trim());
+    `);
+    expect(await e.exited).toBe(0); // would never come if the server held the event loop
+    const pid = Number(e.lines[0]);
+    expect(e.lines[1]).toBe(String(pid));
+    await gone(pid);
+  });
+
+  test('a server whose engine was killed exits', async () => {
+    const pidFile = path.join(dir, `engine-child-${native}.pid`);
+    const e = engine(`
+      const s = new SpawnServer({ startAfter: 0, native: ${native} });
+      console.log(await s.ready() ? s.pid : 'not ready');
+      await s.run({ shell: ${JSON.stringify(`echo $$ > '${pidFile}'; exec sleep 60`)} }, { cwd: '/' });
+    `);
+    const pid = Number(await line(e.lines, 0));
+    const child = Number(await written(pidFile));
+    expect(alive(pid)).toBe(true);
+    e.child.kill('SIGKILL');
+    await e.exited;
+    await gone(pid);
+    process.kill(child, 'SIGKILL'); // left to run, as a direct spawn's would be
+  });
+});
+}
+
+test('through execa too (a command given input, or whose output is ignored), an abort stops what the command started', async () => {
+  const runner = new ExecaRunner({ spawnServer: false });
+  for (const extra of [{ input: 'x' }, { output: 'ignore' as const }]) {
+    const abort = new AbortController();
+    const pidFile = path.join(dir, `child-${Object.keys(extra)[0]}.pid`);
+    // The shell starts a sleep of its own and waits for it: signalling the shell alone would leave the sleep.
+    const running = runner.run({ shell: `sleep 60 & echo $! > '${pidFile}'; wait` }, { cwd: dir, signal: abort.signal, ...extra });
+    const sleeper = Number(await written(pidFile));
+    expect(alive(sleeper)).toBe(true);
+    abort.abort();
+    expect(await running).toMatchObject({ ok: false, canceled: true, failure: 'canceled' });
+    await gone(sleeper);
+  }
+  const already = new AbortController();
+  already.abort();
+  expect(await runner.run(['sleep', '60'], { cwd: dir, signal: already.signal, input: '' })).toMatchObject({ canceled: true, failure: 'canceled' });
 });
 
 test('run() reports alike whether it takes the lean path or execa', async () => {

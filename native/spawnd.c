@@ -1,0 +1,422 @@
+// spawnd: the native spawn server. It does for the engine what
+// src/execute/spawn-server.ts does, with posix_spawn instead of Node's spawn.
+//
+// Why: Node's spawn (libuv's uv_spawn) forks on Linux, copying the page tables
+// of the calling process, and waits on that thread until the child has exec'd:
+// about 2.2 ms of CPU a command even from the small Node server, which is what
+// held a 50,000-task build at 2x make's time on two cores. glibc's posix_spawn
+// is clone(CLONE_VM|CLONE_VFORK), as make and ninja use it: the cost does not
+// grow with the caller. It is optional: built by `npm ci` / `npm install` when
+// a C compiler is there (scripts/build-spawnd.ts), and when it is not the
+// engine uses the Node server, as before.
+//
+// Protocol (the engine side is NativeWire in src/execute/runner.ts). Requests
+// on stdin, each a one-byte kind and NUL-terminated fields:
+//   'e' count, then count "KEY=value"        the environment commands start from
+//   'r' id, file, cwd, argc, argc args, envc, envc "KEY=value" added to it
+//   'k' id, signal number                      signal the command's process group
+// Replies on stdout: "ready <VERSION>\n" once, then per command a line
+//   "x <id> <code> <signal> <error> <stdout bytes> <stderr bytes> <output bytes>\n"
+// followed by those bytes: code is -1 without an exit code, signal and error
+// ("ENOENT"…) are '-' when there is none, and output (stdout and stderr
+// interleaved as they came) is left out (0 bytes) when one of the two is empty.
+//
+// Each command gets its own session and process group (as spawn's `detached`),
+// stdin from /dev/null, default signal dispositions and an empty signal mask.
+// A program name without a slash is looked up in the PATH of the command's own
+// environment, as Node does. stdin closed or stdout gone: the engine is, exit.
+
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define VERSION "1"
+
+typedef struct {
+  char *data;
+  size_t len, cap;
+} buf_t;
+
+static void buf_add(buf_t *b, const char *data, size_t n) {
+  if (b->len + n > b->cap) {
+    size_t cap = b->cap ? b->cap : 4096;
+    while (cap < b->len + n) cap *= 2;
+    char *grown = realloc(b->data, cap);
+    if (grown == NULL) abort();
+    b->data = grown;
+    b->cap = cap;
+  }
+  memcpy(b->data + b->len, data, n);
+  b->len += n;
+}
+
+typedef struct {
+  long id;
+  pid_t pid;  // 0 once reaped
+  int status;
+  int fd[2];  // stdout, stderr read ends; -1 once at EOF
+  buf_t out, err, all;
+} command_t;
+
+static command_t **commands;
+static size_t ncommands, capcommands;
+static char **base_env;
+static size_t nbase;
+
+static const char *errname(int e) {
+  const char *name = strerrorname_np(e);
+  return name ? name : "EUNKNOWN";
+}
+
+static void out_all(const char *data, size_t n) {
+  while (n > 0) {
+    ssize_t w = write(1, data, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) exit(0);  // the engine is gone
+    data += w;
+    n -= (size_t)w;
+  }
+}
+
+static void reply(long id, int code, const char *signal, const char *error, command_t *c) {
+  size_t nout = c ? c->out.len : 0, nerr = c ? c->err.len : 0;
+  size_t nall = (nout > 0 && nerr > 0) ? c->all.len : 0;
+  char head[256];
+  int n = snprintf(head, sizeof head, "x %ld %d %s %s %zu %zu %zu\n", id, code, signal ? signal : "-", error ? error : "-", nout, nerr, nall);
+  out_all(head, (size_t)n);
+  if (nout) out_all(c->out.data, nout);
+  if (nerr) out_all(c->err.data, nerr);
+  if (nall) out_all(c->all.data, nall);
+}
+
+static int env_key_is(const char *entry, const char *key, size_t keylen) {
+  return strncmp(entry, key, keylen) == 0 && entry[keylen] == '=';
+}
+
+// The command's environment: the base, with the added variables over it.
+static char **merged_env(char **added, size_t nadded) {
+  char **env = malloc((nbase + nadded + 1) * sizeof *env);
+  if (env == NULL) abort();
+  size_t n = 0;
+  for (size_t i = 0; i < nbase; i++) {
+    const char *eq = strchr(base_env[i], '=');
+    size_t keylen = eq ? (size_t)(eq - base_env[i]) : strlen(base_env[i]);
+    int over = 0;
+    for (size_t j = 0; j < nadded && !over; j++) over = env_key_is(added[j], base_env[i], keylen);
+    if (!over) env[n++] = base_env[i];
+  }
+  for (size_t j = 0; j < nadded; j++) env[n++] = added[j];
+  env[n] = NULL;
+  return env;
+}
+
+static int spawn_at(pid_t *pid, const char *path, const char *cwd, int outw, int errw, char **argv, char **envp) {
+  posix_spawn_file_actions_t fa;
+  posix_spawnattr_t at;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&fa, outw, 1);
+  posix_spawn_file_actions_adddup2(&fa, errw, 2);
+  posix_spawn_file_actions_addchdir_np(&fa, cwd);
+  posix_spawnattr_init(&at);
+  sigset_t none, all;
+  sigemptyset(&none);
+  sigfillset(&all);
+  sigdelset(&all, SIGKILL);
+  sigdelset(&all, SIGSTOP);
+  posix_spawnattr_setsigmask(&at, &none);
+  posix_spawnattr_setsigdefault(&at, &all);
+  posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_USEVFORK);
+  int rc = posix_spawn(pid, path, &fa, &at, argv, envp);
+  posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&at);
+  return rc;
+}
+
+// Starts file as execvpe would, with PATH from the command's environment: a
+// name without a slash is tried in each PATH folder in turn (relative ones
+// from cwd), going on past ENOENT, ENOTDIR and EACCES (reported if nothing
+// else is found), stopping at anything else.
+static int start(pid_t *pid, const char *file, const char *cwd, int outw, int errw, char **argv, char **envp) {
+  if (strchr(file, '/') != NULL) return spawn_at(pid, file, cwd, outw, errw, argv, envp);
+  if (*file == '\0') return ENOENT;
+  const char *path = "/usr/local/bin:/usr/bin:/bin";
+  for (char **e = envp; *e; e++)
+    if (env_key_is(*e, "PATH", 4)) path = *e + 5;
+  int seen_eacces = 0;
+  size_t flen = strlen(file), clen = strlen(cwd);
+  for (const char *p = path;; p++) {
+    const char *end = strchrnul(p, ':');
+    size_t dlen = (size_t)(end - p);
+    char *candidate = malloc(clen + dlen + flen + 3);
+    if (candidate == NULL) abort();
+    size_t n = 0;
+    if (dlen == 0 || p[0] != '/') {
+      memcpy(candidate, cwd, clen);
+      n = clen;
+      candidate[n++] = '/';
+    }
+    memcpy(candidate + n, p, dlen);
+    n += dlen;
+    if (dlen > 0) candidate[n++] = '/';
+    memcpy(candidate + n, file, flen + 1);
+    // A stat first: a folder of PATH without the program costs no clone.
+    struct stat st;
+    int rc = stat(candidate, &st) == 0 ? spawn_at(pid, candidate, cwd, outw, errw, argv, envp) : errno;
+    free(candidate);
+    if (rc == 0) return 0;
+    if (rc == EACCES) seen_eacces = 1;
+    else if (rc != ENOENT && rc != ENOTDIR && rc != ELOOP && rc != ENAMETOOLONG) return rc;
+    if (*end == '\0') break;
+    p = end;
+  }
+  return seen_eacces ? EACCES : ENOENT;
+}
+
+static void run(long id, const char *file, const char *cwd, char **argv, char **added, size_t nadded) {
+  int out[2], err[2];
+  if (pipe2(out, O_CLOEXEC) != 0) {
+    reply(id, -1, NULL, errname(errno), NULL);
+    return;
+  }
+  if (pipe2(err, O_CLOEXEC) != 0) {
+    int e = errno;
+    close(out[0]);
+    close(out[1]);
+    reply(id, -1, NULL, errname(e), NULL);
+    return;
+  }
+  char **envp = merged_env(added, nadded);
+  pid_t pid;
+  int rc = start(&pid, file, cwd, out[1], err[1], argv, envp);
+  free(envp);
+  close(out[1]);
+  close(err[1]);
+  if (rc != 0) {
+    close(out[0]);
+    close(err[0]);
+    // Node gives the negative errno as the code of a command that never started.
+    reply(id, -rc, NULL, errname(rc), NULL);
+    return;
+  }
+  command_t *c = calloc(1, sizeof *c);
+  if (c == NULL) abort();
+  c->id = id;
+  c->pid = pid;
+  c->fd[0] = out[0];
+  c->fd[1] = err[0];
+  fcntl(out[0], F_SETFL, O_NONBLOCK);
+  fcntl(err[0], F_SETFL, O_NONBLOCK);
+  if (ncommands == capcommands) {
+    capcommands = capcommands ? capcommands * 2 : 16;
+    commands = realloc(commands, capcommands * sizeof *commands);
+    if (commands == NULL) abort();
+  }
+  commands[ncommands++] = c;
+}
+
+// A command is done once it has been reaped and both pipes are at EOF (as
+// Node's 'close'): a background job still holding its stdout keeps it open.
+static void finish_if_done(size_t i) {
+  command_t *c = commands[i];
+  if (c->pid != 0 || c->fd[0] >= 0 || c->fd[1] >= 0) return;
+  char signame[32];
+  const char *signal = NULL;
+  int code = -1;
+  if (WIFEXITED(c->status)) code = WEXITSTATUS(c->status);
+  else if (WIFSIGNALED(c->status)) {
+    const char *abbrev = sigabbrev_np(WTERMSIG(c->status));
+    snprintf(signame, sizeof signame, "SIG%s", abbrev ? abbrev : "UNKNOWN");
+    signal = signame;
+  }
+  reply(c->id, code, signal, NULL, c);
+  free(c->out.data);
+  free(c->err.data);
+  free(c->all.data);
+  free(c);
+  commands[i] = commands[--ncommands];
+}
+
+static void reap(void) {
+  for (;;) {
+    int status;
+    pid_t pid = waitpid(-1, &status, WNOHANG);
+    if (pid <= 0) return;
+    for (size_t i = 0; i < ncommands; i++)
+      if (commands[i]->pid == pid) {
+        commands[i]->pid = 0;
+        commands[i]->status = status;
+        finish_if_done(i);
+        break;
+      }
+  }
+}
+
+static void drain(size_t i, int which) {
+  command_t *c = commands[i];
+  char chunk[65536];
+  for (;;) {
+    ssize_t n = read(c->fd[which], chunk, sizeof chunk);
+    if (n > 0) {
+      buf_add(which == 0 ? &c->out : &c->err, chunk, (size_t)n);
+      buf_add(&c->all, chunk, (size_t)n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EAGAIN) return;
+    close(c->fd[which]);
+    c->fd[which] = -1;
+    finish_if_done(i);
+    return;
+  }
+}
+
+// Requests: the bytes read so far, and where the next one starts.
+static buf_t in;
+static size_t in_at;
+
+// The next NUL-terminated field at *at, or NULL if it has not all arrived.
+static char *field(size_t *at) {
+  char *start = in.data + *at;
+  char *nul = memchr(start, '\0', in.len - *at);
+  if (nul == NULL) return NULL;
+  *at += (size_t)(nul - start) + 1;
+  return start;
+}
+
+static char **fields(size_t *at, size_t n) {
+  char **list = malloc((n + 1) * sizeof *list);
+  if (list == NULL) abort();
+  for (size_t i = 0; i < n; i++)
+    if ((list[i] = field(at)) == NULL) {
+      free(list);
+      return NULL;
+    }
+  list[n] = NULL;
+  return list;
+}
+
+// Handles one whole request at in_at; 0 when it has not all arrived yet.
+static int handle(void) {
+  if (in_at >= in.len) return 0;
+  size_t at = in_at + 1;
+  char kind = in.data[in_at];
+  if (kind == 'e') {
+    char *count = field(&at);
+    if (count == NULL) return 0;
+    size_t n = strtoul(count, NULL, 10);
+    char **list = fields(&at, n);
+    if (list == NULL) return 0;
+    // The strings live in `in`, which is compacted: keep copies.
+    for (size_t i = 0; i < nbase; i++) free(base_env[i]);
+    free(base_env);
+    for (size_t i = 0; i < n; i++) list[i] = strdup(list[i]);
+    base_env = list;
+    nbase = n;
+  } else if (kind == 'r') {
+    char *id = field(&at), *file = id ? field(&at) : NULL, *cwd = file ? field(&at) : NULL;
+    char *argc = cwd ? field(&at) : NULL;
+    if (argc == NULL) return 0;
+    char **argv = fields(&at, strtoul(argc, NULL, 10));
+    if (argv == NULL) return 0;
+    char *envc = field(&at);
+    size_t nadded = envc ? strtoul(envc, NULL, 10) : 0;
+    char **added = envc ? fields(&at, nadded) : NULL;
+    if (added == NULL) {
+      free(argv);
+      return 0;
+    }
+    run(strtol(id, NULL, 10), file, cwd, argv, added, nadded);
+    free(argv);
+    free(added);
+  } else if (kind == 'k') {
+    char *id = field(&at), *sig = id ? field(&at) : NULL;
+    if (sig == NULL) return 0;
+    long which = strtol(id, NULL, 10);
+    int signo = atoi(sig);
+    for (size_t i = 0; i < ncommands; i++)
+      if (commands[i]->id == which && commands[i]->pid != 0) {
+        // The group (see src/execute/group.ts), or the command itself if there is none.
+        if (kill(-commands[i]->pid, signo) != 0) kill(commands[i]->pid, signo);
+      }
+  } else {
+    fprintf(stderr, "spawnd: unknown request kind %d\n", kind);
+    exit(2);
+  }
+  in_at = at;
+  return 1;
+}
+
+int main(void) {
+  // Ctrl-C reaches the whole foreground group: the engine decides what to
+  // stop, and this process has to live to say how its commands ended.
+  signal(SIGINT, SIG_IGN);
+  signal(SIGTERM, SIG_IGN);
+  signal(SIGPIPE, SIG_IGN);
+  sigset_t chld;
+  sigemptyset(&chld);
+  sigaddset(&chld, SIGCHLD);
+  sigprocmask(SIG_BLOCK, &chld, NULL);
+  int sfd = signalfd(-1, &chld, SFD_NONBLOCK | SFD_CLOEXEC);
+  if (sfd < 0) {
+    perror("spawnd: signalfd");
+    return 1;
+  }
+  fcntl(0, F_SETFD, FD_CLOEXEC);
+  fcntl(1, F_SETFD, FD_CLOEXEC);
+  out_all("ready " VERSION "\n", strlen("ready " VERSION "\n"));
+
+  struct pollfd *fds = NULL;
+  size_t capfds = 0;
+  for (;;) {
+    size_t want = 2 + 2 * ncommands;
+    if (want > capfds) {
+      capfds = want * 2;
+      fds = realloc(fds, capfds * sizeof *fds);
+      if (fds == NULL) abort();
+    }
+    fds[0] = (struct pollfd){.fd = 0, .events = POLLIN};
+    fds[1] = (struct pollfd){.fd = sfd, .events = POLLIN};
+    for (size_t i = 0; i < ncommands; i++)
+      for (int w = 0; w < 2; w++) fds[2 + 2 * i + w] = (struct pollfd){.fd = commands[i]->fd[w], .events = POLLIN};
+    size_t polled = ncommands;
+    if (poll(fds, 2 + 2 * polled, -1) < 0) {
+      if (errno == EINTR) continue;
+      perror("spawnd: poll");
+      return 1;
+    }
+    // Output first, so that a command reaped below has its last bytes.
+    for (size_t i = polled; i-- > 0;)
+      for (int w = 0; w < 2; w++)
+        if (i < ncommands && fds[2 + 2 * i + w].revents && commands[i]->fd[w] == fds[2 + 2 * i + w].fd) drain(i, w);
+    if (fds[1].revents) {
+      struct signalfd_siginfo info;
+      while (read(sfd, &info, sizeof info) > 0) {}
+      reap();
+    }
+    if (fds[0].revents) {
+      char chunk[65536];
+      ssize_t n = read(0, chunk, sizeof chunk);
+      if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN)) return 0;
+      if (n > 0) {
+        buf_add(&in, chunk, (size_t)n);
+        while (handle()) {}
+        if (in_at > 0) {
+          memmove(in.data, in.data + in_at, in.len - in_at);
+          in.len -= in_at;
+          in_at = 0;
+        }
+      }
+    }
+  }
+}

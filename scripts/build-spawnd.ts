@@ -1,0 +1,39 @@
+// `npm ci` and `npm install` run this (after bundle-deps.ts, in `prepare`): it
+// compiles native/spawnd.c, the native spawn server, to
+// node_modules/.nodegraph/spawnd, where src/execute/runner.ts looks for it.
+// Task commands started by spawnd cost the engine a posix_spawn rather than a
+// fork of a Node process (see native/spawnd.c and BENCHMARKS.md).
+//
+// It is optional. Without a C compiler (cc, or $CC) nothing is built, one
+// line says so, and task commands are started by the Node spawn server as
+// before. An install never fails for it.
+//
+//   node scripts/build-spawnd.ts
+
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, renameSync, rmSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const source = path.join(root, 'native', 'spawnd.c');
+const target = path.join(root, 'node_modules', '.nodegraph', 'spawnd');
+const work = `${target}.new-${process.pid}`;
+
+// npm runs `prepare` before packing too: a package carries no binary of this machine's.
+if (process.env['npm_command'] === 'pack' || process.env['npm_command'] === 'publish') process.exit(0);
+
+mkdirSync(path.dirname(target), { recursive: true });
+const cc = process.env['CC'] ?? 'cc';
+const built = spawnSync(cc, ['-O2', '-std=c11', '-Wall', '-Wextra', '-o', work, source], { encoding: 'utf8' });
+if (built.error !== undefined || built.status !== 0) {
+  rmSync(work, { force: true });
+  // An old binary would speak an old protocol: none at all is better (the engine checks the version too).
+  rmSync(target, { force: true });
+  const why = built.error !== undefined ? built.error.message : `exit ${built.status ?? built.signal}: ${built.stderr.trim().split('\n').slice(-3).join(' | ')}`;
+  process.stderr.write(`nodegraph: spawnd not built (${cc}: ${why}); task commands will be started by the Node spawn server\n`);
+  process.exit(0);
+}
+if (built.stderr.trim() !== '') process.stderr.write(built.stderr);
+// Replaced whole: a run starting now finds the old binary or the new one, never half of one.
+renameSync(work, target);
