@@ -10,10 +10,11 @@
 // (9.3 ms against 2.9 ms wall per `true` on this 2-core machine), which at
 // 50,000 tasks is minutes a build spends on bookkeeping rather than work.
 //
-// And once a build has run a few dozen task commands, through the spawn server
-// (SpawnServer below, spawn-server.ts): spawn forks the calling process on its
-// main thread, 3-7 ms of mostly system CPU per process for an engine of
-// 100-500 MiB; a small helper process pays a fraction of that, off this thread.
+// And through a spawn server (SpawnServer below): spawn forks the calling
+// process on its main thread, 3-7 ms of mostly system CPU per process for an
+// engine of 100-500 MiB. spawnd (native/spawnd.c, posix_spawn), where it was
+// built, takes every task command; otherwise the Node server (spawn-server.ts)
+// takes them once a build has run a few dozen, at a fraction of that cost.
 
 import type { ChildProcessWithoutNullStreams } from 'node:child_process';
 import { statSync } from 'node:fs';
@@ -495,7 +496,8 @@ let shared: SpawnServer | undefined;
 export interface ExecaRunnerOptions {
   /**
    * Where task commands go: the process's shared server (the default; NODEGRAPH_SPAWN_SERVER=off in the
-   * environment turns it off), this one, or false to spawn each directly.
+   * environment turns it off, =node makes it the Node server where spawnd was built), this one, or false
+   * to spawn each directly.
    */
   readonly spawnServer?: SpawnServer | false;
 }
