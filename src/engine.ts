@@ -22,7 +22,7 @@ import { lockWarnings, openState, openStateWith, type OpenState } from './state/
 import { acquire, type Lock } from './state/lock.ts';
 import { checkSeal, knownFrom, openSeal, sealDelta, sealPath, type OpenedSeal, type SealedRun } from './state/seal.ts';
 import { openDelta } from './state/delta.ts';
-import { defaultCompactWhen } from './state/journal.ts';
+import { defaultCompactWhen, journalPath } from './state/journal.ts';
 import { appender, type Appender } from './execute/appender.ts';
 import { collectGarbage } from './util/gc.ts';
 import { err, ok, type Result } from './util/result.ts';
@@ -220,7 +220,7 @@ async function open(
     }
     seal = openSeal(held?.stateDir ?? stateDir);
     if (seal !== undefined) {
-      early = StatPrefetch.startJoined(seal.paths, seal.count);
+      early = StatPrefetch.startJoined(seal.paths, seal.count, undefined, seal.racyJournal ? journalPath(held?.stateDir ?? stateDir) : undefined);
       early?.go();
     }
   }

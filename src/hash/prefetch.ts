@@ -51,16 +51,19 @@ function minimumPaths(): number {
   return Number.isInteger(n) && n >= 0 ? n : PREFETCH_MIN_PATHS;
 }
 
-// Shared memory: a header of two int32 — [0] go (0 waiting, 1 go, -1 closed),
-// [1] how many slots are filled (-1: the worker failed) — then a slot of eight
+// Shared memory: a header of four int32 — [0] go (0 waiting, 1 go, -1 closed),
+// [1] how many slots are filled (-1: the worker failed), [2] the file to sum:
+// 0 none or not yet, 1 summed, -1 it could not be read, [3] its CRC-32 — then a slot of eight
 // int64 per path: state (1 a stat, 2 none), dev, ino, size, mtime, ctime,
 // mode, unused. dev…ctime are in the hash cache's record order, so a record
 // compares with bytes 8-47 of a slot as they stand.
-const HEADER = 8;
+const HEADER = 16;
 const SLOT_WORDS = 8;
 const SLOT_BYTES = SLOT_WORDS * 8;
 const GO = 0;
 const FILLED = 1;
+const SUMMED = 2;
+const SUM = 3;
 const LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
 /** A worker that fills no slot for this long is given up on. */
 const STALL_MS = 2000;
@@ -69,12 +72,32 @@ const STALL_MS = 2000;
 const WORKER = `'use strict';
 const { workerData } = require('node:worker_threads');
 const { statSync } = require('node:fs');
-const header = new Int32Array(workerData.shared, 0, 2);
+const header = new Int32Array(workerData.shared, 0, 4);
+while (Atomics.load(header, ${GO}) === 0) Atomics.wait(header, ${GO}, 0);
+if (workerData.sumOf !== undefined) {
+  // The CRC-32 of a file (the journal the seal vouches for by its content), in 1 MiB pieces, first:
+  // it is short, and the main thread asks for it as soon as for the first stats.
+  const { openSync, readSync, closeSync } = require('node:fs');
+  const { crc32 } = require('node:zlib');
+  let fd;
+  try {
+    fd = openSync(workerData.sumOf, 'r');
+    const piece = Buffer.allocUnsafe(1 << 20);
+    let sum = 0;
+    for (let at = 0, n; Atomics.load(header, ${GO}) === 1 && (n = readSync(fd, piece, 0, piece.length, at)) > 0; at += n) sum = crc32(piece.subarray(0, n), sum);
+    Atomics.store(header, ${SUM}, sum | 0);
+    Atomics.store(header, ${SUMMED}, Atomics.load(header, ${GO}) === 1 ? 1 : -1);
+  } catch {
+    Atomics.store(header, ${SUMMED}, -1);
+  } finally {
+    if (fd !== undefined) closeSync(fd);
+  }
+  Atomics.notify(header, ${SUMMED});
+}
 try {
   const slots = new BigInt64Array(workerData.shared, ${HEADER});
   // One path at a time out of the joined string (no array of them all: less memory).
   const joined = workerData.paths;
-  while (Atomics.load(header, ${GO}) === 0) Atomics.wait(header, ${GO}, 0);
   for (let i = 0, from = 0; i < workerData.count && Atomics.load(header, ${GO}) === 1; i++) {
     let to = joined.indexOf('\\0', from);
     if (to < 0) to = joined.length;
@@ -118,13 +141,16 @@ export class StatPrefetch {
   readonly #worker: Worker;
   #state: 'waiting' | 'statting' | 'closed' = 'waiting';
 
-  private constructor(joined: string, count: number, worker: (shared: SharedArrayBuffer, joined: string) => Worker) {
+  readonly #summing: boolean;
+
+  private constructor(joined: string, count: number, summing: boolean, worker: (shared: SharedArrayBuffer, joined: string) => Worker) {
     const shared = new SharedArrayBuffer(HEADER + count * SLOT_BYTES);
-    this.#header = new Int32Array(shared, 0, 2);
+    this.#header = new Int32Array(shared, 0, 4);
     this.#words = new BigInt64Array(shared, HEADER);
     this.bytes = new Uint8Array(shared);
     this.#view = new DataView(shared);
     this.count = count;
+    this.#summing = summing;
     this.#worker = worker(shared, joined);
   }
 
@@ -138,15 +164,18 @@ export class StatPrefetch {
     return StatPrefetch.startJoined(paths.join('\0'), paths.length, min);
   }
 
-  /** As start(), for `count` paths given each followed by a NUL, or joined by one (the last need not end with it). */
-  static startJoined(joined: string, count: number, min = minimumPaths()): StatPrefetch | undefined {
+  /**
+   * As start(), for `count` paths given each followed by a NUL, or joined by one (the last need not end
+   * with it). With `sumOf`, the worker first takes that file's CRC-32 (sum()).
+   */
+  static startJoined(joined: string, count: number, min = minimumPaths(), sumOf?: string): StatPrefetch | undefined {
     if (count === 0 || count < min) return undefined;
     const { Worker } = process.getBuiltinModule('node:worker_threads');
     try {
-      return new StatPrefetch(joined, count, (shared, joined) => {
+      return new StatPrefetch(joined, count, sumOf !== undefined, (shared, joined) => {
         const worker = new Worker(WORKER, {
           eval: true,
-          workerData: { shared, paths: joined, count },
+          workerData: { shared, paths: joined, count, sumOf },
           // Its garbage is one BigIntStats after another: a small young generation is plenty.
           resourceLimits: { maxYoungGenerationSizeMb: 2 },
           stdout: true,
@@ -192,6 +221,21 @@ export class StatPrefetch {
     if (filled > slot) return true;
     this.close();
     return false;
+  }
+
+  /**
+   * The CRC-32 of the file given as `sumOf`, as read after go(), waiting for it if need be; undefined
+   * when there is none: not asked for, not started, closed, unreadable, or the worker failed or stalled.
+   */
+  sum(): number | undefined {
+    if (!this.#summing || this.#state !== 'statting') return undefined;
+    let summed = Atomics.load(this.#header, SUMMED);
+    // The sum comes before any stat: a worker that has filled no slot and not summed for this long is stalled.
+    for (let waited = 0; summed === 0 && Atomics.load(this.#header, FILLED) === 0 && waited < STALL_MS; waited += 50) {
+      Atomics.wait(this.#header, SUMMED, 0, 50);
+      summed = Atomics.load(this.#header, SUMMED);
+    }
+    return summed === 1 ? Atomics.load(this.#header, SUM) >>> 0 : undefined;
   }
 
   /** The stat the worker took of the slot's path; undefined when nothing is there. */

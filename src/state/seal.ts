@@ -355,8 +355,12 @@ export interface OpenedSeal {
   readonly ids: string;
   /** The graph's shape, for a run of the tasks a changed file reaches (delta.ts). */
   readonly shape: Buffer;
-  /** The journal was sealed by its content (its stat was too new), and found the same. */
+  /**
+   * The journal was sealed by its content (its stat was too new): checkSeal compares its CRC-32 with
+   * `journalSum` before it trusts anything of the seal (taken on the stat worker, as its first job).
+   */
   readonly racyJournal: boolean;
+  readonly journalSum: number;
   /** Record lines in the journal. */
   readonly journalLines: number;
   /** The file's header line as read (checkSeal rewrites it in place), and all after it, `body` included. */
@@ -367,7 +371,8 @@ export interface OpenedSeal {
 /**
  * The seal in `stateDir`, if there is one that is whole and whose journal is
  * at the stat it sealed (the caller holds the lock, or only reads); undefined
- * otherwise. The declarations and the files are checkSeal's to compare.
+ * otherwise. The declarations, the files, and a racy journal's content are
+ * checkSeal's to compare.
  */
 export function openSeal(stateDir: string): OpenedSeal | undefined {
   let fd: number;
@@ -389,9 +394,9 @@ export function openSeal(stateDir: string): OpenedSeal | undefined {
     const journal = statOf(journalPath(stateDir));
     if (journal === undefined || !sameStat(start, newline + 1 + DIGEST, stampOf(journal), 0)) return undefined;
     // Sealed just after it was written, the journal's stat does not tell it from a
-    // same-size rewrite in the same clock tick: its content does (RACY ENTRIES, cache.ts).
+    // same-size rewrite in the same clock tick: its content does (RACY ENTRIES, cache.ts), which
+    // checkSeal compares, so that the stat worker can read it while the Nodefile loads.
     const racyJournal = start.readUInt32LE(newline + 1 + JOURNAL_RACY) !== 0;
-    if (racyJournal && journalSum(journalPath(stateDir)) !== start.readUInt32LE(newline + 1 + JOURNAL_SUM)) return undefined;
     const size = fstatSync(fd).size - newline - 1;
     const end = HEAD + count * PER_PATH;
     const shapeEnd = end + shapeBytes;
@@ -412,6 +417,7 @@ export function openSeal(stateDir: string): OpenedSeal | undefined {
       ids: rest.toString('utf8', shapeEnd + pathBytes),
       shape: rest.subarray(end, shapeEnd),
       racyJournal,
+      journalSum: start.readUInt32LE(newline + 1 + JOURNAL_SUM),
       journalLines: start.readUInt32LE(newline + 1 + JOURNAL_LINES),
       header: start.toString('latin1', 0, newline + 1),
       rest,
@@ -482,6 +488,8 @@ export function checkSeal(options: {
   // declarations make the same graph, which names the same files: the seal's.
   const digest = declarationsDigest(options.declarations, options.env, stateDir);
   if (digest === undefined || body.toString('hex', 0, DIGEST) !== digest) return undefined;
+  // A journal sealed by its content is that content still (the worker summed it meanwhile, if there is one).
+  if (seal.racyJournal && (prefetched?.sum() ?? journalSum(journalPath(stateDir))) !== seal.journalSum) return undefined;
 
   // A path as a string only when needed: all of them where this thread stats them, a touched one's where another did.
   let paths: string[] | undefined;

@@ -282,7 +282,18 @@ describe('the seal', () => {
     expect((await apply(nodefile)).value.io.sealed).toBe(true);
   });
 
-  test('a journal sealed a moment after it was written is known by its content: a seal whose checksum of it differs is not trusted', async () => {
+  // Its checksum is taken on the stat worker where there is one (NODEGRAPH_STAT_AHEAD=0 starts one for any graph), on the main thread otherwise.
+  test.each(['off', '0'])('a journal sealed a moment after it was written is known by its content: a seal whose checksum of it differs is not trusted (NODEGRAPH_STAT_AHEAD=%s)', async (ahead) => {
+    const before = process.env['NODEGRAPH_STAT_AHEAD'];
+    process.env['NODEGRAPH_STAT_AHEAD'] = ahead;
+    try {
+      await journalKnownByContent();
+    } finally {
+      if (before === undefined) delete process.env['NODEGRAPH_STAT_AHEAD'];
+      else process.env['NODEGRAPH_STAT_AHEAD'] = before;
+    }
+  });
+  async function journalKnownByContent(): Promise<void> {
     const nodefile = await sealed();
     put('in/1.txt', 'one\n');
     // A clock behind: the journal, appended to by this run, is too new to be known by its stat.
@@ -302,7 +313,7 @@ describe('the seal', () => {
     const distrusted = await applyNodefile({ nodefile, env: {}, now: behind });
     expect(distrusted.ok && distrusted.value.io).toMatchObject({ sealed: false, delta: false });
     expect(distrusted.ok && distrusted.value.ran).toEqual([]);
-  });
+  }
 
   test('runs planned from the seal count the lines they append: once a load would compact the journal, the run goes the whole way', async () => {
     const nodefile = await sealed();

@@ -5,6 +5,7 @@
 
 import { mkdirSync, mkdtempSync, rmSync, statSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { createHash } from 'node:crypto';
+import { crc32 } from 'node:zlib';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, test } from 'vitest';
@@ -46,6 +47,31 @@ function prefetch(paths: string[]): StatPrefetch {
 }
 
 describe('StatPrefetch', () => {
+  test("with sumOf, the worker takes the file's CRC-32 once let go; without, or for a file not there, there is none", () => {
+    const content = Buffer.alloc(3 * (1 << 20) + 12345);
+    for (let i = 0; i < content.length; i++) content[i] = (i * 31 + (i >> 11)) & 0xff;
+    const file = write('journal', '');
+    writeFileSync(file, content);
+    const summing = StatPrefetch.startJoined(file, 1, 0, file);
+    if (summing === undefined) throw new Error('no worker');
+    try {
+      summing.go();
+      expect(summing.sum()).toBe(crc32(content));
+      expect(summing.ready(0)).toBe(true);
+    } finally {
+      summing.close();
+    }
+    expect(summing.sum()).toBeUndefined();
+    const missing = StatPrefetch.startJoined(file, 1, 0, path.join(dir, 'missing'));
+    missing!.go();
+    expect(missing!.sum()).toBeUndefined();
+    expect(missing!.ready(0)).toBe(true);
+    missing!.close();
+    const none = prefetch([file]);
+    expect(none.sum()).toBeUndefined();
+    none.close();
+  });
+
   test('each slot holds what statSync said of its path', () => {
     const file = write('a/file.txt', 'hello');
     const folder = path.join(dir, 'a');
