@@ -28,7 +28,7 @@ import { Queue } from '../util/queue.ts';
 import { runAction, runCheck, type ActionResult } from './action.ts';
 import type { EventSink, TaskOutcome } from './events.ts';
 import { observeOutputs } from './outputs.ts';
-import { keptBecause } from './kept.ts';
+import { Claimed, keptBecause } from './kept.ts';
 import { removePath } from '../util/mounts.ts';
 import { realPath } from '../util/realpath.ts';
 import { holds, type OutputGuard } from '../graph/analyze.ts';
@@ -289,7 +289,7 @@ export async function execute(options: ExecuteOptions): Promise<ExecuteSummary> 
   };
 
   // Every declared output, with its task: made once, and only if a task left an output behind.
-  let declared: Map<string, TaskId> | undefined;
+  let declared: Claimed | undefined;
   /**
    * The outputs the task's last run made that it no longer declares (a renamed
    * file, a dropped drop-in) are removed once it ran, as a destroy would remove
@@ -307,8 +307,9 @@ export async function execute(options: ExecuteOptions): Promise<ExecuteSummary> 
     for (const old of Object.keys(previous.outputs)) {
       if (now.has(old)) continue;
       if (declared === undefined) {
-        declared = new Map();
-        for (const n of graph.ordered) for (const output of n.outputs) declared.set(output, n.id);
+        const owners = new Map<string, TaskId>();
+        for (const n of graph.ordered) for (const output of n.outputs) owners.set(output, n.id);
+        declared = new Claimed(owners);
       }
       const shown = path.relative(graph.dir, old) || old;
       // A file that now lies in a declared folder (the task's own, say) belongs to that folder's task;

@@ -15,7 +15,7 @@ import { STOPPED, type TaskRecord } from '../state/record.ts';
 import { removePath } from '../util/mounts.ts';
 import type { Appender } from './appender.ts';
 import type { EventSink } from './events.ts';
-import { keptBecause } from './kept.ts';
+import { Claimed, keptBecause } from './kept.ts';
 import { recipeOf } from './executor.ts';
 import { describeCommand, type ProcessRunner } from './runner.ts';
 
@@ -96,7 +96,7 @@ async function runRecipe(
   recipe: TaskRecord['recipe'],
   commands: readonly (readonly string[])[],
   options: TeardownOptions,
-  claimed: ReadonlyMap<string, TaskId>,
+  claimed: Claimed,
 ): Promise<{ error: string; output: string } | undefined> {
   let output = '';
   for (const argv of commands) {
@@ -122,13 +122,13 @@ async function runRecipe(
 }
 
 /** The outputs of the graph's tasks that this teardown leaves in place, with the task that declares each. */
-function claimedOutputs(options: TeardownOptions): ReadonlyMap<string, TaskId> {
+function claimedOutputs(options: TeardownOptions): Claimed {
   const claimed = new Map<string, TaskId>();
-  if (options.graph === undefined || options.mode === 'stop') return claimed;
+  if (options.graph === undefined || options.mode === 'stop') return new Claimed(claimed);
   const going = new Set(options.order);
   for (const node of options.graph.ordered) {
     if (going.has(node.id)) continue;
     for (const output of node.outputs) claimed.set(output, node.id);
   }
-  return claimed;
+  return new Claimed(claimed);
 }
