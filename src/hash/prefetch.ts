@@ -51,19 +51,21 @@ function minimumPaths(): number {
   return Number.isInteger(n) && n >= 0 ? n : PREFETCH_MIN_PATHS;
 }
 
-// Shared memory: a header of four int32 — [0] go (0 waiting, 1 go, -1 closed),
+// Shared memory: a header of six int32 — [0] go (0 waiting, 1 go, -1 closed),
 // [1] how many slots are filled (-1: the worker failed), [2] the file to sum:
-// 0 none or not yet, 1 summed, -1 it could not be read, [3] its CRC-32 — then a slot of eight
+// 0 none or not yet, 1 summed, -1 it could not be read, [3] its CRC-32, [4] 1
+// when the worker stats with Node's binding (below), [5] unused — then a slot of eight
 // int64 per path: state (1 a stat, 2 none), dev, ino, size, mtime, ctime,
 // mode, unused. dev…ctime are in the hash cache's record order, so a record
 // compares with bytes 8-47 of a slot as they stand.
-const HEADER = 16;
+const HEADER = 24;
 const SLOT_WORDS = 8;
 const SLOT_BYTES = SLOT_WORDS * 8;
 const GO = 0;
 const FILLED = 1;
 const SUMMED = 2;
 const SUM = 3;
+const BINDING = 4;
 const LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
 /** A worker that fills no slot for this long is given up on. */
 const STALL_MS = 2000;
@@ -72,7 +74,7 @@ const STALL_MS = 2000;
 const WORKER = `'use strict';
 const { workerData } = require('node:worker_threads');
 const { statSync } = require('node:fs');
-const header = new Int32Array(workerData.shared, 0, 4);
+const header = new Int32Array(workerData.shared, 0, 6);
 while (Atomics.load(header, ${GO}) === 0) Atomics.wait(header, ${GO}, 0);
 if (workerData.sumOf !== undefined) {
   // The CRC-32 of a file (the journal the seal vouches for by its content), in 1 MiB pieces, first:
@@ -94,6 +96,23 @@ if (workerData.sumOf !== undefined) {
   }
   Atomics.notify(header, ${SUMMED});
 }
+// Node's own stat, without the BigIntStats statSync builds of what it returns (a
+// fifth of each call): process.binding is internal, so it is used only once it has
+// given, for two paths that differ in every field, what statSync gives.
+let fast;
+try {
+  const binding = process.binding('fs');
+  const same = (p) => {
+    const st = statSync(p, { bigint: true });
+    const v = binding.stat(p, true, undefined, false);
+    return v instanceof BigInt64Array && v.length >= 16 && v[0] === st.dev && v[1] === st.mode && v[7] === st.ino && v[8] === st.size &&
+      v[12] * 1000000000n + v[13] === st.mtimeNs && v[14] * 1000000000n + v[15] === st.ctimeNs;
+  };
+  if (same(process.execPath) && same('/')) fast = binding;
+  Atomics.store(header, ${BINDING}, fast === undefined ? 0 : 1);
+} catch {
+  // not this Node: statSync it is
+}
 try {
   const slots = new BigInt64Array(workerData.shared, ${HEADER});
   // One path at a time out of the joined string (no array of them all: less memory).
@@ -103,13 +122,34 @@ try {
     if (to < 0) to = joined.length;
     const path = joined.slice(from, to);
     from = to + 1;
+    const at = i * ${SLOT_WORDS};
+    if (fast !== undefined) {
+      let v;
+      try {
+        v = fast.stat(path, true, undefined, false);
+      } catch {
+        // as below
+      }
+      if (v === undefined) slots[at] = 2n;
+      else {
+        slots[at + 1] = v[0];
+        slots[at + 2] = v[7];
+        slots[at + 3] = v[8];
+        slots[at + 4] = v[12] * 1000000000n + v[13];
+        slots[at + 5] = v[14] * 1000000000n + v[15];
+        slots[at + 6] = v[1];
+        slots[at] = 1n;
+      }
+      Atomics.store(header, ${FILLED}, i + 1);
+      if ((i & 255) === 255) Atomics.notify(header, ${FILLED});
+      continue;
+    }
     let st;
     try {
       st = statSync(path, { bigint: true, throwIfNoEntry: false });
     } catch {
       // ENOTDIR, ELOOP, EACCES on a parent: nothing readable is there (as the cache's own stat says).
     }
-    const at = i * ${SLOT_WORDS};
     if (st === undefined) slots[at] = 2n;
     else {
       slots[at + 1] = st.dev;
@@ -145,7 +185,7 @@ export class StatPrefetch {
 
   private constructor(joined: string, count: number, summing: boolean, worker: (shared: SharedArrayBuffer, joined: string) => Worker) {
     const shared = new SharedArrayBuffer(HEADER + count * SLOT_BYTES);
-    this.#header = new Int32Array(shared, 0, 4);
+    this.#header = new Int32Array(shared, 0, 6);
     this.#words = new BigInt64Array(shared, HEADER);
     this.bytes = new Uint8Array(shared);
     this.#view = new DataView(shared);
@@ -236,6 +276,11 @@ export class StatPrefetch {
       summed = Atomics.load(this.#header, SUMMED);
     }
     return summed === 1 ? Atomics.load(this.#header, SUM) >>> 0 : undefined;
+  }
+
+  /** Whether the worker stats with Node's binding (it found it gives what statSync gives); known once a slot is ready. */
+  get binding(): boolean {
+    return Atomics.load(this.#header, BINDING) === 1;
   }
 
   /** The stat the worker took of the slot's path; undefined when nothing is there. */

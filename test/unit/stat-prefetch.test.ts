@@ -79,9 +79,15 @@ describe('StatPrefetch', () => {
     symlinkSync(file, link);
     const missing = path.join(dir, 'missing');
     const underFile = path.join(file, 'x'); // ENOTDIR: nothing readable is there
-    const paths = [file, folder, link, missing, underFile];
+    // Every field its own: an mtime a day before its ctime, with nanoseconds.
+    const old = write('b/old.bin', 'x'.repeat(70_000));
+    utimesSync(old, new Date(Date.now() - 86_400_000), new Date(Date.now() - 86_400_000 + 0.123));
+    const paths = [file, folder, link, missing, underFile, old];
     const stats = prefetch(paths);
     try {
+      expect(stats.ready(0)).toBe(true);
+      // On this Node the worker stats with Node's binding: this test is the one that holds it to statSync.
+      expect(stats.binding).toBe(true);
       paths.forEach((p, slot) => {
         expect(stats.ready(slot)).toBe(true);
         let real: ReturnType<typeof statSync> | undefined;
