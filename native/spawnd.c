@@ -40,7 +40,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define VERSION "1"
+#define VERSION "2"
 
 typedef struct {
   char *data;
@@ -358,10 +358,12 @@ static int handle(void) {
 }
 
 int main(void) {
-  // Ctrl-C reaches the whole foreground group: the engine decides what to
-  // stop, and this process has to live to say how its commands ended.
+  // Ctrl-C (or a terminal's hangup) reaches the whole foreground group: the
+  // engine decides what to stop, and this process has to live to stop its
+  // commands and say how they ended.
   signal(SIGINT, SIG_IGN);
   signal(SIGTERM, SIG_IGN);
+  signal(SIGHUP, SIG_IGN);
   signal(SIGPIPE, SIG_IGN);
   sigset_t chld;
   sigemptyset(&chld);

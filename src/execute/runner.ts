@@ -153,6 +153,11 @@ export interface SpawnServerOptions {
   readonly program?: URL;
   /** Whether `program` is spawnd (it speaks NativeWire's protocol); by default, whether it was found. */
   readonly native?: boolean;
+  /**
+   * When spawnd does not start, or is of another version (a checkout updated without `npm install`), the
+   * Node server is started instead. By default for the spawnd npm built; otherwise commands run directly.
+   */
+  readonly nodeFallback?: boolean;
 }
 
 interface Reply {
@@ -178,7 +183,7 @@ const SERVER = new URL(import.meta.url.endsWith('.ts') ? './spawn-server.ts' : '
  * in a package, the package's root is two folders up). The version is the one native/spawnd.c says it is.
  */
 export const SPAWND = new URL('../../node_modules/.nodegraph/spawnd', import.meta.url);
-const SPAWND_VERSION = '1';
+const SPAWND_VERSION = '2';
 
 /** Whether spawnd was built: one stat, once a process, when the first server is made. */
 function spawndBuilt(): boolean {
@@ -309,8 +314,9 @@ const nativeWire: Wire = {
 export class SpawnServer {
   readonly #startAfter: number;
   readonly #killAfterMs: number;
-  readonly #program: URL;
-  readonly #wire: Wire;
+  #program: URL;
+  #wire: Wire;
+  #nodeFallback: boolean;
   #state: 'unstarted' | 'starting' | 'ready' | 'dead' = 'unstarted';
   #child: ChildProcessWithoutNullStreams | undefined;
   #commands = 0;
@@ -328,6 +334,7 @@ export class SpawnServer {
     this.#startAfter = options.startAfter ?? (native ? 0 : 24);
     this.#killAfterMs = options.killAfterMs ?? KILL_AFTER_MS;
     this.#program = options.program ?? (native ? SPAWND : SERVER);
+    this.#nodeFallback = native && (options.nodeFallback ?? options.program === undefined);
   }
 
   /** The server's pid once started (for tests). */
@@ -360,6 +367,7 @@ export class SpawnServer {
 
   /** Stops the server; commands in flight fail, later ones run directly. */
   close(): void {
+    this.#nodeFallback = false;
     this.#died('spawn server closed');
     this.#child?.kill('SIGKILL');
   }
@@ -376,8 +384,12 @@ export class SpawnServer {
       return;
     }
     this.#child = child;
-    child.on('error', (error) => this.#died(`spawn server failed: ${error.message}`));
+    this.#held = true; // a new child's handles hold the event loop until #hold() says otherwise
+    // A spawnd given up for the Node server may still say something: only the current child is heard.
+    const current = (): boolean => this.#child === child;
+    child.on('error', (error) => current() && this.#died(`spawn server failed: ${error.message}`));
     child.on('close', (code, signal) => {
+      if (!current()) return;
       const how = signal === null ? `exited with code ${code}` : `killed by ${signal}`;
       const said = this.#stderr.trim().split('\n').at(-1);
       this.#died(`spawn server ${how}${said === undefined || said === '' ? '' : `: ${said}`}`);
@@ -388,10 +400,11 @@ export class SpawnServer {
       this.#stderr = (this.#stderr + text).slice(-2000);
     });
     const garbage = (line: string): void => {
-      this.#died(`spawn server said something unreadable: ${line.slice(0, 200)}`);
+      if (!current()) return;
       child.kill('SIGKILL');
+      this.#died(`spawn server said something unreadable: ${line.slice(0, 200)}`);
     };
-    this.#wire.read(child.stdout, (reply) => this.#reply(reply), garbage);
+    this.#wire.read(child.stdout, (reply) => current() && this.#reply(reply), garbage);
     this.#sendEnv();
     this.#hold();
   }
@@ -413,6 +426,19 @@ export class SpawnServer {
 
   #died(why: string): void {
     if (this.#state === 'dead') return;
+    if (this.#state === 'starting' && this.#nodeFallback) {
+      // spawnd did not come up (nothing was sent to it but the environment): the Node server instead.
+      this.#nodeFallback = false;
+      const old = this.#child;
+      this.#child = undefined;
+      old?.kill('SIGKILL');
+      this.#wire = jsonWire;
+      this.#program = SERVER;
+      this.#env = '';
+      this.#stderr = '';
+      this.#start();
+      return;
+    }
     this.#state = 'dead';
     for (const resolve of this.#readyWaiters.splice(0)) resolve(false);
     const pending = [...this.#pending.values()];

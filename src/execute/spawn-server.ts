@@ -42,10 +42,12 @@ type Request = RunRequest | KillRequest | EnvRequest;
 let base: NodeJS.ProcessEnv = process.env;
 const running = new Map<number, ChildProcess>();
 
-// Ctrl-C signals the whole foreground process group: the engine decides what
-// to stop, and this process has to live to report how its children ended.
+// Ctrl-C (or a terminal's hangup) signals the whole foreground process group:
+// the engine decides what to stop, and this process has to live to stop its
+// children and report how they ended.
 process.on('SIGINT', () => {});
 process.on('SIGTERM', () => {});
+process.on('SIGHUP', () => {});
 
 // The engine gone (stdin closed, stdout broken): nothing to report to.
 const quit = (): never => process.exit(0);

@@ -211,10 +211,11 @@ describe(native ? 'spawnd' : 'the Node spawn server', () => {
     late.abort();
   });
 
-  test('the server ignores SIGINT and SIGTERM: the engine decides what stops', async () => {
+  test('the server ignores SIGINT, SIGTERM and SIGHUP: the engine decides what stops', async () => {
     const s = await server();
     process.kill(s.pid!, 'SIGINT');
     process.kill(s.pid!, 'SIGTERM');
+    process.kill(s.pid!, 'SIGHUP');
     const r = await s.run({ shell: 'echo still' }, { cwd: dir });
     expect(r).toMatchObject({ ok: true, stdout: 'still\n' });
     expect(alive(s.pid!)).toBe(true);
@@ -252,6 +253,22 @@ describe(native ? 'spawnd' : 'the Node spawn server', () => {
       servers.push(s);
       expect(await s.ready()).toBe(false);
       expect(await s.run({ shell: 'echo $PPID' }, { cwd: dir })).toMatchObject({ ok: true, stdout: `${process.pid}\n` });
+    });
+
+  if (native)
+    test('the spawnd npm built, when it does not come up, gives way to the Node server', async () => {
+      const fake = path.join(dir, 'old-spawnd-2');
+      writeFileSync(fake, '#!/bin/sh\necho "ready 0"\nexec cat >/dev/null\n', { mode: 0o755 });
+      for (const program of [pathToFileURL(fake), new URL('file:///nonexistent/spawnd')]) {
+        const s = new SpawnServer({ startAfter: 0, native, program, nodeFallback: true });
+        servers.push(s);
+        // The first command waits for whichever server comes up.
+        const first = await s.run({ shell: 'echo $PPID' }, { cwd: dir });
+        expect(s.native).toBe(false);
+        expect(await s.ready()).toBe(true);
+        expect(first).toMatchObject({ ok: true, stdout: `${s.pid}\n` });
+        expect(await s.run(['sh', '-c', 'exit 4'], { cwd: dir })).toMatchObject({ ok: false, failure: 'exited with code 4' });
+      }
     });
 
   test('it starts only after startAfter commands, which run directly', async () => {
