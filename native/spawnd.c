@@ -40,7 +40,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define VERSION "2"
+#define VERSION "3"
 
 typedef struct {
   char *data;
@@ -63,6 +63,7 @@ static void buf_add(buf_t *b, const char *data, size_t n) {
 typedef struct {
   long id;
   pid_t pid;  // 0 once reaped
+  pid_t group;  // its process group (and session), which outlives it while a job it started runs
   int status;
   int fd[2];  // stdout, stderr read ends; -1 once at EOF
   buf_t out, err, all;
@@ -138,21 +139,37 @@ static int spawn_at(pid_t *pid, const char *path, const char *cwd, int outw, int
   posix_spawnattr_setsigdefault(&at, &all);
   posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_USEVFORK);
   int rc = posix_spawn(pid, path, &fa, &at, argv, envp);
+  if (rc == ENOEXEC) {
+    // A program without a #! line: the shell runs it, as execvp (Node's spawn) does.
+    size_t argc = 0;
+    while (argv[argc] != NULL) argc++;
+    char **script = malloc((argc + 2) * sizeof *script);
+    if (script == NULL) abort();
+    script[0] = "/bin/sh";
+    script[1] = (char *)path;
+    for (size_t i = 1; i <= argc; i++) script[i + 1] = argv[i];
+    rc = posix_spawn(pid, "/bin/sh", &fa, &at, script, envp);
+    free(script);
+  }
   posix_spawn_file_actions_destroy(&fa);
   posix_spawnattr_destroy(&at);
   return rc;
 }
 
-// Starts file as execvpe would, with PATH from the command's environment: a
-// name without a slash is tried in each PATH folder in turn (relative ones
-// from cwd), going on past ENOENT, ENOTDIR and EACCES (reported if nothing
-// else is found), stopping at anything else.
+// Starts file as execvp would in the command's environment (Node's spawn execs
+// with it): a name without a slash is tried in each folder of its first PATH
+// (glibc's /bin:/usr/bin without one; relative folders from cwd), going on
+// past ENOENT, ENOTDIR and EACCES (reported if nothing else is found),
+// stopping at anything else.
 static int start(pid_t *pid, const char *file, const char *cwd, int outw, int errw, char **argv, char **envp) {
   if (strchr(file, '/') != NULL) return spawn_at(pid, file, cwd, outw, errw, argv, envp);
   if (*file == '\0') return ENOENT;
-  const char *path = "/usr/local/bin:/usr/bin:/bin";
+  const char *path = "/bin:/usr/bin";
   for (char **e = envp; *e; e++)
-    if (env_key_is(*e, "PATH", 4)) path = *e + 5;
+    if (env_key_is(*e, "PATH", 4)) {
+      path = *e + 5;
+      break;
+    }
   int seen_eacces = 0;
   size_t flen = strlen(file), clen = strlen(cwd);
   for (const char *p = path;; p++) {
@@ -213,6 +230,7 @@ static void run(long id, const char *file, const char *cwd, char **argv, char **
   if (c == NULL) abort();
   c->id = id;
   c->pid = pid;
+  c->group = pid;
   c->fd[0] = out[0];
   c->fd[1] = err[0];
   fcntl(out[0], F_SETFL, O_NONBLOCK);
@@ -345,9 +363,11 @@ static int handle(void) {
     long which = strtol(id, NULL, 10);
     int signo = atoi(sig);
     for (size_t i = 0; i < ncommands; i++)
-      if (commands[i]->id == which && commands[i]->pid != 0) {
-        // The group (see src/execute/group.ts), or the command itself if there is none.
-        if (kill(-commands[i]->pid, signo) != 0) kill(commands[i]->pid, signo);
+      if (commands[i]->id == which) {
+        // The group (see src/execute/group.ts), even once the command itself has
+        // exited and a job it started holds its output open; or the command
+        // itself if there is no group.
+        if (kill(-commands[i]->group, signo) != 0 && commands[i]->pid != 0) kill(commands[i]->pid, signo);
       }
   } else {
     fprintf(stderr, "spawnd: unknown request kind %d\n", kind);

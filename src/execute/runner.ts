@@ -183,7 +183,7 @@ const SERVER = new URL(import.meta.url.endsWith('.ts') ? './spawn-server.ts' : '
  * in a package, the package's root is two folders up). The version is the one native/spawnd.c says it is.
  */
 export const SPAWND = new URL('../../node_modules/.nodegraph/spawnd', import.meta.url);
-const SPAWND_VERSION = '2';
+const SPAWND_VERSION = '3';
 
 /** Whether spawnd was built: one stat, once a process, when the first server is made. */
 function spawndBuilt(): boolean {
@@ -210,7 +210,7 @@ interface Wire {
   env(env: NodeJS.ProcessEnv): string;
   run(id: number, file: string, args: readonly string[], cwd: string, env: Readonly<Record<string, string>> | undefined): string;
   kill(id: number, signal: NodeJS.Signals): string;
-  /** Reads replies from the server's stdout; false from onReply stops reading. */
+  /** Reads replies from the server's stdout; onGarbage once, and no more replies, when one cannot be read. */
   read(stdout: NodeJS.ReadableStream, onReply: (reply: Reply | { readonly ready: true }) => void, onGarbage: (what: string) => void): void;
 }
 
@@ -302,8 +302,8 @@ const nativeWire: Wire = {
  * posix_spawn) where it was built, which is started with the first command and
  * runs every one; otherwise the Node server (spawn-server.ts), which is started
  * after the first `startAfter` commands, which run directly, as does every
- * command until it has said it is ready. After a server has died, commands run
- * directly. It holds the event loop only while a command is running:
+ * command until it has said it is ready. A spawnd that does not come up gives way
+ * to the Node server; after a server has died, commands run directly. It holds the event loop only while a command is running:
  * an idle server neither keeps the engine alive nor outlives it (it exits when
  * its stdin closes).
  *

@@ -116,6 +116,22 @@ describe(native ? 'spawnd' : 'the Node spawn server', () => {
     expect((await s.run(['nodegraph-test-prog', 'x y'], cases[0]![1])).stdout).toBe('found in bin: x y\n');
   });
 
+  test('a program without a #! line is run by the shell, by name or by path, as a direct spawn runs it', async () => {
+    const s = await server();
+    const bin = path.join(dir, `plain-${native}`);
+    execFileSync('mkdir', ['-p', bin]);
+    writeFileSync(path.join(bin, 'nodegraph-test-plain'), 'echo "plain script: $0 $*"\nexit 6\n', { mode: 0o755 });
+    const cases: [Command, RunOptions][] = [
+      [['nodegraph-test-plain', 'a b'], { cwd: dir, env: { PATH: `${bin}:/usr/bin:/bin` } }],
+      [[path.join(bin, 'nodegraph-test-plain'), 'c'], { cwd: dir }],
+    ];
+    for (const [command, options] of cases) {
+      const direct = await spawnCommand(command, options);
+      expect(direct).toMatchObject({ exitCode: 6 });
+      expect(await s.run(command, options)).toEqual(direct);
+    }
+  });
+
   test('exit codes, death by a signal and a program that is not there', async () => {
     const s = await server();
     const ok = await s.run(['true'], { cwd: dir });
@@ -209,6 +225,19 @@ describe(native ? 'spawnd' : 'the Node spawn server', () => {
     const late = new AbortController();
     expect(await s.run(['true'], { cwd: dir, signal: late.signal })).toMatchObject({ ok: true, canceled: false });
     late.abort();
+  });
+
+  test('an abort reaches a job the command started after the command itself has exited', async () => {
+    const s = await server({ killAfterMs: 200 });
+    const abort = new AbortController();
+    const pidFile = path.join(dir, `job-${native}.pid`);
+    // The shell exits at once; the sleep it left holds the output open, so the command is not done.
+    const running = s.run({ shell: `sleep 60 & echo $! > '${pidFile}'` }, { cwd: dir, signal: abort.signal });
+    const job = Number(await written(pidFile));
+    expect(alive(job)).toBe(true);
+    abort.abort();
+    expect(await running).toMatchObject({ canceled: true, failure: 'canceled' });
+    await gone(job);
   });
 
   test('the server ignores SIGINT, SIGTERM and SIGHUP: the engine decides what stops', async () => {
