@@ -7,7 +7,8 @@
 // held a 50,000-task build at 2x make's time on two cores. glibc's posix_spawn
 // is clone(CLONE_VM|CLONE_VFORK), as make and ninja use it: the cost does not
 // grow with the caller. It is optional: built by `npm ci` / `npm install` when
-// a C compiler is there (scripts/build-spawnd.ts), and when it is not the
+// a C compiler is there (scripts/build-spawnd.mjs, the install script, in a
+// checkout and where the package is installed), and when it is not the
 // engine uses the Node server, as before.
 //
 // Protocol (the engine side is NativeWire in src/execute/runner.ts). Requests

@@ -179,7 +179,7 @@ interface Pending {
 const SERVER = new URL(import.meta.url.endsWith('.ts') ? './spawn-server.ts' : './spawn-server.js', import.meta.url);
 
 /**
- * The native server, where scripts/build-spawnd.ts put it (from src/execute/ in a checkout and from dist/lib/
+ * The native server, where scripts/build-spawnd.mjs (the install script) put it (from src/execute/ in a checkout and from dist/lib/
  * in a package, the package's root is two folders up). The version is the one native/spawnd.c says it is.
  */
 export const SPAWND = new URL('../../node_modules/.nodegraph/spawnd', import.meta.url);

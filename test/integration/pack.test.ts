@@ -8,12 +8,12 @@ import path from 'node:path';
 import { expect, test } from 'vitest';
 import { repo } from '../support/rig.ts';
 
-test('the packed package installs into an empty folder, runs nodegraph --version, and applies a graph through its compiled spawn server', () => {
+test('the packed package installs into an empty folder, builds spawnd, runs nodegraph --version, and applies a graph through spawnd and through its compiled Node spawn server', () => {
   const out = mkdtempSync(path.join(tmpdir(), 'nodegraph-pack-'));
   // Pack a copy: packing builds and removes dist/ in the folder it runs in, and
   // the other tests run the checkout's CLI meanwhile.
   const copy = mkdtempSync(path.join(tmpdir(), 'nodegraph-src-'));
-  for (const entry of ['package.json', 'package-lock.json', 'tsconfig.json', 'tsconfig.types.json', 'bin', 'src', 'scripts', 'README.md']) {
+  for (const entry of ['package.json', 'package-lock.json', 'tsconfig.json', 'tsconfig.types.json', 'bin', 'src', 'scripts', 'native', 'README.md']) {
     cpSync(path.join(repo, entry), path.join(copy, entry), { recursive: true });
   }
   symlinkSync(path.join(repo, 'node_modules'), path.join(copy, 'node_modules'));
@@ -29,23 +29,31 @@ test('the packed package installs into an empty folder, runs nodegraph --version
     expect(existsSync(path.join(home, 'node_modules/nodegraph/dist/lib/main.js'))).toBe(true);
     expect(existsSync(path.join(home, 'node_modules/nodegraph/dist/lib/spawn-server.js'))).toBe(true);
 
-    // Enough tasks that the spawn server starts (after the 24th command) and is up
-    // before the last of them: commands sent while it boots are still the engine's,
-    // and under a loaded test run 16 more were not always enough (all 40 came from
-    // the engine once). Each records the pid of the process that started it.
+    // Its install script compiled spawnd (scripts/build-spawnd.mjs, from the package's native/).
+    expect(existsSync(path.join(home, 'node_modules/nodegraph/node_modules/.nodegraph/spawnd'))).toBe(true);
+
+    // Each task records the pid of the process that started it. With spawnd, one process starts every
+    // command. With the Node server (NODEGRAPH_SPAWN_SERVER=node, as where no compiler was), enough tasks
+    // that it starts (after the 24th command) and is up before the last of them: commands sent while it
+    // boots are still the engine's, and under a loaded test run 16 more were not always enough.
     const tasks = 200;
-    writeFileSync(
-      path.join(home, 'Nodefile.ts'),
-      `import type { NodefileApi } from 'nodegraph';
+    const nodefile = `import type { NodefileApi } from 'nodegraph';
 export default (ng: NodefileApi): void => {
   for (let i = 0; i < ${tasks}; i++) ng.task(\`t\${i}\`, { outputs: [\`out/\${i}\`], run: ['sh', '-c', \`echo $PPID > out/\${i}\`] });
 };
-`,
-    );
-    const applied = execFileSync(process.execPath, [path.join(home, 'node_modules/.bin/nodegraph'), 'apply', '-j', '2'], { cwd: home, encoding: 'utf8', env: { ...process.env, CI: '1' } });
-    expect(applied).toMatch(new RegExp(`Apply: ${tasks} ran, 0 failed`));
-    const spawners = new Set(Array.from({ length: tasks }, (_, i) => readFileSync(path.join(home, `out/${i}`), 'utf8').trim()));
-    expect(spawners.size).toBe(2); // the engine for the first commands, then the server
+`;
+    for (const [server, starters] of [['spawnd', 1], ['node', 2]] as const) {
+      const project = path.join(home, server);
+      mkdirSync(project);
+      writeFileSync(path.join(project, 'Nodefile.ts'), nodefile);
+      const env = { ...process.env, CI: '1', ...(server === 'node' ? { NODEGRAPH_SPAWN_SERVER: 'node' } : {}) };
+      const applied = execFileSync(process.execPath, [path.join(home, 'node_modules/.bin/nodegraph'), 'apply', '-j', '2'], { cwd: project, encoding: 'utf8', env });
+      expect(applied).toMatch(new RegExp(`Apply: ${tasks} ran, 0 failed`));
+      const spawners = new Set(Array.from({ length: tasks }, (_, i) => readFileSync(path.join(project, `out/${i}`), 'utf8').trim()));
+      expect(spawners.size, server).toBe(starters);
+    }
+    writeFileSync(path.join(home, 'Nodefile.ts'), nodefile);
+    execFileSync(process.execPath, [path.join(home, 'node_modules/.bin/nodegraph'), 'apply', '-j', '2'], { cwd: home, encoding: 'utf8', env: { ...process.env, CI: '1' } });
 
     // The bundle takes node:fs by process.getBuiltinModule (scripts/build-dist.ts): a no-op
     // loads none of what an ES import's namespace of node:fs would (fs/promises, readline).

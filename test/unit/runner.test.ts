@@ -51,7 +51,7 @@ async function line(lines: string[], n: number): Promise<string> {
 }
 
 // Each of the two servers must give what a direct spawn gives: spawnd (built by `npm ci`, see
-// scripts/build-spawnd.ts; its absence fails here rather than skipping), and the Node server.
+// scripts/build-spawnd.mjs; its absence fails here rather than skipping), and the Node server.
 test('npm ci built spawnd, and a server made without options is spawnd', () => {
   expect(existsSync(SPAWND)).toBe(true);
   const s = new SpawnServer();

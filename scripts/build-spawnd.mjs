@@ -1,14 +1,17 @@
-// `npm ci` and `npm install` run this (after bundle-deps.ts, in `prepare`): it
-// compiles native/spawnd.c, the native spawn server, to
-// node_modules/.nodegraph/spawnd, where src/execute/runner.ts looks for it.
-// Task commands started by spawnd cost the engine a posix_spawn rather than a
-// fork of a Node process (see native/spawnd.c and BENCHMARKS.md).
+// `npm ci` and `npm install` run this (the `install` script), in a checkout and
+// where the package is installed: it compiles native/spawnd.c, the native
+// spawn server, to node_modules/.nodegraph/spawnd below the package's root,
+// where src/execute/runner.ts (dist/lib/ in a package) looks for it. Task
+// commands started by spawnd cost the engine a posix_spawn rather than a fork
+// of a Node process (see native/spawnd.c and BENCHMARKS.md).
 //
 // It is optional. Without a C compiler (cc, or $CC) nothing is built, one
 // line says so, and task commands are started by the Node spawn server as
 // before. An install never fails for it.
 //
-//   node scripts/build-spawnd.ts
+// Plain JavaScript: below node_modules Node strips no types.
+//
+//   node scripts/build-spawnd.mjs
 
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, renameSync, rmSync } from 'node:fs';
@@ -20,7 +23,7 @@ const source = path.join(root, 'native', 'spawnd.c');
 const target = path.join(root, 'node_modules', '.nodegraph', 'spawnd');
 const work = `${target}.new-${process.pid}`;
 
-// npm runs `prepare` before packing too: a package carries no binary of this machine's.
+// A package carries the source, not a binary of this machine's: it is compiled where it is installed.
 if (process.env['npm_command'] === 'pack' || process.env['npm_command'] === 'publish') process.exit(0);
 
 mkdirSync(path.dirname(target), { recursive: true });
