@@ -246,8 +246,18 @@ const nativeWire: Wire = {
     // The reply being read: its header's fields, and how many bytes of output follow it.
     let head: string[] | undefined;
     let body = 0;
+    // A body still arriving: its chunks, joined once it is all there (not once per chunk: megabytes of output).
+    let parts: Buffer[] = [];
+    let have = 0;
     stdout.on('data', (chunk: Buffer) => {
-      pending = pending.length === 0 ? chunk : Buffer.concat([pending, chunk]);
+      if (head !== undefined) {
+        parts.push(chunk);
+        have += chunk.length;
+        if (have < body) return;
+        pending = Buffer.concat(parts);
+        parts = [];
+        have = 0;
+      } else pending = pending.length === 0 ? chunk : Buffer.concat([pending, chunk]);
       for (;;) {
         if (head === undefined) {
           const newline = pending.indexOf(10);
@@ -273,7 +283,12 @@ const nativeWire: Wire = {
           head = parts;
           body = Number(parts[5]) + Number(parts[6]) + Number(parts[7]);
         }
-        if (pending.length < body) return;
+        if (pending.length < body) {
+          parts = [pending];
+          have = pending.length;
+          pending = Buffer.alloc(0);
+          return;
+        }
         const [, id, code, signal, error, nout, nerr] = head;
         const out = pending.subarray(0, Number(nout));
         const err = pending.subarray(Number(nout), Number(nout) + Number(nerr));
@@ -466,10 +481,10 @@ export class SpawnServer {
   }
 
   #sendEnv(): void {
-    const env = JSON.stringify(process.env);
+    const env = this.#wire.env(process.env);
     if (env === this.#env) return;
     this.#env = env;
-    this.#child!.stdin.write(this.#wire.env(process.env));
+    this.#child!.stdin.write(env);
   }
 
   #request(command: Command, options: RunOptions): Promise<RunResult> {
