@@ -28,6 +28,9 @@ export interface IoCounters {
   readonly bytesRead: number;
   /** Records the journal kept as text that something read (state/records.ts); a no-op reads none. */
   readonly recordsDecoded: number;
+  /** Records this run kept as where it wrote them, not as records (state/records.ts, RecordMap.setWritten), and how many of them it read back. */
+  readonly recordsWritten: number;
+  readonly recordsReadBack: number;
   /** The state's seal vouched for the whole graph: neither the journal nor the hash cache was loaded (state/seal.ts). */
   readonly sealed: boolean;
   /** The run was planned from the seal: only what the changed files reach was loaded (state/delta.ts). */
@@ -35,9 +38,19 @@ export interface IoCounters {
 }
 
 const ioOf = (session: Session | SealedSession): IoCounters => {
-  if ('sealed' in session) return { ...session.io, recordsDecoded: 0, sealed: true, delta: false };
+  if ('sealed' in session) return { ...session.io, recordsDecoded: 0, recordsWritten: 0, recordsReadBack: 0, sealed: true, delta: false };
   const { stats, contentReads, bytesRead } = session.cache.counters;
-  return { stats, contentReads, bytesRead, recordsDecoded: session.state.records.decoded, sealed: false, delta: session.delta !== undefined };
+  const { records } = session.state;
+  return {
+    stats,
+    contentReads,
+    bytesRead,
+    recordsDecoded: records.decoded,
+    recordsWritten: records.written,
+    recordsReadBack: records.readBacks,
+    sealed: false,
+    delta: session.delta !== undefined,
+  };
 };
 
 /** The plan as the whole graph's: a run planned from the seal planned only some tasks, and the rest are unchanged. */

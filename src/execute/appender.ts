@@ -5,10 +5,14 @@
 import { dirname } from 'node:path';
 import type { Failure } from '../error.ts';
 import type { StoredRecord } from '../state/record.ts';
-import type { StateStore } from '../state/store.ts';
+import type { Appended, StateStore } from '../state/store.ts';
+import type { Result } from '../util/result.ts';
 
 export interface Appender {
-  append(record: StoredRecord): void;
+  /** Where the record went (StateStore.append), or undefined when that is not known (a failed write). */
+  append(record: StoredRecord): Appended | undefined;
+  /** A record's text read back from where `append` said it went (StateStore.readBack). */
+  readBack(where: Appended): string | undefined;
   sync(): void;
   readonly failure: Failure | undefined;
   /** Whether anything was appended (state/seal.ts seals only a run that appended nothing). */
@@ -18,8 +22,9 @@ export interface Appender {
 export function appender(store: StateStore): Appender {
   let failure: Failure | undefined;
   let appended = false;
-  const remember = (result: { ok: boolean; error?: unknown }): void => {
-    if (result.ok || failure !== undefined) return;
+  const remember = <T>(result: Result<T, unknown>): T | undefined => {
+    if (result.ok) return result.value;
+    if (failure !== undefined) return undefined;
     const e = result.error as { reason: string; path: string; message: string };
     failure = e.reason === 'state-unreadable'
       ? { reason: 'state-unreadable', path: e.path, message: e.message }
@@ -28,12 +33,14 @@ export function appender(store: StateStore): Appender {
           path: dirname(e.path),
           message: `${e.message}; the run stopped there, and a task whose record was lost is done again next time`,
         };
+    return undefined;
   };
   return {
     append: (record) => {
       appended = true;
-      if (failure === undefined) remember(store.append(record));
+      return failure === undefined ? remember(store.append(record)) : undefined;
     },
+    readBack: (where) => store.readBack(where),
     // A run that recorded nothing has nothing to make durable: a no-op writes no state.
     sync: () => {
       if (appended) remember(store.sync());

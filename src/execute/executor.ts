@@ -23,6 +23,7 @@ import { definitionOf } from '../plan/definition.ts';
 import { verbFor } from '../plan/plan.ts';
 import { reasonsLine } from '../plan/reasons.ts';
 import type { TaskRecord } from '../state/record.ts';
+import { RecordMap } from '../state/records.ts';
 import type { Appender } from './appender.ts';
 import { Queue } from '../util/queue.ts';
 import { runAction, runCheck, type ActionResult } from './action.ts';
@@ -115,9 +116,9 @@ export async function execute(options: ExecuteOptions): Promise<ExecuteSummary> 
   const upstreamOf = (id: TaskId): UpstreamState => {
     const known = options.settled?.get(id);
     if (known !== undefined) return known;
-    const record = records.get(id);
-    if (record === undefined || record.status !== 'ok') return { settled: false };
-    return { settled: true, outputHash: record.outputHash, ran: ranNow.has(id) };
+    const outputHash = records instanceof RecordMap ? records.okOutputHash(id) : okOutputHash(records.get(id));
+    if (outputHash === undefined) return { settled: false };
+    return { settled: true, outputHash, ran: ranNow.has(id) };
   };
 
   let wake: (() => void) | undefined;
@@ -325,8 +326,10 @@ export async function execute(options: ExecuteOptions): Promise<ExecuteSummary> 
   };
 
   const record = (r: TaskRecord): void => {
-    records.set(r.id, r);
-    options.store.append(r);
+    const where = options.store.append(r);
+    // A build keeps where each record went, not the record: nothing this run does reads it again.
+    if (where !== undefined && records instanceof RecordMap) records.setWritten(r, where, options.store.readBack);
+    else records.set(r.id, r);
     // A state that cannot be written must not be run ahead of.
     if (options.store.failure !== undefined) stopping = true;
   };
@@ -385,6 +388,8 @@ export async function execute(options: ExecuteOptions): Promise<ExecuteSummary> 
   }
   return summary;
 }
+
+const okOutputHash = (record: TaskRecord | undefined): ContentHash | undefined => (record?.status === 'ok' ? record.outputHash : undefined);
 
 const isSettledUnchanged = (decision: Decision | undefined): boolean =>
   decision !== undefined && decision.complete && decision.action === 'unchanged';

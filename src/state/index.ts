@@ -29,6 +29,7 @@ export {
 export {
   emptyLoad,
   memoryStore,
+  type Appended,
   type LoadedState,
   type LoadStats,
   type MemoryStore,

@@ -629,6 +629,9 @@ export function openJournal(lock: Lock, options: JournalOptions = {}): Result<Jo
   // Whether anything was written since the last fsync: a run that appended
   // nothing (a no-op) does not pay for one when it closes.
   let unsynced = prepared.value === 'unsynced';
+  // Where the next line goes (the file's size: O_APPEND and the lock make it
+  // so); undefined until an append asks, and again after a failed write.
+  let end: number | undefined;
   const compactWhen = options.compactWhen ?? defaultCompactWhen;
 
   const guard = (): void => {
@@ -679,6 +682,7 @@ export function openJournal(lock: Lock, options: JournalOptions = {}): Result<Jo
       return err(unwritable(path, e));
     }
     needsNewline = false;
+    end = undefined;
     return ok({ linesBefore, live: records.size, bytesBefore, bytesAfter: content.length });
   };
 
@@ -710,12 +714,25 @@ export function openJournal(lock: Lock, options: JournalOptions = {}): Result<Jo
       const buf = needsNewline ? Buffer.concat([Buffer.of(NEWLINE), line]) : line;
       unsynced = true;
       try {
+        end ??= fstatSync(current).size;
+        const at = end + buf.length - line.length + 9;
         writeAll(current, buf);
         needsNewline = false;
-        return ok(undefined);
+        end += buf.length;
+        return ok({ at, bytes: line.length - 10 });
       } catch (e) {
         needsNewline = true; // whatever part got written is a torn line; do not glue onto it
+        end = undefined;
         return err(writeFailed(path, e));
+      }
+    },
+    readBack({ at, bytes }) {
+      if (current === undefined || at < 9) return undefined;
+      try {
+        const line = readAt(current, at - 9, bytes + 10);
+        return line.length === bytes + 10 && line[bytes + 9] === NEWLINE ? verifiedPayload(line, 0, bytes + 9) : undefined;
+      } catch {
+        return undefined;
       }
     },
     sync() {

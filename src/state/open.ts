@@ -136,6 +136,7 @@ function readOnlyStore(loaded: LoadedState): StateStore {
       throw new Error('the state was opened read-only (without the lock); it cannot be appended to');
     },
     sync: () => ok(undefined),
+    readBack: () => undefined,
     close() {},
   };
 }

@@ -13,10 +13,18 @@
 // load. The task's previous good record, if the journal still has one, is kept
 // as 'failed' (it re-runs); otherwise the task counts as never run. Only a
 // writer's bug can produce such a line, since its checksum matched.
+//
+// A run keeps what it appends the same way, only more so: where the record's
+// line lies in the journal and the two fields the rest of the run reads (its
+// status and output hash), not the record (RecordMap.setWritten). A
+// 50,000-task build appends 50,000 records and reads back none of them; as
+// objects they were a quarter of its heap. One that is read after all (the
+// second look of a run planned from the seal) is read back and checked as a
+// load checks a line.
 
-import type { TaskId } from '../ids.ts';
+import type { ContentHash, TaskId } from '../ids.ts';
 import { checkRecord, isTombstone, type TaskRecord } from './record.ts';
-import type { StateWarning } from './store.ts';
+import type { Appended, StateWarning } from './store.ts';
 
 /** A record's text as the journal holds it, with its line. */
 class Pending {
@@ -35,6 +43,22 @@ class Pending {
 }
 
 /**
+ * A record this run appended, kept as where its text went (StateStore.append)
+ * with the two fields the rest of the run asks of it: a 50,000-task build
+ * keeps 50,000 records, about 1.2 KB each as objects, and reads back none.
+ */
+class Written {
+  readonly status: TaskRecord['status'];
+  readonly outputHash: ContentHash;
+  readonly where: Appended;
+  constructor(record: TaskRecord, where: Appended) {
+    this.status = record.status;
+    this.outputHash = record.outputHash;
+    this.where = where;
+  }
+}
+
+/**
  * A Map of task id → record that decodes a record's text when it is first
  * read. Everything lives in one map of slots, in the order an eagerly decoded
  * map would have (first appearance; a delete and a new set move a task to
@@ -42,9 +66,12 @@ class Pending {
  * before. The Map it extends holds nothing: every method is its own.
  */
 export class RecordMap extends Map<TaskId, TaskRecord> {
-  readonly #slots = new Map<TaskId, TaskRecord | Pending>();
+  readonly #slots = new Map<TaskId, TaskRecord | Pending | Written>();
+  /** Reads a written record's text back (StateStore.readBack); set with `setWritten`. */
+  #readBack: ((where: Appended) => string | undefined) | undefined;
   #pending = 0;
   #decoded = 0;
+  #readBacks = 0;
   /** Warnings about texts found invalid when decoded (see above). */
   readonly lateWarnings: StateWarning[] = [];
 
@@ -64,9 +91,28 @@ export class RecordMap extends Map<TaskId, TaskRecord> {
         this.#invalid(id, before.line);
         fallback = before.fallback;
       }
-    } else fallback = before;
+    } else fallback = before instanceof Written ? this.#readWritten(id, before) : before;
     this.#slots.set(id, new Pending(text, line, fallback));
     this.#pending++;
+  }
+
+  /**
+   * Keeps a record the store just appended as where it went: `get` reads it
+   * back (checksum, id and shape checked as a load checks them); `isOk` and
+   * `okOutputHash` answer without reading.
+   */
+  setWritten(record: TaskRecord, where: Appended, readBack: (where: Appended) => string | undefined): void {
+    this.#readBack = readBack;
+    if (this.#slots.get(record.id) instanceof Pending) this.#pending--;
+    this.#slots.set(record.id, new Written(record, where));
+  }
+
+  /** The output hash of the task's record when it says it ran successfully, read as `get` would (a written record is not read back). */
+  okOutputHash(id: TaskId): ContentHash | undefined {
+    const slot = this.#slots.get(id);
+    if (slot instanceof Written) return slot.status === 'ok' ? slot.outputHash : undefined;
+    const record = slot instanceof Pending ? this.#decode(id, slot) : slot;
+    return record?.status === 'ok' ? record.outputHash : undefined;
   }
 
   /** The text of a record not decoded yet: an `ok` record as the journal wrote it. */
@@ -81,6 +127,18 @@ export class RecordMap extends Map<TaskId, TaskRecord> {
     return slot instanceof Pending || slot?.status === 'ok';
   }
 
+  /** How many written records were read back. */
+  get readBacks(): number {
+    return this.#readBacks;
+  }
+
+  /** How many records are kept as where they were written. */
+  get written(): number {
+    let n = 0;
+    for (const slot of this.#slots.values()) if (slot instanceof Written) n++;
+    return n;
+  }
+
   /** How many records are still text. */
   get undecoded(): number {
     return this.#pending;
@@ -93,7 +151,7 @@ export class RecordMap extends Map<TaskId, TaskRecord> {
 
   override get(id: TaskId): TaskRecord | undefined {
     const slot = this.#slots.get(id);
-    return slot instanceof Pending ? this.#decode(id, slot) : slot;
+    return slot instanceof Pending ? this.#decode(id, slot) : slot instanceof Written ? this.#readWritten(id, slot) : slot;
   }
 
   override has(id: TaskId): boolean {
@@ -146,8 +204,34 @@ export class RecordMap extends Map<TaskId, TaskRecord> {
   }
 
   #decodeAll(): void {
-    if (this.#pending === 0) return;
-    for (const [id, slot] of [...this.#slots]) if (slot instanceof Pending) this.#decode(id, slot);
+    if (this.#pending === 0 && this.#readBack === undefined) return;
+    for (const [id, slot] of [...this.#slots]) {
+      if (slot instanceof Pending) this.#decode(id, slot);
+      else if (slot instanceof Written) this.#readWritten(id, slot);
+    }
+  }
+
+  /**
+   * A written record read back. One that is not there as written (the disk
+   * lost it, or a compaction moved it) is not trusted: the task counts as
+   * never run in this process, and it is said. The journal is what the next
+   * run loads, and it decides from that.
+   */
+  #readWritten(id: TaskId, written: Written): TaskRecord | undefined {
+    this.#readBacks++;
+    const text = this.#readBack?.(written.where);
+    const record = text === undefined ? undefined : parseRecord(text);
+    if (record !== undefined && record.id === id) {
+      this.#slots.set(id, record);
+      return record;
+    }
+    this.#slots.delete(id);
+    this.lateWarnings.push({
+      kind: 'distrusted',
+      id,
+      message: `${id}: the record this run wrote could not be read back from the journal; it is treated as never run here`,
+    });
+    return undefined;
   }
 
   #decode(id: TaskId, pending: Pending): TaskRecord | undefined {

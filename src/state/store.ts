@@ -66,11 +66,27 @@ export interface LoadedState {
 export interface StateStore {
   /** Replays the store: last record per id wins, tombstones delete. */
   load(): Result<LoadedState, StateError>;
-  /** Records one task's run (or a tombstone). Not durable until sync(). */
-  append(record: StoredRecord): Result<void, StateError>;
+  /**
+   * Records one task's run (or a tombstone). Not durable until sync(). Says
+   * where the record's text lies, for `readBack`, when the store knows.
+   */
+  append(record: StoredRecord): Result<Appended | undefined, StateError>;
+  /**
+   * The text of a record this store appended, read back from where `append`
+   * said it lies; undefined when it is not there intact (its checksum is
+   * checked again). Lets a run keep only where a record went, not the record
+   * (state/records.ts, RecordMap.setWritten).
+   */
+  readBack(where: Appended): string | undefined;
   /** Makes everything appended so far durable (fsync; none when nothing was written since the last). Call at the end of an apply. */
   sync(): Result<void, StateError>;
   close(): void;
+}
+
+/** Where an appended record's JSON text lies: its first byte and its length, in bytes. */
+export interface Appended {
+  readonly at: number;
+  readonly bytes: number;
 }
 
 export const emptyLoad = (): LoadedState => ({
@@ -91,6 +107,8 @@ export interface MemoryStore extends StateStore {
 export function memoryStore(initial: Iterable<StoredRecord> = []): MemoryStore {
   const log: StoredRecord[] = [...initial].map(validForAppend);
   const appended: StoredRecord[] = [];
+  // What append returned the place of: the texts, by the place.
+  const texts: string[] = [];
   let syncs = 0;
   let closed = false;
   const guard = (): void => {
@@ -124,8 +142,11 @@ export function memoryStore(initial: Iterable<StoredRecord> = []): MemoryStore {
       const valid = validForAppend(record);
       log.push(valid);
       appended.push(valid);
-      return ok(undefined);
+      const text = JSON.stringify(valid);
+      texts.push(text);
+      return ok({ at: texts.length - 1, bytes: text.length });
     },
+    readBack: ({ at, bytes }) => (texts[at]?.length === bytes ? texts[at] : undefined),
     sync() {
       guard();
       syncs++;

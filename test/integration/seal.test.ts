@@ -85,7 +85,7 @@ describe('the seal', () => {
     const journal = rig.path('.nodegraph/state.jsonl');
     const before = [journal, rig.path('.nodegraph/hashcache'), seal()].map(stampOf);
     const run = await apply(nodefile);
-    expect(run.value.io).toEqual({ stats: 8, contentReads: 0, bytesRead: 0, recordsDecoded: 0, sealed: true, delta: false });
+    expect(run.value.io).toEqual({ stats: 8, contentReads: 0, bytesRead: 0, recordsDecoded: 0, recordsWritten: 0, recordsReadBack: 0, sealed: true, delta: false });
     expect(run.value.upToDate).toBe(4);
     // Its graph, not needed to say "no changes", is there for who asks (watch does).
     expect(run.value.graph.ordered.map((n) => n.id)).toEqual(run.value.plan.entries.map((e) => e.id));

@@ -33,7 +33,11 @@ test('a no-op reads no content, stats each input and output file once, decodes n
   rig.write('in/header.h', 'h\n');
   const nodefile = rig.nodefile(graph);
   const first = await applyNodefile({ nodefile, jobs: 4 });
-  expect(first.ok && first.value.ran.length).toBe(TASKS);
+  if (!first.ok) throw new Error(JSON.stringify(first.error));
+  expect(first.value.ran.length).toBe(TASKS);
+  // A build keeps where it wrote each record, not the record, and reads none of them back.
+  expect(first.value.io.recordsWritten).toBe(TASKS);
+  expect(first.value.io.recordsReadBack).toBe(0);
   // Files written moments ago are "racy" to the hash cache (they could change
   // again within the clock's tick): one more run re-reads them, then they settle.
   await settle();
@@ -91,6 +95,8 @@ test('one input changed: only the records of the tasks that act are decoded', as
   expect(delta.value.io.delta).toBe(true);
   expect(delta.value.ran).toEqual(['copy/5', 'all']);
   expect(delta.value.io.recordsDecoded).toBe(0);
+  // The second look before sealing it again reads back the two records it wrote.
+  expect(delta.value.io.recordsReadBack).toBe(2);
   expect(statSync(cache).mtimeMs).toBe(before);
   await settle();
   const after = await applyNodefile({ nodefile });
