@@ -64,7 +64,9 @@ export function decide(
   upstreamOf: (id: TaskId) => UpstreamState,
   forced: boolean,
 ): Decision {
-  const upstream: Record<string, ContentHash> = Object.create(null); // a task may be called __proto__
+  // A task may be called __proto__. One that consumes none shares one empty object: a null-prototype
+  // object is a dictionary of its own, about 160 bytes even empty, and a plan keeps one a task.
+  const upstream: Record<string, ContentHash> = node.needs.length === 0 ? NO_UPSTREAM : Object.create(null);
   const pending: TaskId[] = [];
   for (const id of node.needs) {
     const state = upstreamOf(id);
@@ -76,7 +78,7 @@ export function decide(
     reasons: readonly string[],
     // By default every input and upstream counts as changed (a first or forced run).
     changedInputs: readonly string[] = [...observation.inputs.keys()],
-    changedUpstream: readonly TaskId[] = [...node.needs],
+    changedUpstream: readonly TaskId[] = node.needs.length === 0 ? NONE : [...node.needs],
     onlyBecauseOf?: TaskId[],
   ): Decision => ({
     action,
@@ -89,7 +91,7 @@ export function decide(
   });
 
   if (forced) return result('replace', ['forced by --replace']);
-  if (record === undefined) return result('create', ['never ran']);
+  if (record === undefined) return result('create', NEVER_RAN);
   if (record.status === 'failed') {
     const decision = result('update', [lastRunFailed(record.error)]);
     return record.error === STOPPED ? { ...decision, stopped: true } : decision;
@@ -164,6 +166,8 @@ export function lastRunFailed(error: string | undefined): string {
 }
 
 const NONE: readonly never[] = Object.freeze([]);
+const NEVER_RAN: readonly string[] = Object.freeze(['never ran']);
+const NO_UPSTREAM: Readonly<Record<string, ContentHash>> = Object.freeze(Object.create(null));
 const UNCHANGED_ALONE: Decision = Object.freeze({
   action: 'unchanged',
   reasons: NONE,

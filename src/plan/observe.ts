@@ -73,6 +73,9 @@ export function filesToObserve(nodes: readonly TaskNode[], dir: string): FilesTo
   return { nodes, paths, slots: Int32Array.from(slots), starts };
 }
 
+/** What an observation says of outputs it did not look at: one Map for all (a Map is about 150 bytes even empty). */
+const NO_OUTPUTS: ReadonlyMap<string, never> = new Map<string, never>();
+
 export async function observe(options: ObserveOptions): Promise<Result<Map<TaskId, TaskObservation>, Failure[]>> {
   const { nodes, records, cache } = options;
   const failures: Failure[] = [];
@@ -126,8 +129,12 @@ export async function observe(options: ObserveOptions): Promise<Result<Map<TaskI
     // Without decoding a record the journal kept as text (state/records.ts).
     const trusted = records instanceof RecordMap ? records.isOk(node.id) : records.get(node.id)?.status === 'ok';
     // Outputs and checks only matter when there is a record they could agree with.
-    const outputs = new Map<string, ContentHash | 'missing'>();
-    if (trusted) for (const output of node.outputs) outputs.set(output, observePath(output, cache, prefetched, slots[at++]));
+    let outputs: ReadonlyMap<string, ContentHash | 'missing'> = NO_OUTPUTS;
+    if (trusted && node.outputs.length > 0) {
+      const seen = new Map<string, ContentHash | 'missing'>();
+      for (const output of node.outputs) seen.set(output, observePath(output, cache, prefetched, slots[at++]));
+      outputs = seen;
+    }
     observations.set(node.id, { inputs, outputs });
     if (trusted && node.decl.spec.check !== undefined) checks.push(node);
   }
