@@ -365,7 +365,8 @@ async function openWith(
 
 export interface Observed {
   readonly selected: readonly TaskNode[];
-  readonly observations: ReadonlyMap<TaskId, TaskObservation>;
+  /** The executor drops each task's observation once the task is settled (execute/executor.ts). */
+  readonly observations: Map<TaskId, TaskObservation>;
   readonly plan: DecidedPlan;
 }
 

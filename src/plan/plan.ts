@@ -37,7 +37,8 @@ export interface Plan {
 
 /** A plan with the decision behind each entry, for the executor to reuse. */
 export interface DecidedPlan extends Plan {
-  readonly decisions: ReadonlyMap<TaskId, Decision>;
+  /** The executor drops each task's decision once the task is settled (execute/executor.ts). */
+  readonly decisions: Map<TaskId, Decision>;
   /** What a dependent learns of each task settled unchanged: its recorded output hash, without decoding its record. */
   readonly settled: ReadonlyMap<TaskId, UpstreamState>;
 }

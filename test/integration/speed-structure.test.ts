@@ -7,6 +7,8 @@ import { existsSync, readFileSync, rmSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, beforeEach, expect, test } from 'vitest';
 import { applyNodefile } from '../../src/operations.ts';
+import { observeAndPlan, withSession } from '../../src/engine.ts';
+import { execute } from '../../src/execute/executor.ts';
 import { repo, Rig } from '../support/rig.ts';
 
 let rig: Rig;
@@ -38,6 +40,7 @@ test('a no-op reads no content, stats each input and output file once, decodes n
   // A build keeps where it wrote each record, not the record, and reads none of them back.
   expect(first.value.io.recordsWritten).toBe(TASKS);
   expect(first.value.io.recordsReadBack).toBe(0);
+
   // Files written moments ago are "racy" to the hash cache (they could change
   // again within the clock's tick): one more run re-reads them, then they settle.
   await settle();
@@ -225,3 +228,20 @@ export default (ng: any) => {
   ]);
 });
 
+
+test('a build lets go of what it observed and decided of each task once the task is done', async () => {
+  for (let i = 0; i < TASKS; i++) rig.write(`in/${i}.txt`, `${i}\n`);
+  rig.write('in/header.h', 'h\n');
+  const nodefile = rig.nodefile(graph);
+  const done = await withSession({ nodefile }, { lock: true }, async (session) => {
+    const observed = await observeAndPlan(session);
+    if (!observed.ok) return observed;
+    const { plan, selected, observations } = observed.value;
+    expect([observations.size, plan.decisions.size]).toEqual([TASKS, TASKS]);
+    const summary = await execute({ ...session, selected, observations, records: session.state.records, planned: plan.decisions, settled: plan.settled, keepGoing: false });
+    expect(summary.ran).toHaveLength(TASKS);
+    expect([observations.size, plan.decisions.size]).toEqual([0, 0]);
+    return { ok: true as const, value: undefined };
+  });
+  expect(done.ok).toBe(true);
+});
