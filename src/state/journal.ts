@@ -713,13 +713,19 @@ export function openJournal(lock: Lock, options: JournalOptions = {}): Result<Jo
       if (current === undefined) return err(reopenError());
       const buf = needsNewline ? Buffer.concat([Buffer.of(NEWLINE), line]) : line;
       unsynced = true;
+      // Where the line's JSON goes; not knowing it only means the record is kept whole (RecordMap).
+      let at: number | undefined;
       try {
         end ??= fstatSync(current).size;
-        const at = end + buf.length - line.length + 9;
+        at = end + buf.length - line.length + 9;
+      } catch {
+        end = undefined;
+      }
+      try {
         writeAll(current, buf);
         needsNewline = false;
-        end += buf.length;
-        return ok({ at, bytes: line.length - 10 });
+        if (end !== undefined) end += buf.length;
+        return ok(at === undefined ? undefined : { at, bytes: line.length - 10 });
       } catch (e) {
         needsNewline = true; // whatever part got written is a torn line; do not glue onto it
         end = undefined;
