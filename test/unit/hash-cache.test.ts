@@ -374,6 +374,38 @@ describe('persistence', () => {
     expect(third.counters.contentReads).toBe(0);
   });
 
+  test('many entries made in one run (their fixed parts in a growing arena) answer, compare and save as they were made', () => {
+    const files = Array.from({ length: 2500 }, (_, i) => write(`m${i % 7}/f${i}.txt`, `content ${i}`));
+    const cacheFile = path.join(dir, 'cache');
+    const cache = HashCache.load(cacheFile, later).cache;
+    const hashes = files.map((f) => hashOf(cache.hashFile(f)));
+    expect(hashes.every((h, i) => h === sha(`content ${i}`))).toBe(true);
+    // Looked up again in the same run: hits, from the arena.
+    expect(files.map((f) => hashOf(cache.hashFile(f)))).toEqual(hashes);
+    expect(cache.counters).toMatchObject({ contentReads: 2500, hits: 2500 });
+    // Changed and read again in the same run: the new content, not the entry made first.
+    writeFileSync(files[1234]!, 'changed');
+    expect(hashOf(cache.hashFile(files[1234]!))).toBe(sha('changed'));
+    hashes[1234] = sha('changed');
+    // What the cache vouches for is the stat and digest it holds, and another cache knows them.
+    const out = Buffer.alloc(72 * files.length);
+    expect(files.every((f, i) => cache.vouch(f, out, 72 * i))).toBe(true);
+    const st = statSync(files[7]!, { bigint: true });
+    expect(out.readBigInt64LE(72 * 7 + 8)).toBe(st.ino);
+    expect(out.readBigInt64LE(72 * 7 + 24)).toBe(st.mtimeNs);
+    expect(`sha256:${out.toString('hex', 72 * 7 + 40, 72 * 8)}`).toBe(hashes[7]);
+    const knowing = new HashCache(undefined, later);
+    files.forEach((f, i) => knowing.know(f, out, 72 * i));
+    expect(files.map((f) => hashOf(knowing.hashFile(f)))).toEqual(hashes);
+    expect(knowing.counters.contentReads).toBe(0);
+    expect(cache.save()).toBe(true);
+    const loaded = HashCache.load(cacheFile, later).cache;
+    expect(files.map((f) => hashOf(loaded.hashFile(f)))).toEqual(hashes);
+    expect(loaded.counters.contentReads).toBe(0);
+    // Found again with the same content, stat and digest: nothing to save.
+    expect(loaded.save()).toBe(false);
+  });
+
   test('entries not looked at are kept unless pruned', () => {
     const a = write('a', 'a');
     const b = write('b', 'b');
