@@ -149,14 +149,14 @@ class Entry {
   }
 }
 
-/** Where entries' fixed parts go, FIXED bytes each, in a buffer that doubles when full. */
+/** Where entries' fixed parts go, FIXED bytes each, in a buffer that doubles when full (none until the first). */
 class Arena {
-  bytes = Buffer.allocUnsafe(FIXED * 1024);
+  bytes = Buffer.alloc(0);
   #used = 0;
   /** A slot for one fixed part, to be written whole before it is read. */
   take(): number {
     if (this.#used + FIXED > this.bytes.length) {
-      const grown = Buffer.allocUnsafe(this.bytes.length * 2);
+      const grown = Buffer.allocUnsafe(Math.max(FIXED * 1024, this.bytes.length * 2));
       this.bytes.copy(grown, 0, 0, this.#used);
       this.bytes = grown;
     }
