@@ -487,7 +487,7 @@ export class HashCache {
     if (typeof entry === 'number') {
       if (entry >= 0) return false;
       const record = ~entry;
-      const f = record + 4 + this.#body.readUInt32LE(record);
+      const f = fixedAt(this.#body, record);
       // Recorded racy, it was read again and replaced (#record): left as loaded, it was not.
       if ((this.#body[f + 32]! & 1) === 1) return false;
       this.#body.copy(out, at, f + 33, f + 73);
@@ -705,7 +705,7 @@ export class HashCache {
   #loadedFields(key: string, entry: number): number {
     const at = offsetOf(entry);
     if (entry >= 0) this.#entries.set(key, ~at);
-    const f = at + 4 + this.#body.readUInt32LE(at);
+    const f = fixedAt(this.#body, at);
     return (this.#body[f + 32]! & 1) === 1 ? -1 : f;
   }
 
@@ -777,6 +777,13 @@ export class HashCache {
     }
   }
 
+  /** Whether `old`'s fixed part (a loaded record's or an arena slot's) is byte for byte the one at `slot`. */
+  #sameFixed(old: Entry | number | undefined, slot: number): boolean {
+    if (old === undefined) return false;
+    const [from, at] = typeof old === 'number' ? [this.#body, fixedAt(this.#body, offsetOf(old))] : [this.#arena.bytes, old.slot];
+    return from.compare(this.#arena.bytes, slot, slot + FIXED, at, at + FIXED) === 0;
+  }
+
   #record(key: string, st: StatFields, digest: FileDigest, started: bigint, unsettled: boolean): FileObservation {
     const racy = unsettled || !settledAt(st, started, this.#racyMargin);
     const old = this.#entries.get(key);
@@ -789,15 +796,7 @@ export class HashCache {
     // whether it is saved or not (an older entry left on disk no longer matches
     // the file's stat). A touch just before a run then writes nothing. The same
     // digest, flags and stat as before, byte for byte, are nothing to save either.
-    if (!racy) {
-      const same =
-        old === undefined
-          ? false
-          : typeof old === 'number'
-            ? this.#body.compare(arena, slot, slot + FIXED, fixedAt(this.#body, offsetOf(old)), fixedAt(this.#body, offsetOf(old)) + FIXED) === 0
-            : arena.compare(arena, slot, slot + FIXED, old.slot, old.slot + FIXED) === 0;
-      if (!same) this.#unsaved.add(key);
-    }
+    if (!racy && !this.#sameFixed(old, slot)) this.#unsaved.add(key);
     this.#entries.set(key, new Entry(slot, racy, true));
     return { kind: 'file', hash: digest.hash, size: digest.bytes, mode: permissions(st) };
   }
