@@ -32,6 +32,7 @@ import { observeOutputs } from './outputs.ts';
 import { Claimed, keptBecause } from './kept.ts';
 import { removePath } from '../util/mounts.ts';
 import { realPath } from '../util/realpath.ts';
+import { collectAsHeapGrows } from '../util/gc.ts';
 import { holds, type OutputGuard } from '../graph/analyze.ts';
 import type { ProcessRunner } from './runner.ts';
 
@@ -93,6 +94,8 @@ export async function execute(options: ExecuteOptions): Promise<ExecuteSummary> 
     summary.upToDate = options.selected.length - selected.length;
     if (selected.length === 0) return summary;
   }
+  // A long run holds more with each task it runs: collect as the heap grows (util/gc.ts).
+  if (selected.length >= COLLECT_OFTEN_FROM) collectAsHeapGrows();
   const inPlan = new Set(selected.map((n) => n.id));
   const waitingOn = new Map<TaskId, number>();
   const settled = new Map<TaskId, TaskOutcome>();
@@ -394,6 +397,9 @@ export async function execute(options: ExecuteOptions): Promise<ExecuteSummary> 
 }
 
 const okOutputHash = (record: TaskRecord | undefined): ContentHash | undefined => (record?.status === 'ok' ? record.outputHash : undefined);
+
+/** Tasks to run from which a run collects as its heap grows: below, what they hold at the end is small beside a full collection's cost. */
+const COLLECT_OFTEN_FROM = 1000;
 
 const isSettledUnchanged = (decision: Decision | undefined): boolean =>
   decision !== undefined && decision.complete && decision.action === 'unchanged';
