@@ -122,6 +122,8 @@ export interface HashCacheOptions {
   readonly simulateStat?: (st: BigIntStats) => BigIntStats;
   /** Most records a delta holds; default 1,024 (0: every save is whole). */
   readonly deltaMax?: number;
+  /** Bytes a whole save writes at a time once the body is larger; default SAVE_CHUNK. For tests. */
+  readonly saveChunk?: number;
 }
 
 interface Read {
@@ -178,6 +180,8 @@ const ASYNC_THRESHOLD = 8n * 1024n * 1024n;
 const READ_ATTEMPTS = 3;
 /** Record bytes after the path: digest, flags, dev, ino, size, mtime, ctime. */
 const FIXED = 32 + 1 + 5 * 8;
+/** Bytes a whole save writes at a time once its body is larger (one buffer below). */
+const SAVE_CHUNK = 1 << 20;
 const DELTA_FORMAT = 'nodegraph-hashcache-delta';
 const DELTA_VERSION = 1;
 /** A delta record's checksum: the first 16 bytes of its SHA-256. */
@@ -351,6 +355,7 @@ export class HashCache {
   readonly #now: () => bigint;
   readonly #simulate: ((st: BigIntStats) => BigIntStats) | undefined;
   readonly #deltaMax: number | undefined;
+  readonly #saveChunk: number;
   /** Keys whose entry changed since it was last on disk (what a delta would append). */
   readonly #unsaved = new Set<string>();
   /** Only a whole save brings the file up to date: an entry was dropped, or the file was unreadable. */
@@ -370,6 +375,7 @@ export class HashCache {
     this.#now = options.now ?? defaultNow;
     this.#simulate = options.simulateStat;
     this.#deltaMax = options.deltaMax;
+    this.#saveChunk = options.saveChunk ?? SAVE_CHUNK;
   }
 
   /**
@@ -588,7 +594,9 @@ export class HashCache {
   }
 
   #saveWhole(file: string): boolean {
-    // Sizes first, then one buffer: loaded records are copied as they are.
+    // Sizes first; then the records, copied as loaded or written from the arena, into one
+    // buffer, or through a buffer of #saveChunk bytes when the body is larger: a whole save
+    // comes at a run's end, where a 50,000-leaf build's heap is at its largest (BENCHMARKS.md).
     const body = this.#body;
     const arena = this.#arena;
     let total = 0;
@@ -601,24 +609,45 @@ export class HashCache {
       sizes[i++] = n;
       total += typeof entry === 'number' ? n : 4 + n + FIXED;
     });
-    const out = Buffer.allocUnsafe(total);
-    let at = 0;
-    i = 0;
-    this.#entries.forEach((entry, key) => {
-      const n = sizes[i++]!;
-      if (typeof entry === 'number') at += body.copy(out, at, offsetOf(entry), offsetOf(entry) + n);
-      else at = writeRecord(out, at, key, n, entry, arena);
-    });
-    const sum = sha256Hex(out);
-    const header = `${FORMAT} ${VERSION} ${this.#entries.size} ${sum}\n`;
+    // The header names the body's checksum, 64 hex digits: its length is known before the body is.
+    const head = `${FORMAT} ${VERSION} ${this.#entries.size} `;
+    const headLength = head.length + 64 + 1;
+    const streamed = total > this.#saveChunk;
+    const out = Buffer.allocUnsafe(streamed ? this.#saveChunk : total);
+    const hash = streamed ? process.getBuiltinModule('node:crypto').createHash('sha256') : undefined;
     const dir = path.dirname(file);
     const temp = `${file}.${process.pid}.${Math.random().toString(36).slice(2)}.tmp`;
+    let sum: string;
     try {
       mkdirSync(dir, { recursive: true });
       const fd = openSync(temp, 'w', 0o644);
       try {
-        writeAll(fd, Buffer.from(header, 'latin1'));
-        writeAll(fd, out);
+        let position = headLength;
+        let at = 0;
+        const flush = (bytes: Buffer): void => {
+          hash!.update(bytes);
+          writeAll(fd, bytes, position);
+          position += bytes.length;
+        };
+        i = 0;
+        this.#entries.forEach((entry, key) => {
+          const n = sizes[i++]!;
+          const length = typeof entry === 'number' ? n : 4 + n + FIXED;
+          if (streamed && at + length > out.length) {
+            flush(out.subarray(0, at));
+            at = 0;
+          }
+          // A record larger than the buffer (a path of a megabyte) goes out by itself.
+          const into = length > out.length ? Buffer.allocUnsafe(length) : out;
+          const from = into === out ? at : 0;
+          const to = typeof entry === 'number' ? from + body.copy(into, from, offsetOf(entry), offsetOf(entry) + n) : writeRecord(into, from, key, n, entry, arena);
+          if (into === out) at = to;
+          else flush(into);
+        });
+        if (streamed) flush(out.subarray(0, at));
+        sum = hash === undefined ? sha256Hex(out) : hash.digest('hex');
+        if (!streamed) writeAll(fd, out, headLength);
+        writeAll(fd, Buffer.from(`${head}${sum}\n`, 'latin1'), 0);
       } finally {
         closeSync(fd);
       }
@@ -811,7 +840,8 @@ const changedUnderUs = (error: unknown): boolean => {
   return code === 'ENOENT' || code === 'ENOTDIR' || code === 'EISDIR' || code === 'ELOOP' || code === 'EAGAIN' || code === 'ENXIO';
 };
 
-function writeAll(fd: number, data: Buffer): void {
+/** Writes all of `data`, at `position` if given (else at the file's offset). */
+function writeAll(fd: number, data: Buffer, position?: number): void {
   let at = 0;
-  while (at < data.length) at += writeSync(fd, data, at, data.length - at);
+  while (at < data.length) at += writeSync(fd, data, at, data.length - at, position === undefined ? null : position + at);
 }

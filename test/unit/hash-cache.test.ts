@@ -406,6 +406,34 @@ describe('persistence', () => {
     expect(loaded.save()).toBe(false);
   });
 
+  test('a whole save larger than its buffer goes out in pieces, byte for byte what one buffer writes', () => {
+    // One path longer than the pieces (300 bytes): its record goes out by itself.
+    const deep = `${'d'.repeat(100)}/${'e'.repeat(100)}/${'f'.repeat(100)}/x.txt`;
+    const files = [write(deep, 'deep'), ...Array.from({ length: 300 }, (_, i) => write(`p${i % 3}/f${i}.txt`, `content ${i}`))];
+    const whole = path.join(dir, 'whole');
+    const pieces = path.join(dir, 'pieces');
+    const one = HashCache.load(whole, later).cache;
+    const many = HashCache.load(pieces, { ...later, saveChunk: 300 }).cache;
+    for (const f of files) {
+      one.hashFile(f);
+      many.hashFile(f);
+    }
+    expect([one.save(), many.save()]).toEqual([true, true]);
+    expect(readFileSync(pieces).equals(readFileSync(whole))).toBe(true);
+    // Loaded (records copied as they are), one changed, one dropped: saved whole again, in pieces.
+    const again = HashCache.load(pieces, { ...later, saveChunk: 300 }).cache;
+    writeFileSync(files[5]!, 'changed');
+    for (const f of files.slice(0, -2)) again.hashFile(f);
+    again.hashFile(files.at(-1)!);
+    // files.at(-2) was not looked at: pruned.
+    expect(again.prune()).toBe(1);
+    expect(again.save()).toBe(true);
+    const loaded = HashCache.load(pieces, later).cache;
+    expect(loaded.size).toBe(files.length - 1);
+    expect([files[0]!, files[5]!, files[6]!, files.at(-1)!].map((f) => hashOf(loaded.hashFile(f)))).toEqual([sha('deep'), sha('changed'), sha('content 5'), sha('content 299')]);
+    expect(loaded.counters.contentReads).toBe(0);
+  });
+
   test('entries not looked at are kept unless pruned', () => {
     const a = write('a', 'a');
     const b = write('b', 'b');
