@@ -58,6 +58,12 @@ export interface ProcessRunner {
    * no-op runs for every task that has one: no input, output captured. Defaults to run().
    */
   runTask?(command: Command, options: RunOptions): Promise<RunResult>;
+  /**
+   * Has the kernel read `paths` (absolute) into the page cache ahead of the
+   * reads the caller will make, where it can do so off the main thread (spawnd);
+   * false when it cannot. Only a hint: nothing is read into the process.
+   */
+  readAhead?(paths: readonly string[]): boolean;
 }
 
 /** How long a canceled process gets between SIGTERM and SIGKILL. */
@@ -183,7 +189,7 @@ const SERVER = new URL(import.meta.url.endsWith('.ts') ? './spawn-server.ts' : '
  * in a package, the package's root is two folders up). The version is the one native/spawnd.c says it is.
  */
 export const SPAWND = new URL('../../node_modules/.nodegraph/spawnd', import.meta.url);
-const SPAWND_VERSION = '3';
+const SPAWND_VERSION = '4';
 
 /** Whether spawnd was built: one stat, once a process, when the first server is made. */
 function spawndBuilt(): boolean {
@@ -210,6 +216,8 @@ interface Wire {
   env(env: NodeJS.ProcessEnv): string;
   run(id: number, file: string, args: readonly string[], cwd: string, env: Readonly<Record<string, string>> | undefined): string;
   kill(id: number, signal: NodeJS.Signals): string;
+  /** A read-ahead request for these paths (none of them with a NUL), where the server takes one. */
+  readonly readAhead?: (paths: readonly string[]) => string;
   /** Reads replies from the server's stdout; onGarbage once, and no more replies, when one cannot be read. */
   read(stdout: NodeJS.ReadableStream, onReply: (reply: Reply | { readonly ready: true }) => void, onGarbage: (what: string) => void): void;
 }
@@ -241,6 +249,7 @@ const nativeWire: Wire = {
   env: (env) => `e${fields(Object.entries(env).map(([k, v]) => `${k}=${v}`))}`,
   run: (id, file, args, cwd, env) => `r${id}\0${file}\0${cwd}\0${fields([file, ...args])}${fields(Object.entries(env ?? {}).map(([k, v]) => `${k}=${v}`))}`,
   kill: (id, signal) => `k${id}\0${process.getBuiltinModule('node:os').constants.signals[signal]}\0`,
+  readAhead: (paths) => `w${fields(paths)}`,
   read(stdout, onReply, onGarbage) {
     let pending: Buffer = Buffer.alloc(0);
     // The reply being read: its header's fields, and how many bytes of output follow it.
@@ -378,6 +387,20 @@ export class SpawnServer {
     // spawnd is ready within a few milliseconds: waiting for it is cheaper than a fork of the engine.
     if (this.#state === 'starting' && this.native) return this.ready().then((ok) => (ok ? this.#request(command, options) : spawnCommand(command, options, this.#killAfterMs)));
     return spawnCommand(command, options, this.#killAfterMs);
+  }
+
+  /**
+   * Sends `paths` to spawnd to be read ahead (native/spawnd.c), starting it if it is not
+   * running, in requests of READ_AHEAD_BATCH so that it begins with the first; false
+   * (nothing sent) for the Node server, a server that died, or a path with a NUL.
+   */
+  readAhead(paths: readonly string[]): boolean {
+    const request = this.#wire.readAhead;
+    if (request === undefined || paths.some((p) => p.includes('\0'))) return false;
+    if (this.#state === 'unstarted') this.#start();
+    if (this.#state === 'dead' || this.#wire.readAhead === undefined) return false;
+    for (let i = 0; i < paths.length; i += READ_AHEAD_BATCH) this.#send(request(paths.slice(i, i + READ_AHEAD_BATCH)));
+    return true;
   }
 
   /** Stops the server; commands in flight fail, later ones run directly. */
@@ -526,6 +549,9 @@ export class SpawnServer {
   }
 }
 
+/** Paths a read-ahead request carries: spawnd starts on the first while the rest arrive. */
+const READ_AHEAD_BATCH = 1024;
+
 function hasNul(file: string, args: readonly string[], options: RunOptions): boolean {
   if (file.includes('\0') || options.cwd.includes('\0') || args.some((a) => a.includes('\0'))) return true;
   return options.env !== undefined && Object.entries(options.env).some(([k, v]) => k.includes('\0') || v.includes('\0'));
@@ -555,6 +581,10 @@ export class ExecaRunner implements ProcessRunner {
 
   runTask(command: Command, options: RunOptions): Promise<RunResult> {
     return this.#server === false ? spawnCommand(command, options) : this.#server.run(command, options);
+  }
+
+  readAhead(paths: readonly string[]): boolean {
+    return this.#server !== false && this.#server.readAhead(paths);
   }
 
   async run(command: Command, options: RunOptions): Promise<RunResult> {

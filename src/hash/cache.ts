@@ -421,6 +421,11 @@ export class HashCache {
     return this.#entries.size;
   }
 
+  /** Whether an entry for `file` (a path as the cache keys it) is held: no stat, no read. */
+  has(file: string): boolean {
+    return this.#entries.has(file);
+  }
+
   /** True when save() would write. */
   get dirty(): boolean {
     return this.#unsaved.size > 0 || this.#rewrite;

@@ -89,8 +89,17 @@ export async function observe(options: ObserveOptions): Promise<Result<Map<TaskI
   const seenFiles: (FileObservation | undefined)[] = new Array(paths.length);
   // And one walk per directory: a tree several tasks read is hashed once.
   const trees = new Map<string, ContentHash>();
+  // Files the cache knows nothing of are read below, one after another: many of them, the
+  // kernel is asked to read ahead first (a minute idle, and this machine has them on disk again).
+  let readingAhead = false;
+  if (options.runner.readAhead !== undefined) {
+    const unknown = unknownInputs(files, cache);
+    readingAhead = unknown.length >= READ_AHEAD_MIN && options.runner.readAhead(unknown);
+  }
 
   for (let n = 0; n < nodes.length; n++) {
+    // The read-ahead request goes out as spawnd takes it, which needs the event loop: a turn every so often.
+    if (readingAhead && n % READ_AHEAD_TURN === READ_AHEAD_TURN - 1) await new Promise<void>((resolve) => setImmediate(resolve));
     const node = nodes[n]!;
     let at = starts[n]!;
     const inputs = new Map<string, ContentHash>();
@@ -152,4 +161,30 @@ export async function observe(options: ObserveOptions): Promise<Result<Map<TaskI
   };
   await Promise.all(Array.from({ length: Math.min(options.jobs, checks.length) }, worker));
   return ok(observations);
+}
+
+/** Fewer files than this to read are not worth asking the kernel to read ahead. */
+export const READ_AHEAD_MIN = 256;
+/** Tasks observed between two turns of the event loop while a read-ahead request is going out. */
+const READ_AHEAD_TURN = 256;
+
+/** The file inputs the cache holds no entry for, each once, in the order observe looks at them. */
+function unknownInputs(files: FilesToObserve, cache: HashCache): string[] {
+  const { nodes, paths, slots, starts } = files;
+  const listed = new Uint8Array(paths.length);
+  const unknown: string[] = [];
+  for (let n = 0; n < nodes.length; n++) {
+    const node = nodes[n]!;
+    let at = starts[n]!;
+    for (const name in node.inputs) {
+      const kind = node.inputs[name]!.kind;
+      if (kind !== 'file' && kind !== 'tree') continue;
+      const slot = slots[at++]!;
+      if (kind === 'file' && listed[slot] === 0 && !cache.has(paths[slot]!)) {
+        listed[slot] = 1;
+        unknown.push(paths[slot]!);
+      }
+    }
+  }
+  return unknown;
 }

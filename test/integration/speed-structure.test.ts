@@ -9,6 +9,8 @@ import { afterEach, beforeEach, expect, test } from 'vitest';
 import { applyNodefile } from '../../src/operations.ts';
 import { observeAndPlan, withSession } from '../../src/engine.ts';
 import { execute } from '../../src/execute/executor.ts';
+import { ExecaRunner, type ProcessRunner } from '../../src/execute/runner.ts';
+import { READ_AHEAD_MIN } from '../../src/plan/observe.ts';
 import { repo, Rig } from '../support/rig.ts';
 
 let rig: Rig;
@@ -244,4 +246,30 @@ test('a build lets go of what it observed and decided of each task once the task
     return { ok: true as const, value: undefined };
   });
   expect(done.ok).toBe(true);
+});
+
+test('a build asks the runner to read ahead the inputs the hash cache knows nothing of; a run whose cache knows them does not', async () => {
+  const n = READ_AHEAD_MIN + 10;
+  for (let i = 0; i < n; i++) rig.write(`in/${i}.txt`, `${i}\n`);
+  rig.write('in/header.h', 'h\n');
+  const nodefile = rig.nodefile(graph.replace(`i < ${TASKS}`, `i < ${n}`));
+  // Older than the hash cache's racy margin, so that what the first run hashes it keeps.
+  await settle();
+  // The real runner (spawnd), with what it is asked to read ahead written down.
+  const real = new ExecaRunner();
+  const asked: string[][] = [];
+  const runner: ProcessRunner = {
+    run: (command, options) => real.run(command, options),
+    runTask: (command, options) => real.runTask(command, options),
+    readAhead: (paths) => (asked.push([...paths]), real.readAhead(paths)),
+  };
+  const first = await applyNodefile({ nodefile, jobs: 4, runner });
+  expect(first.ok && first.value.ran.length).toBe(n);
+  // Each leaf once, and the header the tasks share once, in the order observe reads them.
+  expect(asked).toEqual([[...Array.from({ length: n }, (_, i) => [rig.path(`in/${i}.txt`), ...(i === 0 ? [rig.path('in/header.h')] : [])]).flat()]]);
+  // Every task runs again (its output is gone), but every input is in the cache now.
+  rmSync(rig.path('out'), { recursive: true });
+  const second = await applyNodefile({ nodefile, jobs: 4, runner });
+  expect(second.ok && second.value.ran.length).toBe(n);
+  expect(asked).toHaveLength(1);
 });
