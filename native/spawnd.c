@@ -346,16 +346,22 @@ static char **fields(size_t *at, size_t n) {
   return list;
 }
 
+// A count and that many fields after it, or NULL if they have not all arrived.
+static char **counted(size_t *at, size_t *n) {
+  char *count = field(at);
+  if (count == NULL) return NULL;
+  *n = strtoul(count, NULL, 10);
+  return fields(at, *n);
+}
+
 // Handles one whole request at in_at; 0 when it has not all arrived yet.
 static int handle(void) {
   if (in_at >= in.len) return 0;
   size_t at = in_at + 1;
   char kind = in.data[in_at];
   if (kind == 'e') {
-    char *count = field(&at);
-    if (count == NULL) return 0;
-    size_t n = strtoul(count, NULL, 10);
-    char **list = fields(&at, n);
+    size_t n;
+    char **list = counted(&at, &n);
     if (list == NULL) return 0;
     // The strings live in `in`, which is compacted: keep copies.
     for (size_t i = 0; i < nbase; i++) free(base_env[i]);
@@ -392,10 +398,8 @@ static int handle(void) {
         if (kill(-commands[i]->group, signo) != 0 && commands[i]->pid != 0) kill(commands[i]->pid, signo);
       }
   } else if (kind == 'w') {
-    char *count = field(&at);
-    if (count == NULL) return 0;
-    size_t n = strtoul(count, NULL, 10);
-    char **list = fields(&at, n);
+    size_t n;
+    char **list = counted(&at, &n);
     if (list == NULL) return 0;
     for (size_t i = 0; i < n; i++) read_ahead(list[i]);
     free(list);
