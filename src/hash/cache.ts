@@ -634,6 +634,9 @@ export class HashCache {
           writeAll(fd, bytes, position);
           position += bytes.length;
         };
+        // A record into `into` at `from`: where it ends.
+        const put = (into: Buffer, from: number, key: string, entry: Entry | number, n: number): number =>
+          typeof entry === 'number' ? from + body.copy(into, from, offsetOf(entry), offsetOf(entry) + n) : writeRecord(into, from, key, n, entry, arena);
         i = 0;
         this.#entries.forEach((entry, key) => {
           const n = sizes[i++]!;
@@ -643,11 +646,11 @@ export class HashCache {
             at = 0;
           }
           // A record larger than the buffer (a path of a megabyte) goes out by itself.
-          const into = length > out.length ? Buffer.allocUnsafe(length) : out;
-          const from = into === out ? at : 0;
-          const to = typeof entry === 'number' ? from + body.copy(into, from, offsetOf(entry), offsetOf(entry) + n) : writeRecord(into, from, key, n, entry, arena);
-          if (into === out) at = to;
-          else flush(into);
+          if (length > out.length) {
+            const alone = Buffer.allocUnsafe(length);
+            put(alone, 0, key, entry, n);
+            flush(alone);
+          } else at = put(out, at, key, entry, n);
         });
         if (streamed) flush(out.subarray(0, at));
         sum = hash === undefined ? sha256Hex(out) : hash.digest('hex');
