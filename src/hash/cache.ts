@@ -606,13 +606,11 @@ export class HashCache {
     const arena = this.#arena;
     let total = 0;
     let i = 0;
-    // forEach, not for-of: no [key, entry] pair made per entry (see prune). Sizes in one typed array.
-    const sizes = new Uint32Array(this.#entries.size);
+    // forEach, not for-of: no [key, entry] pair made per entry (see prune). Each record's length in one typed array.
+    const lengths = new Uint32Array(this.#entries.size);
     this.#entries.forEach((entry, key) => {
-      // A record as loaded (unparsed, or parsed and unchanged) is copied byte for byte.
-      const n = typeof entry === 'number' ? 4 + body.readUInt32LE(offsetOf(entry)) + FIXED : Buffer.byteLength(key, 'utf8');
-      sizes[i++] = n;
-      total += typeof entry === 'number' ? n : 4 + n + FIXED;
+      const path = typeof entry === 'number' ? body.readUInt32LE(offsetOf(entry)) : Buffer.byteLength(key, 'utf8');
+      total += lengths[i++] = 4 + path + FIXED;
     });
     // The header names the body's checksum, 64 hex digits: its length is known before the body is.
     const head = `${FORMAT} ${VERSION} ${this.#entries.size} `;
@@ -634,13 +632,13 @@ export class HashCache {
           writeAll(fd, bytes, position);
           position += bytes.length;
         };
-        // A record into `into` at `from`: where it ends.
-        const put = (into: Buffer, from: number, key: string, entry: Entry | number, n: number): number =>
-          typeof entry === 'number' ? from + body.copy(into, from, offsetOf(entry), offsetOf(entry) + n) : writeRecord(into, from, key, n, entry, arena);
+        // A record into `into` at `from`: one as loaded (unparsed, or parsed and unchanged) copied byte
+        // for byte, one made in this run written from the arena. Where it ends.
+        const put = (into: Buffer, from: number, key: string, entry: Entry | number, length: number): number =>
+          typeof entry === 'number' ? from + body.copy(into, from, offsetOf(entry), offsetOf(entry) + length) : writeRecord(into, from, key, length - 4 - FIXED, entry, arena);
         i = 0;
         this.#entries.forEach((entry, key) => {
-          const n = sizes[i++]!;
-          const length = typeof entry === 'number' ? n : 4 + n + FIXED;
+          const length = lengths[i++]!;
           if (streamed && at + length > out.length) {
             flush(out.subarray(0, at));
             at = 0;
@@ -648,9 +646,9 @@ export class HashCache {
           // A record larger than the buffer (a path of a megabyte) goes out by itself.
           if (length > out.length) {
             const alone = Buffer.allocUnsafe(length);
-            put(alone, 0, key, entry, n);
+            put(alone, 0, key, entry, length);
             flush(alone);
-          } else at = put(out, at, key, entry, n);
+          } else at = put(out, at, key, entry, length);
         });
         if (streamed) flush(out.subarray(0, at));
         sum = hash === undefined ? sha256Hex(out) : hash.digest('hex');
@@ -820,8 +818,10 @@ export class HashCache {
   /** Whether `old`'s fixed part (a loaded record's or an arena slot's) is byte for byte the one at `slot`. */
   #sameFixed(old: Entry | number | undefined, slot: number): boolean {
     if (old === undefined) return false;
-    const [from, at] = typeof old === 'number' ? [this.#body, fixedAt(this.#body, offsetOf(old))] : [this.#arena.bytes, old.slot];
-    return from.compare(this.#arena.bytes, slot, slot + FIXED, at, at + FIXED) === 0;
+    const arena = this.#arena.bytes;
+    if (typeof old !== 'number') return arena.compare(arena, slot, slot + FIXED, old.slot, old.slot + FIXED) === 0;
+    const at = fixedAt(this.#body, offsetOf(old));
+    return this.#body.compare(arena, slot, slot + FIXED, at, at + FIXED) === 0;
   }
 
   #record(key: string, st: StatFields, digest: FileDigest, started: bigint, unsettled: boolean): FileObservation {
