@@ -2,6 +2,7 @@
 
 import { expect, test } from 'vitest';
 import { analyze } from '../../src/graph/analyze.ts';
+import { TaskGraph } from '../../src/graph/graph.ts';
 import { taskId } from '../../src/ids.ts';
 import { Builder } from '../../src/nodefile/builder.ts';
 
@@ -67,4 +68,31 @@ test('a duplicate id and a duplicate output each name both tasks; an edge named 
   expect(twice.value.get(taskId('b'))!.needs).toEqual(['a']);
   expect(twice.value.get(taskId('b'))!.after).toEqual([]);
   expect(twice.value.dependents(taskId('a'))).toEqual(['b']);
+});
+
+test("a task's dependents come by order, its own edges' order, in a whole graph and in a part of one", () => {
+  const builder = new Builder('/n/Nodefile.ts', '/n');
+  const ng = builder.api();
+  const a = ng.task('a', { outputs: ['x'], run: ['true'] });
+  const b = ng.task('b', { inputs: { x: a }, outputs: ['y'], run: ['true'] });
+  ng.task('c', { after: [a], run: ['true'] });
+  ng.task('d', { inputs: { y: b }, after: [a], run: ['true'] });
+  const whole = analyze(builder.declarations());
+  if (!whole.ok) throw new Error(JSON.stringify(whole.error));
+  const graph = whole.value;
+  expect(graph.span).toBe(4);
+  const of = (g: TaskGraph, id: string): string[] => {
+    const found: string[] = [];
+    g.forEachDependent(g.get(taskId(id))!, (down) => found.push(down.id));
+    return found;
+  };
+  expect(of(graph, 'a')).toEqual(['b', 'c', 'd']);
+  expect(of(graph, 'b')).toEqual(['d']);
+  expect(of(graph, 'd')).toEqual([]);
+  // A part (as a run planned from the seal makes): b and d keep their whole-graph order, 1 and 3.
+  const part = new TaskGraph(graph.file, graph.dir, graph.pools, [graph.get(taskId('b'))!, graph.get(taskId('d'))!]);
+  expect(part.span).toBe(4);
+  expect(of(part, 'b')).toEqual(['d']);
+  expect(part.dependents(taskId('a'))).toEqual([]);
+  expect(new TaskGraph('f', '/n', new Map(), []).span).toBe(0);
 });
