@@ -15,6 +15,7 @@ import { observePath } from '../execute/outputs.ts';
 import type { ProcessRunner } from '../execute/runner.ts';
 import type { TaskRecord } from '../state/record.ts';
 import { RecordMap } from '../state/records.ts';
+import { PairMap } from '../util/pairs.ts';
 import { err, ok, type Result } from '../util/result.ts';
 import type { TaskObservation } from './decide.ts';
 
@@ -75,6 +76,7 @@ export function filesToObserve(nodes: readonly TaskNode[], dir: string): FilesTo
 
 /** What an observation says of outputs it did not look at: one Map for all (a Map is about 150 bytes even empty). */
 const NO_OUTPUTS: ReadonlyMap<string, never> = new Map<string, never>();
+const NO_INPUTS: ReadonlyMap<string, never> = new PairMap<string, never>([]);
 
 export async function observe(options: ObserveOptions): Promise<Result<Map<TaskId, TaskObservation>, Failure[]>> {
   const { nodes, records, cache } = options;
@@ -89,6 +91,7 @@ export async function observe(options: ObserveOptions): Promise<Result<Map<TaskI
   const seenFiles: (FileObservation | undefined)[] = new Array(paths.length);
   // And one walk per directory: a tree several tasks read is hashed once.
   const trees = new Map<string, ContentHash>();
+  const scratch: (string | ContentHash)[] = [];
   // Files the cache knows nothing of are read below, one after another: many of them, the
   // kernel is asked to read ahead first (a minute idle, and this machine has them on disk again).
   let readingAhead = false;
@@ -102,20 +105,21 @@ export async function observe(options: ObserveOptions): Promise<Result<Map<TaskI
     if (readingAhead && n % READ_AHEAD_TURN === READ_AHEAD_TURN - 1) await new Promise<void>((resolve) => setImmediate(resolve));
     const node = nodes[n]!;
     let at = starts[n]!;
-    const inputs = new Map<string, ContentHash>();
+    const inputs = scratch;
+    inputs.length = 0;
     for (const name in node.inputs) {
       const input = node.inputs[name]!;
       switch (input.kind) {
         case 'task':
           break;
         case 'value':
-          inputs.set(name, hashValue(input.value));
+          inputs.push(name, hashValue(input.value));
           break;
         case 'env':
-          inputs.set(name, hashValue(options.env[input.name] ?? null));
+          inputs.push(name, hashValue(options.env[input.name] ?? null));
           break;
         case 'glob':
-          inputs.set(name, hashGlob(input.pattern, options.dir, cache).hash);
+          inputs.push(name, hashGlob(input.pattern, options.dir, cache).hash);
           break;
         case 'file':
         case 'tree': {
@@ -128,9 +132,9 @@ export async function observe(options: ObserveOptions): Promise<Result<Map<TaskI
           } else if (seen.kind === 'directory') {
             let tree = trees.get(absolute);
             if (tree === undefined) trees.set(absolute, (tree = hashTree(absolute, cache)));
-            inputs.set(name, tree);
+            inputs.push(name, tree);
           }
-          else inputs.set(name, seen.hash);
+          else inputs.push(name, seen.hash);
           break;
         }
       }
@@ -140,11 +144,16 @@ export async function observe(options: ObserveOptions): Promise<Result<Map<TaskI
     // Outputs and checks only matter when there is a record they could agree with.
     let outputs: ReadonlyMap<string, ContentHash | 'missing'> = NO_OUTPUTS;
     if (trusted && node.outputs.length > 0) {
-      const seen = new Map<string, ContentHash | 'missing'>();
-      for (const output of node.outputs) seen.set(output, observePath(output, cache, prefetched, slots[at++]));
-      outputs = seen;
+      const seen = new Array<string>(node.outputs.length * 2);
+      // Declared outputs are each a different path (analysis refuses one declared twice).
+      for (let o = 0; o < node.outputs.length; o++) {
+        seen[2 * o] = node.outputs[o]!;
+        seen[2 * o + 1] = observePath(node.outputs[o]!, cache, prefetched, slots[at++]);
+      }
+      outputs = new PairMap<string, ContentHash | 'missing'>(seen);
     }
-    observations.set(node.id, { inputs, outputs });
+    // A copy of the scratch list is as long as it needs to be: a list grown by push has room for 17.
+    observations.set(node.id, { inputs: inputs.length === 0 ? NO_INPUTS : new PairMap<string, ContentHash>(inputs.slice()), outputs });
     if (trusted && node.decl.spec.check !== undefined) checks.push(node);
   }
   if (failures.length > 0) return err(failures);

@@ -1,0 +1,30 @@
+// PairMap answers as a Map of the same entries does.
+
+import fc from 'fast-check';
+import { expect, test } from 'vitest';
+import { PairMap } from '../../src/util/pairs.ts';
+
+test('a PairMap answers get, has, size and every iteration as a Map of the same entries', () => {
+  fc.assert(
+    fc.property(fc.uniqueArray(fc.tuple(fc.string({ maxLength: 3 }), fc.integer()), { selector: ([key]) => key, maxLength: 8 }), fc.array(fc.string({ maxLength: 3 })), (entries, probes) => {
+      const map = new Map(entries);
+      const pairs = new PairMap<string, number>(entries.flat());
+      expect(pairs.size).toBe(map.size);
+      expect([...pairs]).toEqual([...map]);
+      expect([...pairs.keys()]).toEqual([...map.keys()]);
+      expect([...pairs.values()]).toEqual([...map.values()]);
+      expect([...pairs.entries()]).toEqual([...map.entries()]);
+      const seen: [string, number][] = [];
+      pairs.forEach((value, key, owner) => {
+        expect(owner).toBe(pairs);
+        seen.push([key, value]);
+      });
+      expect(seen).toEqual([...map]);
+      expect(Object.fromEntries(pairs)).toEqual(Object.fromEntries(map));
+      for (const key of [...probes, ...map.keys()]) {
+        expect(pairs.get(key)).toBe(map.get(key));
+        expect(pairs.has(key)).toBe(map.has(key));
+      }
+    }),
+  );
+});
