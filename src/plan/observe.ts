@@ -15,7 +15,7 @@ import { observePath } from '../execute/outputs.ts';
 import type { ProcessRunner } from '../execute/runner.ts';
 import type { TaskRecord } from '../state/record.ts';
 import { RecordMap } from '../state/records.ts';
-import { PairMap } from '../util/pairs.ts';
+import { PairMap, smallMap } from '../util/pairs.ts';
 import { err, ok, type Result } from '../util/result.ts';
 import type { TaskObservation } from './decide.ts';
 
@@ -150,10 +150,10 @@ export async function observe(options: ObserveOptions): Promise<Result<Map<TaskI
         seen[2 * o] = node.outputs[o]!;
         seen[2 * o + 1] = observePath(node.outputs[o]!, cache, prefetched, slots[at++]);
       }
-      outputs = new PairMap<string, ContentHash | 'missing'>(seen);
+      outputs = smallMap<string, ContentHash | 'missing'>(seen);
     }
     // A copy of the scratch list is as long as it needs to be: a list grown by push has room for 17.
-    observations.set(node.id, { inputs: inputs.length === 0 ? NO_INPUTS : new PairMap<string, ContentHash>(inputs.slice()), outputs });
+    observations.set(node.id, { inputs: inputs.length === 0 ? NO_INPUTS : smallMap<string, ContentHash>(inputs.slice()), outputs });
     if (trusted && node.decl.spec.check !== undefined) checks.push(node);
   }
   if (failures.length > 0) return err(failures);

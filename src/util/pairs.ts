@@ -1,11 +1,21 @@
 // A small read-only map kept as one flat array of keys and values.
 //
-// Observe makes one map of input hashes for every task, and a build holds them
-// all from the plan until each task has run: a Map of two entries is about
-// 430 bytes (its hash table is allocated for eight), which at 50,000 tasks is
-// some 21 MiB at the plan. This is an object and an array, about 90 bytes.
-// Lookups walk the array: for the few entries a task's inputs have, that is
-// no slower than hashing the key.
+// Observe makes a map of input hashes for every task, and a build holds them
+// all from the plan until each task has run. A Map of two entries and its hash
+// table are about 180 bytes; a PairMap and an array as long as its pairs about
+// 120. Lookups walk the array, which for the few inputs most tasks have is no
+// slower than hashing the key; smallMap gives a Map to a task with many.
+
+/** Pairs above which a lookup's walk costs more than a hash: a Map then. */
+const WALK_MAX = 8;
+
+/** `flat` (key, value, key, value…, each key once) as a PairMap, or a Map when it has more than a few pairs. */
+export function smallMap<K, V>(flat: readonly (K | V)[]): ReadonlyMap<K, V> {
+  if (flat.length <= 2 * WALK_MAX) return new PairMap<K, V>(flat);
+  const map = new Map<K, V>();
+  for (let i = 0; i < flat.length; i += 2) map.set(flat[i] as K, flat[i + 1] as V);
+  return map;
+}
 
 export class PairMap<K, V> implements ReadonlyMap<K, V> {
   /** Key, value, key, value… in insertion order, each key once. */

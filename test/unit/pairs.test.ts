@@ -2,7 +2,7 @@
 
 import fc from 'fast-check';
 import { expect, test } from 'vitest';
-import { PairMap } from '../../src/util/pairs.ts';
+import { PairMap, smallMap } from '../../src/util/pairs.ts';
 
 test('a PairMap answers get, has, size and every iteration as a Map of the same entries', () => {
   fc.assert(
@@ -27,4 +27,13 @@ test('a PairMap answers get, has, size and every iteration as a Map of the same 
       }
     }),
   );
+});
+
+test('smallMap keeps a few pairs in a PairMap and many in a Map, with the same answers', () => {
+  const few = Array.from({ length: 8 }, (_, i) => [`k${i}`, i]).flat();
+  const many = Array.from({ length: 9 }, (_, i) => [`k${i}`, i]).flat();
+  expect(smallMap(few)).toBeInstanceOf(PairMap);
+  expect(smallMap(many)).toBeInstanceOf(Map);
+  expect([...smallMap<string, number>(many)]).toEqual(Array.from({ length: 9 }, (_, i) => [`k${i}`, i]));
+  expect(smallMap<string, number>(few).get('k7')).toBe(7);
 });
