@@ -82,14 +82,6 @@ export class TaskGraph {
     for (let e = start[node.order]!; e < start[node.order + 1]!; e++) visit(byOrder[edges[e]!]!);
   }
 
-  /** Tasks with an edge (either kind) from `id`. */
-  dependents(id: TaskId): TaskId[] {
-    const node = this.#nodes.get(id);
-    const found: TaskId[] = [];
-    if (node !== undefined) this.forEachDependent(node, (down) => found.push(down.id));
-    return found;
-  }
-
   /** `targets` and everything they need, transitively, over both kinds of edge. */
   closure(targets: readonly TaskId[]): Set<TaskId> {
     const seen = new Set<TaskId>();
