@@ -246,7 +246,7 @@ export async function execute(options: ExecuteOptions): Promise<ExecuteSummary> 
       reason,
       verb,
       firstRun,
-      changedInputs: decision.changedInputs,
+      changedInputs: decision.changedInputs ?? [...observation.inputs.keys()],
       changedUpstream: decision.changedUpstream,
       ran: (id) => ran(id as TaskId),
       emit,
@@ -369,7 +369,7 @@ export async function execute(options: ExecuteOptions): Promise<ExecuteSummary> 
       const decision =
         plannedNow !== undefined && plannedNow.complete && !node.needs.some(ran)
           ? plannedNow
-          : decide(node, definitionOf(node, graph.dir), options.observations.get(node.id)!, records.get(node.id), upstreamOf, options.replace.has(node.id));
+          : decide(node, () => definitionOf(node, graph.dir), options.observations.get(node.id)!, records.get(node.id), upstreamOf, options.replace.has(node.id));
       if (decision.action === 'unchanged') {
         summary.upToDate++;
         // Worth saying only when something it depends on ran: that is early cutoff at work.

@@ -28,7 +28,8 @@ export interface Decision {
   readonly action: Action;
   readonly reasons: readonly string[];
   readonly upstream: Readonly<Record<string, ContentHash>>;
-  readonly changedInputs: readonly string[];
+  /** Undefined for a first or forced run, where every input counts as changed: the observation's input names. */
+  readonly changedInputs: readonly string[] | undefined;
   readonly changedUpstream: readonly TaskId[];
   /** When the task acts only because of upstream tasks (changed or still to run): which. */
   readonly onlyBecauseOf: readonly TaskId[] | undefined;
@@ -58,7 +59,12 @@ const change = (before: ContentHash | undefined, after: ContentHash | undefined)
 
 export function decide(
   node: TaskNode,
-  definition: ContentHash,
+  /**
+   * The task's definition hash (plan/definition.ts), asked for only when a
+   * successful record is there to compare it with: a first run's plan makes
+   * none, so a build of 50,000 new tasks does not hold 50,000 of them at once.
+   */
+  definitionOf: () => ContentHash,
   observation: TaskObservation,
   record: TaskRecord | undefined,
   upstreamOf: (id: TaskId) => UpstreamState,
@@ -77,7 +83,7 @@ export function decide(
     action: Action,
     reasons: readonly string[],
     // By default every input and upstream counts as changed (a first or forced run).
-    changedInputs: readonly string[] = [...observation.inputs.keys()],
+    changedInputs: readonly string[] | undefined = undefined,
     changedUpstream: readonly TaskId[] = node.needs.length === 0 ? NONE : [...node.needs],
     onlyBecauseOf?: TaskId[],
   ): Decision => ({
@@ -90,8 +96,10 @@ export function decide(
     complete: pending.length === 0,
   });
 
-  if (forced) return result('replace', ['forced by --replace']);
-  if (record === undefined) return result('create', NEVER_RAN);
+  // A first run of a task that consumes no other's output decides the same for all: one
+  // object, not one a task (a build of 50,000 new tasks plans 50,000 of them at once).
+  if (forced) return node.needs.length === 0 ? REPLACE_ALONE : result('replace', FORCED);
+  if (record === undefined) return node.needs.length === 0 ? CREATE_ALONE : result('create', NEVER_RAN);
   if (record.status === 'failed') {
     const decision = result('update', [lastRunFailed(record.error)]);
     return record.error === STOPPED ? { ...decision, stopped: true } : decision;
@@ -100,6 +108,7 @@ export function decide(
   // What changed among the task's own definition and inputs is known now.
   const reasons: string[] = [];
   const changedInputs: string[] = [];
+  const definition = definitionOf();
   if (record.definition !== definition) reasons.push(`definition changed ${change(record.definition, definition)}`);
   for (const [name, hash] of observation.inputs) {
     const before = own(record.inputs, name);
@@ -168,6 +177,11 @@ export function lastRunFailed(error: string | undefined): string {
 const NONE: readonly never[] = Object.freeze([]);
 const NEVER_RAN: readonly string[] = Object.freeze(['never ran']);
 const NO_UPSTREAM: Readonly<Record<string, ContentHash>> = Object.freeze(Object.create(null));
+const FORCED: readonly string[] = Object.freeze(['forced by --replace']);
+const firstAlone = (action: 'create' | 'replace', reasons: readonly string[]): Decision =>
+  Object.freeze({ action, reasons, upstream: NO_UPSTREAM, changedInputs: undefined, changedUpstream: NONE, onlyBecauseOf: undefined, complete: true });
+const CREATE_ALONE = firstAlone('create', NEVER_RAN);
+const REPLACE_ALONE = firstAlone('replace', FORCED);
 const UNCHANGED_ALONE: Decision = Object.freeze({
   action: 'unchanged',
   reasons: NONE,

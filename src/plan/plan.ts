@@ -121,13 +121,13 @@ export function makePlan(
   for (const node of options.only?.nodes ?? selectTasks(graph, options.targets)) {
     const observation = observations.get(node.id);
     if (observation === undefined) throw new Error(`no observation for ${node.id}`);
-    const definition = definitionOf(node, graph.dir);
+    const definition = (): ContentHash => definitionOf(node, graph.dir);
     const forced = options.replace?.has(node.id) ?? false;
     // The shortcut: a record not decoded yet that says exactly what was observed (unchanged.ts).
     const text = texts?.textOf(node.id);
     let outputHash =
       text !== undefined && !forced && settledHashes(node, upstreamOf, upstreamHashes)
-        ? unchangedOutputHash(text, node, definition, observation, upstreamHashes)
+        ? unchangedOutputHash(text, node, definition(), observation, upstreamHashes)
         : undefined;
     let decision: Decision;
     if (outputHash !== undefined) {

@@ -82,6 +82,32 @@ describe('apply', () => {
     expect(rig.read('out/b')).toBe('changed\ntail\n');
   });
 
+  test('a function task is told what changed: every input on a first or forced run, then only the edited one', async () => {
+    rig.write('a.txt', 'a\n');
+    rig.write('b.txt', 'b\n');
+    // Both with and without an upstream: a first run of a task that consumes nothing decides as all such do.
+    rig.nodefile(`
+      const { writeFileSync } = process.getBuiltinModule('node:fs');
+      const told = (file) => (ctx) =>
+        writeFileSync(ctx.cwd + '/' + file, JSON.stringify({ first: ctx.firstRun, inputs: ctx.changedInputs, upstream: ctx.changedUpstream }));
+      const alone = ng.task('told/alone', { inputs: { a: ng.file('a.txt'), b: ng.file('b.txt'), v: ng.value(1) }, outputs: ['alone.json'], run: told('alone.json') });
+      ng.task('told/after', { inputs: { up: alone, b: ng.file('b.txt') }, outputs: ['after.json'], run: told('after.json') });
+    `);
+    const told = (file: string): unknown => JSON.parse(rig.read(file));
+    expect((await rig.run(['apply'])).code).toBe(0);
+    expect(told('alone.json')).toEqual({ first: true, inputs: ['a', 'b', 'v'], upstream: [] });
+    expect(told('after.json')).toEqual({ first: true, inputs: ['b'], upstream: ['told/alone'] });
+
+    rig.write('b.txt', 'B\n');
+    expect((await rig.run(['apply'])).code).toBe(0);
+    expect(told('alone.json')).toEqual({ first: false, inputs: ['b'], upstream: [] });
+    expect(told('after.json')).toEqual({ first: false, inputs: ['b'], upstream: ['told/alone'] });
+
+    expect((await rig.run(['apply', '--replace', 'told/alone', '--replace', 'told/after'])).code).toBe(0);
+    expect(told('alone.json')).toEqual({ first: false, inputs: ['a', 'b', 'v'], upstream: [] });
+    expect(told('after.json')).toEqual({ first: false, inputs: ['b'], upstream: ['told/alone'] });
+  });
+
   test('touching an input without changing it runs nothing', async () => {
     rig.write('a.txt', 'hello\n');
     rig.nodefile(chain);
