@@ -352,6 +352,7 @@ async function openWith(
   for (const warning of state.value.warnings) emit({ type: 'warning', message: warning });
   const loaded = HashCache.load(path.join(state.value.dir, 'hashcache'), options.now === undefined ? {} : { now: options.now });
   if (loaded.warning !== undefined) emit({ type: 'warning', message: loaded.warning });
+  if (files !== undefined) loaded.cache.reserve(files.paths.length);
   return ok({
     ...shared(state.value),
     graph: graph.value,

@@ -374,10 +374,12 @@ describe('persistence', () => {
     expect(third.counters.contentReads).toBe(0);
   });
 
-  test('many entries made in one run (their fixed parts in a growing arena) answer, compare and save as they were made', () => {
+  // Room made first (an empty cache's reserve) for none, some or all of them: the arena grows past it as it must.
+  test.each([0, 1000, 2500])('many entries made in one run (their fixed parts in a growing arena, %i reserved) answer, compare and save as they were made', (reserved) => {
     const files = Array.from({ length: 2500 }, (_, i) => write(`m${i % 7}/f${i}.txt`, `content ${i}`));
     const cacheFile = path.join(dir, 'cache');
     const cache = HashCache.load(cacheFile, later).cache;
+    cache.reserve(reserved);
     const hashes = files.map((f) => hashOf(cache.hashFile(f)));
     expect(hashes.every((h, i) => h === sha(`content ${i}`))).toBe(true);
     // Looked up again in the same run: hits, from the arena.
@@ -521,6 +523,42 @@ describe('persistence', () => {
       expect(fourth.cache.counters.contentReads).toBe(0);
       // Nothing changed: nothing written.
       expect(fourth.cache.save()).toBe(false);
+    });
+
+    /** How many records the delta holds: a header line, then records of [length][record][checksum of 16 bytes]. */
+    const deltaRecords = (cacheFile: string): number => {
+      const bytes = readFileSync(delta(cacheFile));
+      let count = 0;
+      for (let at = bytes.indexOf(10) + 1; at < bytes.length; at += 4 + bytes.readUInt32LE(at) + 16) count++;
+      return count;
+    };
+
+    test('one cache saved twice appends each change once', () => {
+      const { files, cacheFile } = savedFourFiles();
+      const cache = changed(cacheFile, [[files[0]!, 'first']]);
+      expect(cache.save()).toBe(true);
+      expect(deltaRecords(cacheFile)).toBe(1);
+      expect(cache.save()).toBe(false);
+      writeFileSync(files[2]!, 'second');
+      cache.hashFile(files[2]!);
+      expect(cache.save()).toBe(true);
+      expect(deltaRecords(cacheFile)).toBe(2);
+    });
+
+    test('a change recorded, then found racy before the save, is saved racy: the next run reads it again', () => {
+      const { files, cacheFile } = savedFourFiles();
+      let shift = 60_000n;
+      const cache = HashCache.load(cacheFile, { now: () => (BigInt(Date.now()) + shift) * 1_000_000n }).cache;
+      writeFileSync(files[1]!, 'settled');
+      cache.hashFile(files[1]!);
+      shift = 0n; // the clock as it is: a file written now is too new to trust
+      writeFileSync(files[1]!, 'too new');
+      cache.hashFile(files[1]!);
+      expect(cache.save()).toBe(true);
+      expect(deltaRecords(cacheFile)).toBe(1);
+      const next = HashCache.load(cacheFile, later).cache;
+      expect(hashOf(next.hashFile(files[1]!))).toBe(sha('too new'));
+      expect(next.counters.contentReads).toBe(1);
     });
 
     test('a delta cut short or with a flipped byte is applied up to the bad record; the next save is whole', () => {
