@@ -47,14 +47,17 @@ class Pending {
  * with the two fields the rest of the run asks of it: a 50,000-task build
  * keeps 50,000 records, about 1.2 KB each as objects, and reads back none.
  */
-class Written {
+/** Where a record was written (its Appended, in the object itself: a second object a task was 2 MiB at 50,000), with its status and output hash. */
+class Written implements Appended {
   readonly status: TaskRecord['status'];
   readonly outputHash: ContentHash;
-  readonly where: Appended;
+  readonly at: number;
+  readonly bytes: number;
   constructor(record: TaskRecord, where: Appended) {
     this.status = record.status;
     this.outputHash = record.outputHash;
-    this.where = where;
+    this.at = where.at;
+    this.bytes = where.bytes;
   }
 }
 
@@ -219,7 +222,7 @@ export class RecordMap extends Map<TaskId, TaskRecord> {
    */
   #readWritten(id: TaskId, written: Written): TaskRecord | undefined {
     this.#readBacks++;
-    const text = this.#readBack?.(written.where);
+    const text = this.#readBack?.(written);
     const record = text === undefined ? undefined : parseRecord(text);
     if (record !== undefined && record.id === id) {
       this.#slots.set(id, record);
