@@ -733,7 +733,7 @@ export class HashCache {
     this.#unsaved = 0;
   }
 
-  /** Sets `key`'s entry, made in this run; one that replaces an entry not yet saved is not saved either. */
+  /** Sets `key`'s entry, made in this run; unsaved when it changed, or when the entry it replaces was still unsaved (as a key stayed in a set of them). */
   #put(key: string, old: Entry | number | undefined, slot: number, racy: boolean, changed: boolean): void {
     const before = typeof old === 'object' && old.unsaved;
     this.#entries.set(key, new Entry(slot, racy, true, changed || before));

@@ -82,7 +82,8 @@ export function decide(
   const result = (
     action: Action,
     reasons: readonly string[],
-    // By default every input and upstream counts as changed (a first or forced run).
+    // By default every input and upstream counts as changed (a first or forced run): undefined
+    // says "every input" without a list a task.
     changedInputs: readonly string[] | undefined = undefined,
     changedUpstream: readonly TaskId[] = node.needs.length === 0 ? NONE : [...node.needs],
     onlyBecauseOf?: TaskId[],

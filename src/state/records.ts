@@ -46,8 +46,8 @@ class Pending {
  * A record this run appended, kept as where its text went (StateStore.append)
  * with the two fields the rest of the run asks of it: a 50,000-task build
  * keeps 50,000 records, about 1.2 KB each as objects, and reads back none.
+ * It is its own Appended: a second object for the place was 2 MiB at 50,000.
  */
-/** Where a record was written (its Appended, in the object itself: a second object a task was 2 MiB at 50,000), with its status and output hash. */
 class Written implements Appended {
   readonly status: TaskRecord['status'];
   readonly outputHash: ContentHash;
