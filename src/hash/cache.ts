@@ -177,22 +177,22 @@ class Arena {
   /** Room for `count` more fixed parts, made now: exactly that, where doubling might leave up to half unused. */
   reserve(count: number): void {
     const wanted = this.#used + count * FIXED;
-    if (wanted <= this.bytes.length) return;
-    const grown = Buffer.allocUnsafe(wanted);
-    this.bytes.copy(grown, 0, 0, this.#used);
-    this.bytes = grown;
+    if (wanted > this.bytes.length) this.#growTo(wanted);
   }
 
   /** A slot for one fixed part, to be written whole before it is read. */
   take(): number {
-    if (this.#used + FIXED > this.bytes.length) {
-      const grown = Buffer.allocUnsafe(Math.max(FIXED * 1024, this.bytes.length * 2));
-      this.bytes.copy(grown, 0, 0, this.#used);
-      this.bytes = grown;
-    }
+    if (this.#used + FIXED > this.bytes.length) this.#growTo(Math.max(FIXED * 1024, this.bytes.length * 2));
     const slot = this.#used;
     this.#used += FIXED;
     return slot;
+  }
+
+  /** A buffer of `size` bytes with the used part copied over. */
+  #growTo(size: number): void {
+    const grown = Buffer.allocUnsafe(size);
+    this.bytes.copy(grown, 0, 0, this.#used);
+    this.bytes = grown;
   }
 }
 
