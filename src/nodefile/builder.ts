@@ -10,7 +10,7 @@ import type { InputSpec, Json, NodefileApi, SourceSite, TaskRef, TaskSpec } from
 
 export interface DeclaredTask {
   readonly id: TaskId;
-  /** The declaration as nodegraph keeps it (see ownSpec): `after` is in `after`, as ids. */
+  /** The declaration as nodegraph keeps it: for a plainly valid one, ownSpec's copy, without `after` (in `after`, as ids). */
   readonly spec: TaskSpec;
   /** Inputs by name (a task handle is itself a `{ kind: 'task', id }` spec). Read it with for…in and Object.hasOwn. */
   readonly inputs: Readonly<Record<string, InputSpec>>;
