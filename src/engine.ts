@@ -24,7 +24,7 @@ import { checkSeal, knownFrom, openSeal, sealDelta, sealPath, type OpenedSeal, t
 import { openDelta } from './state/delta.ts';
 import { defaultCompactWhen, journalPath } from './state/journal.ts';
 import { appender, type Appender } from './execute/appender.ts';
-import { collectGarbage } from './util/gc.ts';
+import { collectAsHeapGrows, collectGarbage } from './util/gc.ts';
 import { err, ok, type Result } from './util/result.ts';
 
 // Built-ins by getBuiltinModule rather than import: see cli/main.ts.
@@ -184,6 +184,17 @@ export function resolveTargets(
  * it there is little to free, and a full collection still costs milliseconds.
  */
 const COLLECT_AFTER_STATE_BYTES = 8 * 2 ** 20;
+
+/**
+ * From this many tasks to observe, V8 collects as the heap grows (util/gc.ts) from
+ * before observing, not only from the executor's start. Left to V8, the heap of a
+ * 50,000-leaf first build grew from the 53 MiB the Nodefile's last collection kept to
+ * 119 MiB by the end of planning (83 MiB of it live), and the process to 186 MiB: the
+ * build's peak, the executor's own collections keeping it lower afterwards. With it,
+ * planning peaks near 170 MiB (BENCHMARKS.md, the eighth sitting of 2026-12-02). Below
+ * it, planning's garbage is small beside a full collection's cost.
+ */
+const COLLECT_WHILE_PLANNING_FROM = 10_000;
 
 export async function openSession(
   options: EngineOptions,
@@ -348,7 +359,10 @@ async function openWith(
     prefetched?.close();
     return err([state.error]);
   }
-  if (state.value.bytes >= COLLECT_AFTER_STATE_BYTES) collectGarbage();
+  // A large graph's observing and planning is collected as the heap grows, from a full
+  // collection now (which frees the Nodefile's garbage and the journal's): see below.
+  if (files !== undefined && files.nodes.length >= COLLECT_WHILE_PLANNING_FROM) collectAsHeapGrows('planning');
+  else if (state.value.bytes >= COLLECT_AFTER_STATE_BYTES) collectGarbage();
   for (const warning of state.value.warnings) emit({ type: 'warning', message: warning });
   const loaded = HashCache.load(path.join(state.value.dir, 'hashcache'), options.now === undefined ? {} : { now: options.now });
   if (loaded.warning !== undefined) emit({ type: 'warning', message: loaded.warning });

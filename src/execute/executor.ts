@@ -95,7 +95,7 @@ export async function execute(options: ExecuteOptions): Promise<ExecuteSummary> 
     if (selected.length === 0) return summary;
   }
   // A long run holds more with each task it runs: collect as the heap grows (util/gc.ts).
-  if (selected.length >= COLLECT_OFTEN_FROM) collectAsHeapGrows();
+  if (selected.length >= COLLECT_OFTEN_FROM) collectAsHeapGrows('executing');
   // A task's state in this run, in arrays by its order in the graph rather than
   // Maps by id: at 50,000 tasks, four Maps and Sets were some 6 MiB to the end.
   const span = graph.span;

@@ -16,30 +16,41 @@ export function collectGarbage(): void {
   gc();
 }
 
-let tightened = false;
+/**
+ * How far the old generation may grow, in percent, between full collections once
+ * collectAsHeapGrows is called: while a large graph is observed and planned, and while
+ * many tasks execute. Planning allocates fast and briefly: a fifth keeps its collections
+ * few (still, a 50,000-leaf plan that runs no task takes 5-10 % longer with them). A
+ * build allocates slowly for minutes: a tenth costs a collection every 20-30 s at
+ * 50,000 tasks and kept that build's resident set 6 MiB lower than a fifth did
+ * (BENCHMARKS.md, the eighth sitting of 2026-12-02).
+ */
+const GROWING_PERCENT = { planning: 20, executing: 10 } as const;
+
+export type HeapPhase = keyof typeof GROWING_PERCENT;
+
+let phase: HeapPhase | undefined;
 
 /**
- * From here on, has V8 collect fully once the old generation has grown by a fifth
- * (HEAP_GROWING_PERCENT) since the last full collection; collects now, so that the
- * limit is computed with that factor at once.
+ * From here on, has V8 collect fully once the old generation has grown by
+ * GROWING_PERCENT[now] since the last full collection; collects now, so that the
+ * limit is computed with that factor at once (and what the phase before left is freed).
  *
- * For a run about to execute many tasks (executor.ts): each holds a little more (its
- * record's place, hash-cache entries) and makes garbage that lives as long as its
- * command runs, so it outlives the young generation and is promoted. V8's own factor
- * lets the heap grow to up to four times what the last full collection kept when
- * collecting is cheap beside allocating: on a 50,000-task build, from 80 MiB after the
- * plan to 290 MiB at the end without a full collection in between (BENCHMARKS.md).
- * The flag holds for the rest of the process; the marking it adds runs mostly on
- * V8's helper thread.
+ * V8's own factor lets the heap grow to up to four times what the last full collection
+ * kept when collecting is cheap beside allocating. A 50,000-task build grew from 80 MiB
+ * after the plan to 290 MiB at its end without a full collection in between: each task
+ * holds a little more (its record's place, hash-cache entries) and makes garbage that
+ * lives as long as its command runs, so it outlives the young generation and is
+ * promoted (executor.ts). Its observing and planning, left to V8, grew the heap from
+ * 53 to 119 MiB, 83 of it live, which became the build's peak once the executor
+ * collected (engine.ts). The flag holds for the rest of the process; the marking it
+ * adds runs mostly on V8's helper thread.
  */
-export function collectAsHeapGrows(): void {
-  if (tightened) return;
-  tightened = true;
-  process.getBuiltinModule('node:v8').setFlagsFromString(`--heap-growing-percent=${HEAP_GROWING_PERCENT}`);
+export function collectAsHeapGrows(now: HeapPhase): void {
+  if (phase !== now) process.getBuiltinModule('node:v8').setFlagsFromString(`--heap-growing-percent=${GROWING_PERCENT[now]}`);
+  phase = now;
   collectGarbage();
 }
 
-/** Whether collectAsHeapGrows was called in this process (for tests). */
-export const collectsAsHeapGrows = (): boolean => tightened;
-
-const HEAP_GROWING_PERCENT = 20;
+/** The phase collectAsHeapGrows was last called for in this process, if any (for tests). */
+export const heapPhase = (): HeapPhase | undefined => phase;
