@@ -1,11 +1,12 @@
-// A run that executes many tasks has V8 collect as its heap grows (util/gc.ts,
-// executor.ts): the flag holds for the rest of the process, so this file runs a
-// small build first (it must not set it) and then one of 1,000 tasks (it must).
-// What it saves is measured in BENCHMARKS.md, not here.
+// A run that observes and plans a large graph, or executes many tasks, has V8 collect
+// as its heap grows (util/gc.ts; engine.ts, executor.ts). The flag holds for the rest of
+// the process, so this file goes through one sequence: runs too small for either first
+// (they must not set it), then a plan at the planning threshold, then a build at the
+// executing one. What it saves is measured in BENCHMARKS.md, not here.
 
 import { rmSync } from 'node:fs';
 import { afterEach, beforeEach, expect, test } from 'vitest';
-import { applyNodefile } from '../../src/operations.ts';
+import { applyNodefile, planNodefile } from '../../src/operations.ts';
 import { heapPhase } from '../../src/util/gc.ts';
 import { Rig } from '../support/rig.ts';
 
@@ -22,7 +23,7 @@ const graph = (n: number): string => `
   }
 `;
 
-test('a build of fewer than 1,000 tasks leaves V8 its own heap growth; one of 1,000 has it collect as the heap grows', async () => {
+test('V8 collects as the heap grows from a plan of 10,000 tasks and from a build that runs 1,000, not before', async () => {
   const small = await applyNodefile({ nodefile: rig.nodefile(graph(999)), jobs: 4 });
   expect(small.ok && small.value.ran.length).toBe(999);
   expect(heapPhase()).toBeUndefined();
@@ -30,6 +31,14 @@ test('a build of fewer than 1,000 tasks leaves V8 its own heap growth; one of 1,
   const one = await applyNodefile({ nodefile: rig.nodefile(graph(1000)), jobs: 4 });
   expect(one.ok && one.value.ran.length).toBe(1);
   expect(heapPhase()).toBeUndefined();
+  // What counts for a plan is how many tasks it observes.
+  const under = await planNodefile({ nodefile: rig.nodefile(graph(9_999)), jobs: 4 });
+  expect(under.ok && under.value.plan.entries.length).toBe(9_999);
+  expect(heapPhase()).toBeUndefined();
+  const at = await planNodefile({ nodefile: rig.nodefile(graph(10_000)), jobs: 4 });
+  expect(at.ok && at.value.plan.entries.length).toBe(10_000);
+  expect(heapPhase()).toBe('planning');
+  // A build too small to plan with it, but running 1,000 tasks, switches to the growth for executing.
   rmSync(rig.path('out'), { recursive: true });
   const large = await applyNodefile({ nodefile: rig.nodefile(graph(1000)), jobs: 4 });
   expect(large.ok && large.value.ran.length).toBe(1000);
