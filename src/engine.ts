@@ -188,8 +188,8 @@ const COLLECT_AFTER_STATE_BYTES = 8 * 2 ** 20;
 /**
  * From this many tasks to observe, V8 collects as the heap grows (util/gc.ts) from
  * before observing, not only from the executor's start. Left to V8, the heap of a
- * 50,000-leaf first build grew from the 53 MiB the Nodefile's last collection kept to
- * 119 MiB by the end of planning (83 MiB of it live), and the process to 186 MiB: the
+ * 50,000-leaf first build grew from the 53 MiB kept by the last full collection V8 chose
+ * to 119 MiB by the end of planning (83 MiB of it live), and the process to 186 MiB: the
  * build's peak, the executor's own collections keeping it lower afterwards. With it,
  * planning peaks near 170 MiB (BENCHMARKS.md, the eighth sitting of 2026-12-02). Below
  * it, planning's garbage is small beside a full collection's cost.
@@ -360,7 +360,7 @@ async function openWith(
     return err([state.error]);
   }
   // A large graph's observing and planning is collected as the heap grows, from a full
-  // collection now (which frees the Nodefile's garbage and the journal's): see below.
+  // collection now, which frees the Nodefile's garbage and the journal's (COLLECT_WHILE_PLANNING_FROM).
   if (files !== undefined && files.nodes.length >= COLLECT_WHILE_PLANNING_FROM) collectAsHeapGrows('planning');
   else if (state.value.bytes >= COLLECT_AFTER_STATE_BYTES) collectGarbage();
   for (const warning of state.value.warnings) emit({ type: 'warning', message: warning });
