@@ -123,7 +123,8 @@ export function checkRecord(value: unknown, fullHashes = true): RecordCheck {
 const fail = (path: string, what: string): RecordCheck => ({ ok: false, message: `${path}: ${what}` });
 const hashWhat = 'expected sha256:<64 lowercase hex>';
 const keys = (o: Obj): number => Object.keys(o).length;
-const isFullHash = (x: unknown): boolean => typeof x === 'string' && x.length === HASH_LENGTH && HEX64.test(x);
+/** A hash as an append checks it: `sha256:` and 64 lowercase hex digits. */
+export const isFullHash = (x: unknown): boolean => typeof x === 'string' && x.length === HASH_LENGTH && HEX64.test(x);
 const isHashForm = (x: unknown): boolean => typeof x === 'string' && x.length === HASH_LENGTH && x.startsWith(HASH_PREFIX);
 
 function isStringList(x: unknown): boolean {

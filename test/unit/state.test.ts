@@ -551,6 +551,31 @@ describe('records kept as where they were written (RecordMap.setWritten)', () =>
     expect(records.lateWarnings).toEqual([]);
   });
 
+  test('many written records each keep their own place, status and output hash; one of another form is kept as given', () => {
+    const records = new RecordMap();
+    const m = memoryStore();
+    // Room for 100 made at once, then grown twice by doubling: what it copies as it grows is checked too.
+    records.reserveWritten(100);
+    const written = Array.from({ length: 300 }, (_, i) => rec(`t${i}`, i, i % 7 === 3 ? { status: 'failed', error: `exit ${i}` } : {}));
+    for (const r of written) {
+      const where = m.append(r);
+      if (!where.ok || where.value === undefined) throw new Error('no place');
+      records.setWritten(r, where.value, m.readBack);
+    }
+    // Not this run's form (uppercase digits): answered as given, not as 64 lowercase digits decoded.
+    const odd = { ...rec('odd', 1), outputHash: `sha256:${'AB'.repeat(32)}` as ContentHash };
+    records.setWritten(odd, { at: 0, bytes: 1 }, m.readBack);
+    expect(records.written).toBe(301);
+    for (const r of written) {
+      expect(records.isOk(r.id)).toBe(r.status === 'ok');
+      expect(records.okOutputHash(r.id)).toBe(r.status === 'ok' ? r.outputHash : undefined);
+    }
+    expect(records.okOutputHash(taskId('odd'))).toBe(odd.outputHash);
+    for (const r of written.filter((_, i) => i % 50 === 49)) expect(records.get(r.id)).toEqual(r);
+    expect(records.readBacks).toBe(6);
+    expect(records.lateWarnings).toEqual([]);
+  });
+
   test('a written record that does not read back as itself is not trusted: never run here, and said', () => {
     const records = new RecordMap();
     const m = memoryStore();
