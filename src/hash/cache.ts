@@ -133,42 +133,21 @@ interface Read {
 }
 
 /**
- * An entry made in this run (or read from the delta): its record's fixed part
- * (digest, flags, dev, ino, size, mtime, ctime: FIXED bytes, as a record on
- * disk holds them) lies in the cache's arena at `slot`. A build of 50,000
- * tasks makes 100,000 of these; as five bigints and a hash string each they
- * were about 300 bytes, a sixth of what its heap held at the end.
+ * An entry made in this run (or read from the delta) is a number, as a loaded
+ * one is: its record's fixed part (digest, flags, dev, ino, size, mtime, ctime:
+ * FIXED bytes, as a record on disk holds them) lies in the cache's arena at a
+ * slot, and its number is past every loaded record's offset (the body's
+ * length, `base`), by four times the slot's index plus its SEEN and UNSAVED
+ * flags; whether it is racy is the fixed part's own flag. A build of 50,000
+ * tasks makes 100,000 of these: as objects of a slot and flags they were 40
+ * bytes each (4 MB), as five bigints and a hash string each about 300.
  */
-class Entry {
-  readonly slot: number;
-  /** SEEN | RACY | UNSAVED: one small integer, not three fields (100,000 entries at 50,000 tasks). */
-  #flags: number;
-  constructor(slot: number, racy: boolean, seen: boolean, unsaved = false) {
-    this.slot = slot;
-    this.#flags = (seen ? SEEN : 0) | (racy ? RACY : 0) | (unsaved ? UNSAVED : 0);
-  }
-  /** Looked at in this run. */
-  get seen(): boolean {
-    return (this.#flags & SEEN) !== 0;
-  }
-  set seen(value: boolean) {
-    this.#flags = value ? this.#flags | SEEN : this.#flags & ~SEEN;
-  }
-  get racy(): boolean {
-    return (this.#flags & RACY) !== 0;
-  }
-  /** Changed since the cache was last on disk: what a delta would append (a flag, not a set of keys beside the map: its table was 2.5 MiB at 100,000). */
-  get unsaved(): boolean {
-    return (this.#flags & UNSAVED) !== 0;
-  }
-  set unsaved(value: boolean) {
-    this.#flags = value ? this.#flags | UNSAVED : this.#flags & ~UNSAVED;
-  }
-}
+const made = (base: number, slot: number, flags: number): number => base + (slot / FIXED) * 4 + flags;
 
+/** Looked at in this run. */
 const SEEN = 1;
-const RACY = 2;
-const UNSAVED = 4;
+/** Changed since the cache was last on disk: what a delta would append (a flag, not a set of keys beside the map: its table was 2.5 MiB at 100,000). */
+const UNSAVED = 2;
 
 /** Where entries' fixed parts go, FIXED bytes each, in a buffer that doubles when full (none until the first). */
 class Arena {
@@ -302,16 +281,16 @@ function storedStatIs(body: Buffer, at: number, st: StatFields): boolean {
 const fixedAt = (body: Buffer, at: number): number => at + 4 + body.readUInt32LE(at);
 
 /** Writes a record at `at`, its fixed part copied from the arena; returns where the next one starts. */
-function writeRecord(out: Buffer, at: number, key: string, pathBytes: number, e: Entry, arena: Arena): number {
+function writeRecord(out: Buffer, at: number, key: string, pathBytes: number, slot: number, arena: Arena): number {
   out.writeUInt32LE(pathBytes, at);
   out.write(key, at + 4, pathBytes, 'utf8');
   const f = at + 4 + pathBytes;
-  arena.bytes.copy(out, f, e.slot, e.slot + FIXED);
+  arena.bytes.copy(out, f, slot, slot + FIXED);
   return f + FIXED;
 }
 
 /** Loaded: path → offset of its record in `body`, until parsed. */
-type Loaded = { ok: true; body: Buffer; sum: string; entries: Map<string, Entry | number> } | { ok: false; reason: string };
+type Loaded = { ok: true; body: Buffer; sum: string; entries: Map<string, number> } | { ok: false; reason: string };
 
 function decode(data: Buffer): Loaded {
   if (data.length === 0) return { ok: false, reason: 'empty file' };
@@ -327,7 +306,7 @@ function decode(data: Buffer): Loaded {
   }
   const body = data.subarray(headerEnd + 1);
   if (sha256Hex(body) !== sum) return { ok: false, reason: 'checksum mismatch (torn or corrupt)' };
-  const entries = new Map<string, Entry | number>();
+  const entries = new Map<string, number>();
   let at = 0;
   while (at < body.length) {
     const pathEnd = at + 4 + (at + 4 <= body.length ? body.readUInt32LE(at) : 0);
@@ -344,7 +323,7 @@ function decode(data: Buffer): Loaded {
  * is `sum`. Returns how many records it applied, and whether it ended cleanly
  * (false: a record was cut short or corrupt, and the rest was ignored).
  */
-function applyDelta(data: Buffer, sum: string, entries: Map<string, Entry | number>, arena: Arena): { records: number; clean: boolean } {
+function applyDelta(data: Buffer, sum: string, entries: Map<string, number>, base: number, arena: Arena): { records: number; clean: boolean } {
   const headerEnd = data.indexOf(10);
   if (headerEnd < 0 || data.toString('latin1', 0, headerEnd) !== `${DELTA_FORMAT} ${DELTA_VERSION} ${sum}`) return { records: 0, clean: false };
   let records = 0;
@@ -360,7 +339,7 @@ function applyDelta(data: Buffer, sum: string, entries: Map<string, Entry | numb
     if (!digest.equals(data.subarray(end, end + DELTA_SUM)) || 4 + pathBytes + FIXED !== length) return { records, clean: false };
     const slot = arena.take();
     record.copy(arena.bytes, slot, 4 + pathBytes, 4 + pathBytes + FIXED);
-    entries.set(record.toString('utf8', 4, 4 + pathBytes), new Entry(slot, (record[4 + pathBytes + 32]! & 1) === 1, false));
+    entries.set(record.toString('utf8', 4, 4 + pathBytes), made(base, slot, 0));
     records++;
     at = end + DELTA_SUM;
   }
@@ -373,8 +352,11 @@ export class HashCache {
   readonly counters: HashCacheStats = { stats: 0, contentReads: 0, bytesRead: 0, hits: 0 };
   /** Why the last save() failed, if it did (a failed save loses nothing but time). */
   saveError: string | undefined;
-  /** Parsed entries, or the offset of their record in #body as loaded (complemented once looked up: see #lookup). */
-  #entries: Map<string, Entry | number>;
+  /**
+   * The offset of a loaded record in #body (complemented once looked up: see #lookup), or, from the
+   * body's length on, an entry made in this run (see `made`).
+   */
+  #entries: Map<string, number>;
   /** The body of the loaded cache file. */
   #body: Buffer;
   /** The fixed parts of the entries that are not records of the body as loaded. */
@@ -384,7 +366,7 @@ export class HashCache {
   readonly #simulate: ((st: BigIntStats) => BigIntStats) | undefined;
   readonly #deltaMax: number | undefined;
   readonly #saveChunk: number;
-  /** How many entries are unsaved (Entry.unsaved). */
+  /** How many entries are unsaved (UNSAVED). */
   #unsaved = 0;
   /** Only a whole save brings the file up to date: an entry was dropped, or the file was unreadable. */
   #rewrite = false;
@@ -436,7 +418,7 @@ export class HashCache {
       // None (or unreadable): the cache as saved whole.
     }
     if (delta !== undefined) {
-      const applied = applyDelta(delta, loaded.sum, loaded.entries, cache.#arena);
+      const applied = applyDelta(delta, loaded.sum, loaded.entries, loaded.body.length, cache.#arena);
       cache.#deltaRecords = applied.records;
       // A delta of another body, or with a bad tail, is not appended to: the next save is whole.
       cache.#deltaClean = applied.clean;
@@ -523,7 +505,7 @@ export class HashCache {
   vouch(file: string, out: Buffer, at: number): boolean {
     const entry = this.#entries.get(keyOf(file));
     if (entry === undefined) return false;
-    if (typeof entry === 'number') {
+    if (!this.#isMade(entry)) {
       if (entry >= 0) return false;
       const record = ~entry;
       const f = fixedAt(this.#body, record);
@@ -533,11 +515,12 @@ export class HashCache {
       this.#body.copy(out, at + 40, f, f + 32);
       return true;
     }
-    if (!entry.seen) return false;
+    if ((this.#flagsOf(entry) & SEEN) === 0) return false;
     const arena = this.#arena.bytes;
-    if (entry.racy) out.fill(0, at, at + 40);
-    else arena.copy(out, at, entry.slot + 33, entry.slot + 73);
-    arena.copy(out, at + 40, entry.slot, entry.slot + 32);
+    const slot = this.#slotOf(entry);
+    if ((arena[slot + 32]! & 1) === 1) out.fill(0, at, at + 40);
+    else arena.copy(out, at, slot + 33, slot + 73);
+    arena.copy(out, at + 40, slot, slot + 32);
     return true;
   }
 
@@ -557,7 +540,7 @@ export class HashCache {
     arena[slot + 32] = 0;
     from.copy(arena, slot + 33, at, at + 40);
     const key = keyOf(file);
-    this.#put(key, this.#entries.get(key), slot, false, false);
+    this.#put(key, this.#entries.get(key), slot, false);
   }
 
   /**
@@ -577,7 +560,7 @@ export class HashCache {
     // forEach, not for-of over entries: that made a [key, entry] pair per entry (11 MB at 100,000).
     const entries = this.#entries;
     entries.forEach((entry, key) => {
-      if (typeof entry === 'number' ? entry >= 0 : !entry.seen) {
+      if (this.#isMade(entry) ? (this.#flagsOf(entry) & SEEN) === 0 : entry >= 0) {
         // Never one made in this run (made seen), so never an unsaved one.
         entries.delete(key);
         dropped++;
@@ -611,12 +594,12 @@ export class HashCache {
     if (this.#deltaRecords === 0) parts.push(Buffer.from(`${DELTA_FORMAT} ${DELTA_VERSION} ${this.#sum}\n`, 'latin1'));
     // forEach, not for-of (see prune). In the map's order: each key is in a delta once, so any order reads the same.
     this.#entries.forEach((entry, key) => {
-      if (typeof entry === 'number' || !entry.unsaved) return;
+      if (!this.#isMade(entry) || (this.#flagsOf(entry) & UNSAVED) === 0) return;
       const n = Buffer.byteLength(key, 'utf8');
       const length = 4 + n + FIXED;
       const out = Buffer.allocUnsafe(4 + length + DELTA_SUM);
       out.writeUInt32LE(length, 0);
-      writeRecord(out, 4, key, n, entry, this.#arena);
+      writeRecord(out, 4, key, n, this.#slotOf(entry), this.#arena);
       out.write(sha256Hex(out.subarray(4, 4 + length)).slice(0, 2 * DELTA_SUM), 4 + length, DELTA_SUM, 'hex');
       parts.push(out);
     });
@@ -650,7 +633,7 @@ export class HashCache {
     // forEach, not for-of: no [key, entry] pair made per entry (see prune). Each record's length in one typed array.
     const lengths = new Uint32Array(this.#entries.size);
     this.#entries.forEach((entry, key) => {
-      const path = typeof entry === 'number' ? body.readUInt32LE(offsetOf(entry)) : Buffer.byteLength(key, 'utf8');
+      const path = this.#isMade(entry) ? Buffer.byteLength(key, 'utf8') : body.readUInt32LE(offsetOf(entry));
       total += lengths[i++] = 4 + path + FIXED;
     });
     // The header names the body's checksum, 64 hex digits: its length is known before the body is.
@@ -675,8 +658,10 @@ export class HashCache {
         };
         // A record into `into` at `from`: one as loaded (unparsed, or parsed and unchanged) copied byte
         // for byte, one made in this run written from the arena. Where it ends.
-        const put = (into: Buffer, from: number, key: string, entry: Entry | number, length: number): number =>
-          typeof entry === 'number' ? from + body.copy(into, from, offsetOf(entry), offsetOf(entry) + length) : writeRecord(into, from, key, length - 4 - FIXED, entry, arena);
+        const put = (into: Buffer, from: number, key: string, entry: number, length: number): number =>
+          this.#isMade(entry)
+            ? writeRecord(into, from, key, length - 4 - FIXED, this.#slotOf(entry), arena)
+            : from + body.copy(into, from, offsetOf(entry), offsetOf(entry) + length);
         i = 0;
         this.#entries.forEach((entry, key) => {
           const length = lengths[i++]!;
@@ -726,18 +711,35 @@ export class HashCache {
   /** Every entry is on disk as it is now. */
   #saved(): void {
     if (this.#unsaved > 0) {
-      this.#entries.forEach((entry) => {
-        if (typeof entry !== 'number') entry.unsaved = false;
+      const entries = this.#entries;
+      // Setting a key the walk has passed, or is at, neither adds nor revisits one.
+      entries.forEach((entry, key) => {
+        if (this.#isMade(entry) && (this.#flagsOf(entry) & UNSAVED) !== 0) entries.set(key, entry - UNSAVED);
       });
     }
     this.#unsaved = 0;
   }
 
   /** Sets `key`'s entry, made in this run; unsaved when it changed, or when the entry it replaces was still unsaved (as a key stayed in a set of them). */
-  #put(key: string, old: Entry | number | undefined, slot: number, racy: boolean, changed: boolean): void {
-    const before = typeof old === 'object' && old.unsaved;
-    this.#entries.set(key, new Entry(slot, racy, true, changed || before));
+  #put(key: string, old: number | undefined, slot: number, changed: boolean): void {
+    const before = old !== undefined && this.#isMade(old) && (this.#flagsOf(old) & UNSAVED) !== 0;
+    this.#entries.set(key, made(this.#body.length, slot, SEEN | (changed || before ? UNSAVED : 0)));
     if (changed && !before) this.#unsaved++;
+  }
+
+  /** Whether an entry was made in this run (see `made`); else it is a loaded record's offset. */
+  #isMade(entry: number): boolean {
+    return entry >= this.#body.length;
+  }
+
+  /** A made entry's slot in the arena. */
+  #slotOf(entry: number): number {
+    return Math.floor((entry - this.#body.length) / 4) * FIXED;
+  }
+
+  /** A made entry's SEEN and UNSAVED flags. */
+  #flagsOf(entry: number): number {
+    return (entry - this.#body.length) % 4;
   }
 
   #statOf(key: string): BigIntStats | undefined {
@@ -756,7 +758,7 @@ export class HashCache {
     const old = this.#entries.get(key);
     if (old !== undefined) {
       this.#entries.delete(key);
-      if (typeof old === 'object' && old.unsaved) this.#unsaved--;
+      if (this.#isMade(old) && (this.#flagsOf(old) & UNSAVED) !== 0) this.#unsaved--;
       this.#rewrite = true;
     }
     if (st === undefined) return { kind: 'missing' };
@@ -767,7 +769,7 @@ export class HashCache {
   #lookup(key: string, st: StatFields): FileObservation | undefined {
     const entry = this.#entries.get(key);
     if (entry === undefined) return undefined;
-    if (typeof entry === 'number') {
+    if (!this.#isMade(entry)) {
       // A loaded record is compared where it lies in the body: a hit builds no
       // entry and no bigint (a no-op looks up every file). It is marked seen
       // by storing its offset complemented.
@@ -775,11 +777,12 @@ export class HashCache {
       if (f < 0 || !storedStatIs(this.#body, f + 33, st)) return undefined;
       return this.#loadedHit(f, Number(st.size), permissions(st));
     }
-    entry.seen = true;
+    if ((this.#flagsOf(entry) & SEEN) === 0) this.#entries.set(key, entry + SEEN);
     const arena = this.#arena.bytes;
-    if (entry.racy || !storedStatIs(arena, entry.slot + 33, st)) return undefined;
+    const slot = this.#slotOf(entry);
+    if ((arena[slot + 32]! & 1) === 1 || !storedStatIs(arena, slot + 33, st)) return undefined;
     this.counters.hits++;
-    return { kind: 'file', hash: contentHash(arena.toString('hex', entry.slot, entry.slot + 32)), size: Number(st.size), mode: permissions(st) };
+    return { kind: 'file', hash: contentHash(arena.toString('hex', slot, slot + 32)), size: Number(st.size), mode: permissions(st) };
   }
 
   /**
@@ -790,7 +793,7 @@ export class HashCache {
   #prefetchedHit(key: string, prefetched: StatPrefetch, slot: number): FileObservation | undefined {
     const entry = this.#entries.get(key);
     const mode = prefetched.mode(slot);
-    if (typeof entry !== 'number' || !LITTLE_ENDIAN || (mode & S_IFMT) !== S_IFREG) return undefined;
+    if (entry === undefined || this.#isMade(entry) || !LITTLE_ENDIAN || (mode & S_IFMT) !== S_IFREG) return undefined;
     const f = this.#loadedFields(key, entry);
     if (f < 0) return undefined;
     const body = this.#body;
@@ -877,10 +880,13 @@ export class HashCache {
   }
 
   /** Whether `old`'s fixed part (a loaded record's or an arena slot's) is byte for byte the one at `slot`. */
-  #sameFixed(old: Entry | number | undefined, slot: number): boolean {
+  #sameFixed(old: number | undefined, slot: number): boolean {
     if (old === undefined) return false;
     const arena = this.#arena.bytes;
-    if (typeof old !== 'number') return arena.compare(arena, slot, slot + FIXED, old.slot, old.slot + FIXED) === 0;
+    if (this.#isMade(old)) {
+      const at = this.#slotOf(old);
+      return arena.compare(arena, slot, slot + FIXED, at, at + FIXED) === 0;
+    }
     const at = fixedAt(this.#body, offsetOf(old));
     return this.#body.compare(arena, slot, slot + FIXED, at, at + FIXED) === 0;
   }
@@ -897,7 +903,7 @@ export class HashCache {
     // whether it is saved or not (an older entry left on disk no longer matches
     // the file's stat). A touch just before a run then writes nothing. The same
     // digest, flags and stat as before, byte for byte, are nothing to save either.
-    this.#put(key, old, slot, racy, !racy && !this.#sameFixed(old, slot));
+    this.#put(key, old, slot, !racy && !this.#sameFixed(old, slot));
     return { kind: 'file', hash: digest.hash, size: digest.bytes, mode: permissions(st) };
   }
 }

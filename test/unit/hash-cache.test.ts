@@ -545,6 +545,33 @@ describe('persistence', () => {
       expect(deltaRecords(cacheFile)).toBe(2);
     });
 
+    test("the delta's entries are vouched for and kept by prune once looked at, as loaded ones are; dropped if not", () => {
+      const { files, cacheFile } = savedFourFiles();
+      expect(changed(cacheFile, [[files[0]!, 'one'], [files[1]!, 'two']]).save()).toBe(true);
+      const cache = HashCache.load(cacheFile, later).cache;
+      const out = Buffer.alloc(72);
+      expect(cache.vouch(files[0]!, out, 0)).toBe(false);
+      expect(hashOf(cache.hashFile(files[0]!))).toBe(sha('one'));
+      expect(hashOf(cache.hashFile(files[2]!))).toBe(sha('c'.repeat(10)));
+      expect(cache.counters.contentReads).toBe(0);
+      expect(cache.vouch(files[0]!, out, 0)).toBe(true);
+      const st = statSync(files[0]!, { bigint: true });
+      expect([out.readBigInt64LE(8), out.readBigInt64LE(16), out.subarray(40).toString('hex')]).toEqual([st.ino, st.size, sha('one').slice(7)]);
+      // files[1] (from the delta) and files[3] (loaded) were not looked at.
+      expect(cache.prune()).toBe(2);
+      expect(files.map((f) => cache.has(f))).toEqual([true, false, true, false]);
+    });
+
+    test('a racy entry is vouched for by its digest alone: its stat as zeros', () => {
+      const { files, cacheFile } = savedFourFiles();
+      const cache = HashCache.load(cacheFile).cache;
+      writeFileSync(files[0]!, 'just now');
+      expect(hashOf(cache.hashFile(files[0]!))).toBe(sha('just now'));
+      const out = Buffer.alloc(72, 0xff);
+      expect(cache.vouch(files[0]!, out, 0)).toBe(true);
+      expect([out.subarray(0, 40).every((b) => b === 0), out.subarray(40).toString('hex')]).toEqual([true, sha('just now').slice(7)]);
+    });
+
     test('a change recorded, then found racy before the save, is saved racy: the next run reads it again', () => {
       const { files, cacheFile } = savedFourFiles();
       let shift = 60_000n;
