@@ -280,6 +280,9 @@ function storedStatIs(body: Buffer, at: number, st: StatFields): boolean {
 /** Where the fixed part of the record at `at` in a body starts (after its path). */
 const fixedAt = (body: Buffer, at: number): number => at + 4 + body.readUInt32LE(at);
 
+/** Whether the fixed part at `fixed` (in the body or the arena) was recorded racy: its flags byte, after the digest. */
+const racyAt = (bytes: Buffer, fixed: number): boolean => (bytes[fixed + 32]! & 1) === 1;
+
 /** Writes a record at `at`, its fixed part copied from the arena; returns where the next one starts. */
 function writeRecord(out: Buffer, at: number, key: string, pathBytes: number, slot: number, arena: Arena): number {
   out.writeUInt32LE(pathBytes, at);
@@ -510,7 +513,7 @@ export class HashCache {
       const record = ~entry;
       const f = fixedAt(this.#body, record);
       // Recorded racy, it was read again and replaced (#record): left as loaded, it was not.
-      if ((this.#body[f + 32]! & 1) === 1) return false;
+      if (racyAt(this.#body, f)) return false;
       this.#body.copy(out, at, f + 33, f + 73);
       this.#body.copy(out, at + 40, f, f + 32);
       return true;
@@ -518,7 +521,7 @@ export class HashCache {
     if ((this.#flagsOf(entry) & SEEN) === 0) return false;
     const arena = this.#arena.bytes;
     const slot = this.#slotOf(entry);
-    if ((arena[slot + 32]! & 1) === 1) out.fill(0, at, at + 40);
+    if (racyAt(arena, slot)) out.fill(0, at, at + 40);
     else arena.copy(out, at, slot + 33, slot + 73);
     arena.copy(out, at + 40, slot, slot + 32);
     return true;
@@ -780,7 +783,7 @@ export class HashCache {
     if ((this.#flagsOf(entry) & SEEN) === 0) this.#entries.set(key, entry + SEEN);
     const arena = this.#arena.bytes;
     const slot = this.#slotOf(entry);
-    if ((arena[slot + 32]! & 1) === 1 || !storedStatIs(arena, slot + 33, st)) return undefined;
+    if (racyAt(arena, slot) || !storedStatIs(arena, slot + 33, st)) return undefined;
     this.counters.hits++;
     return { kind: 'file', hash: contentHash(arena.toString('hex', slot, slot + 32)), size: Number(st.size), mode: permissions(st) };
   }
@@ -808,7 +811,7 @@ export class HashCache {
     const at = offsetOf(entry);
     if (entry >= 0) this.#entries.set(key, ~at);
     const f = fixedAt(this.#body, at);
-    return (this.#body[f + 32]! & 1) === 1 ? -1 : f;
+    return racyAt(this.#body, f) ? -1 : f;
   }
 
   #loadedHit(f: number, size: number, mode: number): FileObservation {
