@@ -7,6 +7,7 @@ import type { CycleEdge, Failure } from '../error.ts';
 import type { TaskId } from '../ids.ts';
 import type { Declarations, DeclaredTask } from '../nodefile/builder.ts';
 import type { InputSpec } from '../nodefile/types.ts';
+import { flat } from '../util/flat.ts';
 import { realPath } from '../util/realpath.ts';
 import { err, ok, type Result } from '../util/result.ts';
 import { TaskGraph, topologicalOrder, type TaskNode } from './graph.ts';
@@ -272,7 +273,7 @@ class OutputRoots {
         }
       }
     }
-    return dir === '/' ? `/${output}` : `${dir}/${output}`;
+    return flat(dir === '/' ? `/${output}` : `${dir}/${output}`);
   }
 
   mayHold(input: string): boolean {
@@ -292,7 +293,7 @@ class OutputRoots {
 /** path.resolve for the common case of a plain relative path, without its cost. */
 export function join(dir: string, p: string): string {
   if (p.startsWith('/') || needsNormalising.test(p)) return path.resolve(dir, p);
-  return dir === '/' ? `/${p}` : `${dir}/${p}`;
+  return flat(dir === '/' ? `/${p}` : `${dir}/${p}`);
 }
 
 /** Finds one loop and lists every edge of it, upstream to downstream. */

@@ -6,6 +6,7 @@ import type { Failure } from '../error.ts';
 import { taskId, type TaskId } from '../ids.ts';
 import { ID_MESSAGE, ID_PATTERN, plainlyValid } from './plain.ts';
 import { captureSite, NO_SITE, type SiteRef } from './site.ts';
+import { flat } from '../util/flat.ts';
 import type { InputSpec, Json, NodefileApi, SourceSite, TaskRef, TaskSpec } from './types.ts';
 
 export interface DeclaredTask {
@@ -130,7 +131,7 @@ export class Builder {
     // A failure is reported while the call is on the stack, so its site is taken then.
     const site = this.#sites ? captureSite(this.#file, entry) : NO_SITE;
     const here = (): SourceSite | undefined => (this.#sites ? site.get() : captureSite(this.#file, entry).get());
-    const id = taskId(String(rawId));
+    const id = taskId(flat(String(rawId)));
     const ref = makeRef(id);
     if (typeof rawId !== 'string' || !ID_PATTERN.test(rawId)) {
       this.#fail({ reason: 'invalid-field', task: String(rawId), field: 'id', message: ID_MESSAGE, site: here() });
@@ -185,14 +186,18 @@ export class Builder {
  * read, declared in a loop, is one object and one path instead of a thousand.
  * Other file and tree inputs are made anew, which V8 keeps smaller than the
  * Nodefile's own: with both, the heap after loading a 50,000-task graph is
- * 57.7 MiB instead of 62.3 (BENCHMARKS.md). The rest is kept as declared.
+ * 57.7 MiB instead of 62.3 (BENCHMARKS.md). An argv and the outputs are
+ * arrays of their own, of flat strings, as input paths are (see flat). The
+ * rest is kept as declared.
  */
 function ownSpec(spec: TaskSpec, previous: Readonly<Record<string, InputSpec>>): TaskSpec {
   const copy: Record<string, unknown> = {};
   for (const key in spec) {
     const value = (spec as unknown as Record<string, unknown>)[key];
     if (value === undefined || key === 'after') continue;
-    copy[key] = key === 'inputs' ? ownInputs(value as Readonly<Record<string, InputSpec>>, previous) : value;
+    if (key === 'inputs') copy[key] = ownInputs(value as Readonly<Record<string, InputSpec>>, previous);
+    else if ((key === 'run' || key === 'outputs') && Array.isArray(value)) copy[key] = (value as readonly string[]).map(flat);
+    else copy[key] = value;
   }
   return copy as unknown as TaskSpec;
 }
@@ -207,7 +212,7 @@ function ownInputs(inputs: Readonly<Record<string, InputSpec>>, previous: Readon
     }
     // A name found on the prototype (toString) is a function there: never equal.
     const before = previous[name] as InputSpec | undefined;
-    copy[name] = typeof before === 'object' && before.kind === input.kind && before.path === input.path ? before : { kind: input.kind, path: input.path };
+    copy[name] = typeof before === 'object' && before.kind === input.kind && before.path === input.path ? before : { kind: input.kind, path: flat(input.path) };
   }
   return copy;
 }

@@ -33,17 +33,22 @@ test('a file input repeated from the last task, as a loop declares it, is one ob
   for (const t of tasks) expect(t.spec.inputs).toBe(t.inputs);
 });
 
-test('the declaration is a copy: the Nodefile changing its inputs object afterwards changes nothing', () => {
+test('the declaration is a copy: the Nodefile changing its inputs object, argv or outputs afterwards changes nothing', () => {
   let inputs: Record<string, InputSpec> = {};
+  const run = ['render', '--to', 'out.toml'];
+  const outputs = ['out.toml'];
   const tasks = declare((ng) => {
     inputs = { config: ng.file('config.toml'), mirror: ng.value('registry.local') };
-    ng.task('render', { inputs, outputs: ['out.toml'], run: ['render'], env: { A: '1' } });
+    ng.task('render', { inputs, outputs, run, env: { A: '1' } });
   });
   inputs['extra'] = { kind: 'file', path: 'later.txt' };
   delete inputs['config'];
+  run[2] = 'elsewhere';
+  outputs.push('more.toml');
   const [render] = tasks;
   expect(Object.keys(render!.inputs)).toEqual(['config', 'mirror']);
-  expect(render!.spec).toEqual({ inputs: render!.inputs, outputs: ['out.toml'], run: ['render'], env: { A: '1' } });
+  expect(render!.spec).toEqual({ inputs: render!.inputs, outputs: ['out.toml'], run: ['render', '--to', 'out.toml'], env: { A: '1' } });
+  expect(render!.outputs).toEqual(['out.toml']);
 });
 
 test('`after` is kept as ids, not as the handles; an input named like an Object method is an input', () => {
