@@ -15,7 +15,7 @@ import { observePath } from '../execute/outputs.ts';
 import type { ProcessRunner } from '../execute/runner.ts';
 import type { TaskRecord } from '../state/record.ts';
 import { RecordMap } from '../state/records.ts';
-import { PairMap, smallMap } from '../util/pairs.ts';
+import { PairMap, smallMap, WALK_MAX } from '../util/pairs.ts';
 import { err, ok, type Result } from '../util/result.ts';
 import type { TaskObservation } from './decide.ts';
 
@@ -72,6 +72,23 @@ export function filesToObserve(nodes: readonly TaskNode[], dir: string): FilesTo
     for (const output of node.outputs) slots.push(paths.push(output) - 1);
   }
   return { nodes, paths, slots: Int32Array.from(slots), starts };
+}
+
+/**
+ * An observation that is its own map of input hashes: one object of 72 bytes
+ * a task, held from the plan until the task has run, where an object and the
+ * map it held were 152 (BENCHMARKS.md).
+ */
+class Observed extends PairMap<string, ContentHash> implements TaskObservation {
+  readonly outputs: ReadonlyMap<string, ContentHash | 'missing'>;
+  constructor(flat: readonly string[], outputs: ReadonlyMap<string, ContentHash | 'missing'>) {
+    super(flat);
+    this.outputs = outputs;
+  }
+
+  get inputs(): ReadonlyMap<string, ContentHash> {
+    return this;
+  }
 }
 
 /** What an observation says of outputs it did not look at: one Map for all (a Map is about 150 bytes even empty). */
@@ -152,8 +169,12 @@ export async function observe(options: ObserveOptions): Promise<Result<Map<TaskI
       }
       outputs = smallMap<string, ContentHash | 'missing'>(seen);
     }
-    // A copy of the scratch list is as long as it needs to be: a list grown by push has room for 17.
-    observations.set(node.id, { inputs: inputs.length === 0 ? NO_INPUTS : smallMap<string, ContentHash>(inputs.slice()), outputs });
+    let observation: TaskObservation;
+    if (inputs.length === 0) observation = { inputs: NO_INPUTS, outputs };
+    // Read from the scratch list, which it does not keep.
+    else if (inputs.length <= 2 * WALK_MAX) observation = new Observed(inputs, outputs);
+    else observation = { inputs: smallMap<string, ContentHash>(inputs.slice()), outputs };
+    observations.set(node.id, observation);
     if (trusted && node.decl.spec.check !== undefined) checks.push(node);
   }
   if (failures.length > 0) return err(failures);
@@ -165,7 +186,7 @@ export async function observe(options: ObserveOptions): Promise<Result<Map<TaskI
       const node = checks[next++]!;
       const verdict = await runCheck(node, options.runner, options.signal);
       const current = observations.get(node.id)!;
-      if (verdict !== undefined) observations.set(node.id, { ...current, check: verdict });
+      if (verdict !== undefined) observations.set(node.id, { inputs: current.inputs, outputs: current.outputs, check: verdict });
     }
   };
   await Promise.all(Array.from({ length: Math.min(options.jobs, checks.length) }, worker));

@@ -1,13 +1,17 @@
-// A small read-only map kept as one flat array of keys and values.
+// A small read-only map kept in the fields of one object.
 //
 // Observe makes a map of input hashes for every task, and a build holds them
 // all from the plan until each task has run. A Map of two entries and its hash
-// table are about 180 bytes; a PairMap and an array as long as its pairs about
-// 120. Lookups walk the array, which for the few inputs most tasks have is no
-// slower than hashing the key; smallMap gives a Map to a task with many.
+// table are about 180 bytes; a PairMap of two pairs is one object of 64, its
+// first two pairs in fields of their own and any more in one flat array. Lookups
+// walk the pairs, which for the few inputs most tasks have is no slower than
+// hashing the key; smallMap gives a Map to a task with many.
 
 /** Pairs above which a lookup's walk costs more than a hash: a Map then. */
-const WALK_MAX = 8;
+export const WALK_MAX = 8;
+
+/** A key slot with no pair in it (a Symbol no caller has). */
+const NONE: unknown = Symbol('none');
 
 /** `flat` (key, value, key, value…, each key once) as a PairMap, or a Map when it has more than a few pairs. */
 export function smallMap<K, V>(flat: readonly (K | V)[]): ReadonlyMap<K, V> {
@@ -18,51 +22,76 @@ export function smallMap<K, V>(flat: readonly (K | V)[]): ReadonlyMap<K, V> {
 }
 
 export class PairMap<K, V> implements ReadonlyMap<K, V> {
-  /** Key, value, key, value… in insertion order, each key once. */
-  readonly #flat: readonly (K | V)[];
+  #k0: unknown = NONE;
+  #v0: unknown = undefined;
+  #k1: unknown = NONE;
+  #v1: unknown = undefined;
+  /** Key, value, key, value… after the first two pairs, or undefined. */
+  #more: readonly (K | V)[] | undefined = undefined;
 
-  /** `flat` as key, value, key, value…, each key once; kept, not copied. */
+  /** `flat` as key, value, key, value…, each key once; read, not kept. */
   constructor(flat: readonly (K | V)[]) {
-    this.#flat = flat;
+    if (flat.length >= 2) {
+      this.#k0 = flat[0];
+      this.#v0 = flat[1];
+    }
+    if (flat.length >= 4) {
+      this.#k1 = flat[2];
+      this.#v1 = flat[3];
+    }
+    if (flat.length > 4) this.#more = flat.slice(4);
   }
 
   get size(): number {
-    return this.#flat.length >> 1;
-  }
-
-  #at(key: K): number {
-    const flat = this.#flat;
-    for (let i = 0; i < flat.length; i += 2) if (flat[i] === key) return i;
-    return -1;
+    if (this.#k0 === NONE) return 0;
+    if (this.#k1 === NONE) return 1;
+    return 2 + (this.#more === undefined ? 0 : this.#more.length >> 1);
   }
 
   get(key: K): V | undefined {
-    const i = this.#at(key);
-    return i < 0 ? undefined : (this.#flat[i + 1] as V);
+    if (this.#k0 === key) return this.#v0 as V;
+    if (this.#k1 === key) return this.#v1 as V;
+    const more = this.#more;
+    if (more !== undefined) for (let i = 0; i < more.length; i += 2) if (more[i] === key) return more[i + 1] as V;
+    return undefined;
   }
 
   has(key: K): boolean {
-    return this.#at(key) >= 0;
+    if (this.#k0 === key || this.#k1 === key) return true;
+    const more = this.#more;
+    if (more !== undefined) for (let i = 0; i < more.length; i += 2) if (more[i] === key) return true;
+    return false;
   }
 
   forEach(visit: (value: V, key: K, map: ReadonlyMap<K, V>) => void, thisArg?: unknown): void {
-    const flat = this.#flat;
-    for (let i = 0; i < flat.length; i += 2) visit.call(thisArg, flat[i + 1] as V, flat[i] as K, this);
+    for (const [key, value] of this.entries()) visit.call(thisArg, value, key, this);
   }
 
   *keys(): MapIterator<K> {
-    const flat = this.#flat;
-    for (let i = 0; i < flat.length; i += 2) yield flat[i] as K;
+    if (this.#k0 === NONE) return;
+    yield this.#k0 as K;
+    if (this.#k1 === NONE) return;
+    yield this.#k1 as K;
+    const more = this.#more;
+    if (more !== undefined) for (let i = 0; i < more.length; i += 2) yield more[i] as K;
   }
 
   *values(): MapIterator<V> {
-    const flat = this.#flat;
-    for (let i = 0; i < flat.length; i += 2) yield flat[i + 1] as V;
+    if (this.#k0 === NONE) return;
+    yield this.#v0 as V;
+    if (this.#k1 === NONE) return;
+    yield this.#v1 as V;
+    const more = this.#more;
+    if (more !== undefined) for (let i = 0; i < more.length; i += 2) yield more[i + 1] as V;
   }
 
   *entries(): MapIterator<[K, V]> {
-    const flat = this.#flat;
-    for (let i = 0; i < flat.length; i += 2) yield [flat[i] as K, flat[i + 1] as V];
+    if (this.#k0 === NONE) return;
+    yield [this.#k0 as K, this.#v0 as V];
+    if (this.#k1 === NONE) return;
+    yield [this.#k1 as K, this.#v1 as V];
+    const more = this.#more;
+    if (more !== undefined) for (let i = 0; i < more.length; i += 2) yield [more[i] as K, more[i + 1] as V];
   }
 
   [Symbol.iterator](): MapIterator<[K, V]> {
