@@ -66,9 +66,9 @@ export function collectAsHeapGrows(now: HeapPhase): void {
   if (phase !== now) process.getBuiltinModule('node:v8').setFlagsFromString(`--heap-growing-percent=${GROWING_PERCENT[now]}`);
   phase = now;
   // Before executing, what planning left is garbage in pages the build would otherwise keep mapped
-  // to its end: compacted and given back, a 50,000-leaf build's resident set stays
-  // __X__ lower throughout (BENCHMARKS.md, the twelfth sitting). Not before planning: moving a
-  // heap that has just loaded a graph maps new pages before the old ones go, which was then the peak.
+  // to its end: compacted and given back, a 50,000-leaf build's resident set 12 s in was 149–151 MiB
+  // against 155–164 (BENCHMARKS.md, the twelfth sitting). Not before planning: moving a heap that
+  // has just loaded a graph maps new pages before the old ones go, which was then the peak.
   collectGarbage({ compact: now === 'executing' });
 }
 
