@@ -1,6 +1,7 @@
-// A full garbage collection on demand, for the one moment the engine knows a
-// large part of its heap just died: the state journal's bytes and text, once
-// decoded (see openSession in engine.ts).
+// A full garbage collection on demand, for the moments the engine knows a large
+// part of its heap just died: the state journal's bytes and text, once decoded
+// (see openSession in engine.ts), and what planning left before a long build;
+// and a compacting one, which gives the pages back, every so many tasks of it.
 //
 // Node exposes no collector call without --expose-gc at start-up. That flag,
 // set later, still applies to contexts created afterwards: a new context made
