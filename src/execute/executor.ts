@@ -94,8 +94,10 @@ export async function execute(options: ExecuteOptions): Promise<ExecuteSummary> 
     summary.upToDate = options.selected.length - selected.length;
     if (selected.length === 0) return summary;
   }
-  // A long run holds more with each task it runs: collect as the heap grows (util/gc.ts).
-  if (selected.length >= COLLECT_OFTEN_FROM) collectAsHeapGrows('executing');
+  // A long run holds more with each task it runs: collect as the heap grows (util/gc.ts), and
+  // compact it every so many tasks (see settle).
+  const longRun = selected.length >= COLLECT_OFTEN_FROM;
+  if (longRun) collectAsHeapGrows('executing');
   // Each task that runs leaves a record kept as where it went (RecordMap.setWritten): room for all at once.
   if (records instanceof RecordMap) records.reserveWritten(selected.length);
   // A task's state in this run, in arrays by its order in the graph rather than
@@ -144,11 +146,10 @@ export async function execute(options: ExecuteOptions): Promise<ExecuteSummary> 
   // A long run compacts its heap every so many tasks (util/gc.ts): V8's own full collections free
   // what each task left but keep its pages, and a 50,000-task build's resident set grew by about
   // 15 MiB from its start to its end that way (BENCHMARKS.md, the twelfth sitting).
-  const compacting = selected.length >= COLLECT_OFTEN_FROM;
   let settledCount = 0;
   const settle = (node: TaskNode, outcome: TaskOutcome): void => {
     settled[node.order] = OUTCOMES.indexOf(outcome) + 1;
-    if (compacting && ++settledCount % COMPACT_EVERY === 0) collectGarbage({ compact: true });
+    if (longRun && ++settledCount % COMPACT_EVERY === 0) collectGarbage({ compact: true });
     options.observations.delete(node.id);
     planned?.delete(node.id);
     forgetDefinition(node);
