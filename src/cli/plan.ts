@@ -1,6 +1,6 @@
 import path from 'node:path';
 import { planNodefile } from '../operations.ts';
-import { renderPlan } from '../report/plan-view.ts';
+import { writePlan } from '../report/plan-view.ts';
 import type { CliIo } from './main.ts';
 import { engineOptions, paletteFor, printFailures, printJsonFailures, str, type Args } from './shared.ts';
 
@@ -28,7 +28,7 @@ export async function run(args: Args, io: CliIo): Promise<number> {
       `${JSON.stringify({ format: 'nodegraph-plan-json', version: PLAN_JSON_VERSION, entries: plan.entries, counts: plan.counts })}\n`,
     );
   } else {
-    io.stdout.write(`${renderPlan(plan, paletteFor(io), { verbose: args.values['verbose'] === true })}\n`);
+    writePlan(plan, paletteFor(io), (text) => io.stdout.write(text), { verbose: args.values['verbose'] === true });
     if (out !== undefined) io.stdout.write(`Saved the plan to ${out}; apply it with: nodegraph apply ${out}\n`);
   }
   const changes = plan.entries.some((e) => e.action !== 'unchanged');

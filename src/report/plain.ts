@@ -4,7 +4,7 @@
 
 import type { EngineEvent } from '../execute/events.ts';
 import type { Palette } from './color.ts';
-import { renderPlan } from './plan-view.ts';
+import { writePlan } from './plan-view.ts';
 import type { Reporter } from './reporter.ts';
 
 export interface PlainOptions {
@@ -46,7 +46,7 @@ export function plainReporter(options: PlainOptions): Reporter {
   const sink = (event: EngineEvent): void => {
     switch (event.type) {
       case 'plan':
-        if (options.showPlan !== false) write(`${renderPlan(event.plan, c)}\n`);
+        if (options.showPlan !== false) writePlan(event.plan, c, write);
         break;
       case 'warning':
         write(`${c.yellow('warning')}: ${event.message}\n`);

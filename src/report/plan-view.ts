@@ -37,19 +37,48 @@ export function summaryLine(plan: Plan): string {
   return `Plan: ${parts.join(', ')}; ${n.unchanged} unchanged.`;
 }
 
-export function renderPlan(plan: Plan, c: Palette, options: { verbose?: boolean } = {}): string {
-  const acting = plan.entries.filter((e) => e.action !== 'unchanged' || options.verbose === true);
-  if (acting.length === 0) return `No changes: ${plan.counts.unchanged} task${plan.counts.unchanged === 1 ? '' : 's'} up to date.`;
+/** About how much text writePlan hands to `write` at a time. */
+export const PLAN_CHUNK = 64 * 1024;
+
+/**
+ * The plan as renderPlan renders it (with its final newline), handed to
+ * `write` a piece of about PLAN_CHUNK characters at a time. A first plan of
+ * 50,000 tasks is some 3 MB of text; made whole, its lines, their join and the
+ * bytes written were some 15 MiB alive at once, the largest resident set of a
+ * first build (BENCHMARKS.md, thirteenth sitting). In pieces, one piece is.
+ */
+export function writePlan(plan: Plan, c: Palette, write: (text: string) => void, options: { verbose?: boolean } = {}): void {
+  const shown = (e: PlanEntry): boolean => e.action !== 'unchanged' || options.verbose === true;
   // Loops, not Math.max(...widths): a first plan of some 150,000 tasks would overflow the stack.
   let idWidth = 0;
   let verbWidth = 0;
-  for (const e of acting) {
+  let acting = 0;
+  for (const e of plan.entries) {
+    if (!shown(e)) continue;
+    acting++;
     idWidth = Math.max(idWidth, e.id.length);
     verbWidth = Math.max(verbWidth, e.verb.length);
   }
+  if (acting === 0) {
+    write(`No changes: ${plan.counts.unchanged} task${plan.counts.unchanged === 1 ? '' : 's'} up to date.\n`);
+    return;
+  }
   idWidth = Math.min(48, idWidth);
-  const lines = acting.map(
-    (e) => `  ${symbol(e, c)} ${e.id.padEnd(idWidth)}  ${e.verb.padEnd(verbWidth)}  ${c.dim(reasonsLine(e.reasons, `(all: nodegraph explain ${e.id})`))}`.trimEnd(),
-  );
-  return [...lines, summaryLine(plan)].join('\n');
+  let piece = '';
+  for (const e of plan.entries) {
+    if (!shown(e)) continue;
+    piece += `${`  ${symbol(e, c)} ${e.id.padEnd(idWidth)}  ${e.verb.padEnd(verbWidth)}  ${c.dim(reasonsLine(e.reasons, `(all: nodegraph explain ${e.id})`))}`.trimEnd()}\n`;
+    if (piece.length >= PLAN_CHUNK) {
+      write(piece);
+      piece = '';
+    }
+  }
+  write(`${piece}${summaryLine(plan)}\n`);
+}
+
+/** The plan as one string, without a final newline (writePlan's pieces, joined). */
+export function renderPlan(plan: Plan, c: Palette, options: { verbose?: boolean } = {}): string {
+  const pieces: string[] = [];
+  writePlan(plan, c, (text) => pieces.push(text), options);
+  return pieces.join('').slice(0, -1);
 }

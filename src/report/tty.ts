@@ -8,7 +8,7 @@ import type { EngineEvent } from '../execute/events.ts';
 import type { TaskId } from '../ids.ts';
 import type { Palette } from './color.ts';
 import { indent, plainReporter, unsuccessful } from './plain.ts';
-import { renderPlan } from './plan-view.ts';
+import { writePlan } from './plan-view.ts';
 import type { Reporter } from './reporter.ts';
 
 /** Beyond this many acting tasks the view would only scroll: plain lines serve better. */
@@ -71,7 +71,7 @@ export function ttyReporter(write: (text: string) => void, c: Palette): Reporter
     }
     switch (event.type) {
       case 'plan': {
-        write(`${renderPlan(event.plan, c)}\n`);
+        writePlan(event.plan, c, write);
         const acting = event.plan.entries.filter((e) => e.action !== 'unchanged' && e.action !== 'destroy');
         if (acting.length > MAX_VIEW_TASKS) {
           plain = true;

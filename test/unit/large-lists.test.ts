@@ -10,7 +10,7 @@ import { taskId } from '../../src/ids.ts';
 import { Builder } from '../../src/nodefile/builder.ts';
 import type { Plan } from '../../src/plan/plan.ts';
 import { palette } from '../../src/report/color.ts';
-import { renderPlan } from '../../src/report/plan-view.ts';
+import { PLAN_CHUNK, renderPlan, writePlan } from '../../src/report/plan-view.ts';
 import { decodeJournal, encodeLine } from '../../src/state/index.ts';
 
 const MANY = 200_000;
@@ -22,6 +22,17 @@ test('a first plan of 200,000 tasks renders, one line a task and the summary', (
   expect(lines).toHaveLength(MANY + 1);
   // Ids padded to the longest (t/199999), verbs to theirs.
   expect(lines[0]).toBe('  + t/0       create  never ran');
+});
+
+test('a first plan of 200,000 tasks is written in pieces, never whole: their text is the rendered plan', () => {
+  const entries = Array.from({ length: MANY }, (_, i) => ({ id: taskId(`t/${i}`), action: 'create' as const, verb: 'create', reasons: ['never ran'] }));
+  const plan: Plan = { entries, counts: { create: MANY, update: 0, replace: 0, drift: 0, maybe: 0, destroy: 0, unchanged: 0 } };
+  const pieces: string[] = [];
+  writePlan(plan, palette(false), (text) => pieces.push(text));
+  const longestLine = '  + t/199999  create  never ran\n'.length;
+  expect(Math.max(...pieces.map((p) => p.length))).toBeLessThan(PLAN_CHUNK + longestLine);
+  expect(pieces.length).toBeGreaterThan(50);
+  expect(pieces.join('')).toBe(`${renderPlan(plan, palette(false))}\n`);
 });
 
 test('the closure of a task that comes after 200,000 others holds all of them', () => {
