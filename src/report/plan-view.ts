@@ -45,7 +45,8 @@ export const PLAN_CHUNK = 64 * 1024;
  * `write` a piece of about PLAN_CHUNK characters at a time. A first plan of
  * 50,000 tasks is some 3 MB of text; made whole, its lines, their join and the
  * bytes written were some 15 MiB alive at once, the largest resident set of a
- * first build (BENCHMARKS.md, thirteenth sitting). In pieces, one piece is.
+ * first build's first seconds (BENCHMARKS.md, thirteenth sitting). In pieces,
+ * one piece is.
  */
 export function writePlan(plan: Plan, c: Palette, write: (text: string) => void, options: { verbose?: boolean } = {}): void {
   const shown = (e: PlanEntry): boolean => e.action !== 'unchanged' || options.verbose === true;
@@ -67,7 +68,8 @@ export function writePlan(plan: Plan, c: Palette, write: (text: string) => void,
   let piece = '';
   for (const e of plan.entries) {
     if (!shown(e)) continue;
-    piece += `${`  ${symbol(e, c)} ${e.id.padEnd(idWidth)}  ${e.verb.padEnd(verbWidth)}  ${c.dim(reasonsLine(e.reasons, `(all: nodegraph explain ${e.id})`))}`.trimEnd()}\n`;
+    const line = `  ${symbol(e, c)} ${e.id.padEnd(idWidth)}  ${e.verb.padEnd(verbWidth)}  ${c.dim(reasonsLine(e.reasons, `(all: nodegraph explain ${e.id})`))}`;
+    piece += `${line.trimEnd()}\n`;
     if (piece.length >= PLAN_CHUNK) {
       write(piece);
       piece = '';

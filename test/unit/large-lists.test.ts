@@ -15,9 +15,14 @@ import { decodeJournal, encodeLine } from '../../src/state/index.ts';
 
 const MANY = 200_000;
 
-test('a first plan of 200,000 tasks renders, one line a task and the summary', () => {
+/** The plan of a first run of MANY tasks: each to create, never ran. */
+function firstPlan(): Plan {
   const entries = Array.from({ length: MANY }, (_, i) => ({ id: taskId(`t/${i}`), action: 'create' as const, verb: 'create', reasons: ['never ran'] }));
-  const plan: Plan = { entries, counts: { create: MANY, update: 0, replace: 0, drift: 0, maybe: 0, destroy: 0, unchanged: 0 } };
+  return { entries, counts: { create: MANY, update: 0, replace: 0, drift: 0, maybe: 0, destroy: 0, unchanged: 0 } };
+}
+
+test('a first plan of 200,000 tasks renders, one line a task and the summary', () => {
+  const plan = firstPlan();
   const lines = renderPlan(plan, palette(false)).split('\n');
   expect(lines).toHaveLength(MANY + 1);
   // Ids padded to the longest (t/199999), verbs to theirs.
@@ -25,8 +30,7 @@ test('a first plan of 200,000 tasks renders, one line a task and the summary', (
 });
 
 test('a first plan of 200,000 tasks is written in pieces, never whole: their text is the rendered plan', () => {
-  const entries = Array.from({ length: MANY }, (_, i) => ({ id: taskId(`t/${i}`), action: 'create' as const, verb: 'create', reasons: ['never ran'] }));
-  const plan: Plan = { entries, counts: { create: MANY, update: 0, replace: 0, drift: 0, maybe: 0, destroy: 0, unchanged: 0 } };
+  const plan = firstPlan();
   const pieces: string[] = [];
   writePlan(plan, palette(false), (text) => pieces.push(text));
   const longestLine = '  + t/199999  create  never ran\n'.length;
