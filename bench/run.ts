@@ -82,7 +82,13 @@ const stamp = new Date().toISOString().replace(/\.\d+Z$/, 'Z').replaceAll(':', '
 const resultsDir = path.join(REPO, 'bench', 'results', stamp);
 
 const ENGINE = live ? REPO : path.join(workRoot, 'engine');
+/**
+ * Run as a program, as a user's shell runs it (npx, a PATH lookup): its launcher line
+ * starts node with the settings bin/nodegraph.js gives it, and that node is the first
+ * on PATH, made the pinned one here as npx makes it.
+ */
 const NODEGRAPH = path.join(ENGINE, 'bin', 'nodegraph.js');
+process.env['PATH'] = `${path.dirname(NODE)}:${process.env['PATH'] ?? ''}`;
 
 if (/\s/.test(workRoot) || /\s/.test(REPO)) throw new Error('the paths must not contain spaces (hyperfine -N splits commands on them)');
 
@@ -137,7 +143,7 @@ function tool(name: ToolName): Tool {
     case 'nodegraph':
       return {
         name,
-        argv: [NODE, NODEGRAPH, 'apply', '-f', 'Nodefile.ts', '-j', String(jobs)],
+        argv: [NODEGRAPH, 'apply', '-f', 'Nodefile.ts', '-j', String(jobs)],
         clean: [removeOutputs, 'rm -rf .nodegraph'],
         count: (output) => {
           const match = /Apply: (\d+) ran/.exec(output);
@@ -592,7 +598,7 @@ async function startup(): Promise<Startup | undefined> {
       `${NODE} -e 0`,
       '-n',
       'nodegraph --version',
-      `${NODE} ${NODEGRAPH} --version`,
+      `${NODEGRAPH} --version`,
     ],
     { cwd: REPO, timeoutMs: 300_000 },
   );
@@ -870,6 +876,7 @@ function report(m: Machine, results: readonly SizeResult[], start: Startup | und
     `${HYPERFINE} -N --style basic --warmup W --runs R [--prepare 'sh prep-<scenario>.sh'] --output=<file> --export-json <json> <command>`,
     '',
     `nodegraph: ${ng.argv.map((a) => (a === NODE ? 'node_modules/.bin/node' : a === NODEGRAPH ? (live ? '<repo>/bin/nodegraph.js' : '<snapshot>/bin/nodegraph.js') : a)).join(' ')}`,
+    '           (run as a program, with node_modules/.bin first on PATH: its launcher line starts that node as a user\'s shell does)',
     `ninja:     ${tool('ninja').argv.join(' ')}`,
     `make:      ${tool('make').argv.join(' ')}`,
     '',

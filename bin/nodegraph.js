@@ -1,5 +1,19 @@
-#!/usr/bin/env node
+#!/bin/sh
+':' //; [ -n "${MALLOC_ARENA_MAX+set}" ] || export MALLOC_ARENA_MAX=1 NODEGRAPH_SET_ARENA=1; exec node --v8-pool-size=1 "$0" "$@"
 // Runs the compiled CLI in an installed package, the TypeScript sources in a checkout.
+//
+// The line above is the launcher: /bin/sh runs it (to JavaScript it is a string and a
+// comment) and replaces itself with node, given two settings that only a process's start
+// can make. They keep the memory V8's helper threads take to one malloc arena: with
+// V8's default of four threads and one arena each, a 50,000-task build held about
+// 11 MiB more, and a short run took no less time (BENCHMARKS.md, the fourteenth sitting).
+// Run as `node bin/nodegraph.js`, nodegraph works the same without them.
+// MALLOC_ARENA_MAX is glibc's, read as the process starts; it is set only if the user
+// had not, and taken out again at once, so that the commands tasks run do not inherit it.
+if (process.env.NODEGRAPH_SET_ARENA === '1') {
+  delete process.env.NODEGRAPH_SET_ARENA;
+  delete process.env.MALLOC_ARENA_MAX;
+}
 const [major = 0, minor = 0] = process.versions.node.split('.').map(Number);
 if (major < 22 || (major === 22 && minor < 18)) {
   process.stderr.write(

@@ -26,6 +26,8 @@ test('the packed package installs into an empty folder, builds spawnd, runs node
     execFileSync('npm', ['install', '--silent', '--no-audit', '--no-fund', path.join(out, name)], { cwd: home, env, stdio: 'ignore' });
     const version = execFileSync(process.execPath, [path.join(home, 'node_modules/.bin/nodegraph'), '--version'], { cwd: home, encoding: 'utf8' });
     expect(version).toMatch(/^nodegraph \d+\.\d+\.\d+\n$/);
+    // And as a shell runs it, through the link npm made: its launcher line starts node from the real file.
+    expect(execFileSync(path.join(home, 'node_modules/.bin/nodegraph'), ['--version'], { cwd: home, env, encoding: 'utf8' })).toBe(version);
     expect(existsSync(path.join(home, 'node_modules/nodegraph/dist/lib/main.js'))).toBe(true);
     expect(existsSync(path.join(home, 'node_modules/nodegraph/dist/lib/spawn-server.js'))).toBe(true);
 
