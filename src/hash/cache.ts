@@ -283,13 +283,27 @@ const fixedAt = (body: Buffer, at: number): number => at + 4 + body.readUInt32LE
 /** Whether the fixed part at `fixed` (in the body or the arena) was recorded racy: its flags byte, after the digest. */
 const racyAt = (bytes: Buffer, fixed: number): boolean => (bytes[fixed + 32]! & 1) === 1;
 
-/** Writes a record at `at`, its fixed part copied from the arena; returns where the next one starts. */
+/**
+ * Writes a record at `at`, its fixed part copied from the arena; returns where the next one starts.
+ * Byte by byte, not with Buffer's write(string, offset) and copy(target, at, start, end): each
+ * of those makes a view of the buffer per call, and a whole save of a 50,000-leaf build's cache
+ * (100,000 records, at the run's end) made 9.7 MiB of them, where this makes none (BENCHMARKS.md,
+ * the fourteenth sitting).
+ */
 function writeRecord(out: Buffer, at: number, key: string, pathBytes: number, slot: number, arena: Arena): number {
   out.writeUInt32LE(pathBytes, at);
-  out.write(key, at + 4, pathBytes, 'utf8');
+  // As many bytes as UTF-16 units only when every one is ASCII.
+  if (pathBytes === key.length) for (let k = 0; k < pathBytes; k++) out[at + 4 + k] = key.charCodeAt(k);
+  else out.write(key, at + 4, pathBytes, 'utf8');
   const f = at + 4 + pathBytes;
-  arena.bytes.copy(out, f, slot, slot + FIXED);
+  copyBytes(arena.bytes, slot, FIXED, out, f);
   return f + FIXED;
+}
+
+/** `length` bytes of `from` at `start` into `to` at `at`, making no view (see writeRecord). */
+function copyBytes(from: Uint8Array, start: number, length: number, to: Uint8Array, at: number): number {
+  for (let k = 0; k < length; k++) to[at + k] = from[start + k]!;
+  return length;
 }
 
 /** Loaded: path → offset of its record in `body`, until parsed. */
@@ -514,16 +528,16 @@ export class HashCache {
       const f = fixedAt(this.#body, record);
       // Recorded racy, it was read again and replaced (#record): left as loaded, it was not.
       if (racyAt(this.#body, f)) return false;
-      this.#body.copy(out, at, f + 33, f + 73);
-      this.#body.copy(out, at + 40, f, f + 32);
+      copyBytes(this.#body, f + 33, 40, out, at);
+      copyBytes(this.#body, f, 32, out, at + 40);
       return true;
     }
     if ((this.#flagsOf(entry) & SEEN) === 0) return false;
     const arena = this.#arena.bytes;
     const slot = this.#slotOf(entry);
     if (racyAt(arena, slot)) out.fill(0, at, at + 40);
-    else arena.copy(out, at, slot + 33, slot + 73);
-    arena.copy(out, at + 40, slot, slot + 32);
+    else copyBytes(arena, slot + 33, 40, out, at);
+    copyBytes(arena, slot, 32, out, at + 40);
     return true;
   }
 
@@ -539,9 +553,9 @@ export class HashCache {
     if (zero) return;
     const slot = this.#arena.take();
     const arena = this.#arena.bytes;
-    from.copy(arena, slot, at + 40, at + 72);
+    copyBytes(from, at + 40, 32, arena, slot);
     arena[slot + 32] = 0;
-    from.copy(arena, slot + 33, at, at + 40);
+    copyBytes(from, at, 40, arena, slot + 33);
     const key = keyOf(file);
     this.#put(key, this.#entries.get(key), slot, false);
   }
@@ -664,7 +678,7 @@ export class HashCache {
         const put = (into: Buffer, from: number, key: string, entry: number, length: number): number =>
           this.#isMade(entry)
             ? writeRecord(into, from, key, length - 4 - FIXED, this.#slotOf(entry), arena)
-            : from + body.copy(into, from, offsetOf(entry), offsetOf(entry) + length);
+            : from + copyBytes(body, offsetOf(entry), length, into, from);
         i = 0;
         this.#entries.forEach((entry, key) => {
           const length = lengths[i++]!;
