@@ -4,9 +4,9 @@
 //
 // The line above is the launcher: /bin/sh runs it (to JavaScript it is a string and a
 // comment) and replaces itself with node, given two settings that only a process's start
-// can make. They keep the memory V8's helper threads take to one malloc arena: with
-// V8's default of four threads and one arena each, a 50,000-task build held about
-// 11 MiB more, and a short run took no less time (BENCHMARKS.md, the fourteenth sitting).
+// can make: one V8 helper thread instead of four, and one malloc arena for every thread.
+// With V8's default four threads, each with an arena of its own, a 50,000-task build held
+// about 8 MiB more, and a short run took no less time (BENCHMARKS.md, the fourteenth sitting).
 // Run as `node bin/nodegraph.js`, nodegraph works the same without them.
 // MALLOC_ARENA_MAX is glibc's, read as the process starts; it is set only if the user
 // had not, and taken out again at once, so that the commands tasks run do not inherit it.
