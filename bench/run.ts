@@ -875,7 +875,7 @@ function report(m: Machine, results: readonly SizeResult[], start: Startup | und
     '```',
     `${HYPERFINE} -N --style basic --warmup W --runs R [--prepare 'sh prep-<scenario>.sh'] --output=<file> --export-json <json> <command>`,
     '',
-    `nodegraph: ${ng.argv.map((a) => (a === NODE ? 'node_modules/.bin/node' : a === NODEGRAPH ? (live ? '<repo>/bin/nodegraph.js' : '<snapshot>/bin/nodegraph.js') : a)).join(' ')}`,
+    `nodegraph: ${ng.argv.map((a) => (a === NODEGRAPH ? (live ? '<repo>/bin/nodegraph.js' : '<snapshot>/bin/nodegraph.js') : a)).join(' ')}`,
     '           (run as a program, with node_modules/.bin first on PATH: its launcher line starts that node as a user\'s shell does)',
     `ninja:     ${tool('ninja').argv.join(' ')}`,
     `make:      ${tool('make').argv.join(' ')}`,
