@@ -13,7 +13,7 @@ import { observeAndPlan, openSession, resolveTargets, stateDirOf, withSession, t
 import { OutputGuard } from './graph/analyze.ts';
 import type { TaskGraph } from './graph/graph.ts';
 import type { TaskId } from './ids.ts';
-import { makePlan, teardownOrder, unchangedPlan, wholePlan, type Plan } from './plan/plan.ts';
+import { makePlan, teardownOrder, unchangedPlan, wholePlan, type DecidedPlan, type Plan } from './plan/plan.ts';
 import { observe } from './plan/observe.ts';
 import { bindPlan, planChanges, readSavedPlan, type SavedPlan } from './plan/saved.ts';
 import { openState } from './state/open.ts';
@@ -54,9 +54,8 @@ const ioOf = (session: Session | SealedSession): IoCounters => {
 };
 
 /** The plan as the whole graph's: a run planned from the seal planned only some tasks, and the rest are unchanged. */
-const shownPlan = (session: Session, plan: Plan): Plan => {
-  const whole = { entries: plan.entries, counts: plan.counts };
-  return session.delta === undefined ? whole : wholePlan(session.delta.ids, whole);
+const shownPlan = (session: Session, plan: DecidedPlan): Plan => {
+  return session.delta === undefined ? plan.undecided : wholePlan(session.delta.ids, plan);
 };
 
 export interface PlanResult {
@@ -146,7 +145,8 @@ export async function applyNodefile(options: EngineOptions & { readonly planFile
     const destroyed: TaskId[] = [];
     // A whole-graph plan lists the orphans, dependents first: no second search of 50,000 records for them.
     if (plan.counts.destroy > 0) {
-      const orphans = plan.entries.filter((e) => e.action === 'destroy').map((e) => e.id);
+      const orphans: TaskId[] = [];
+      for (const e of plan) if (e.action === 'destroy') orphans.push(e.id);
       const removed = await runTeardown({ ...session, guard: guardOf(options) }, orphans, 'destroy');
       for (const id of removed.done) destroyed.push(id);
     }
@@ -177,8 +177,8 @@ export async function applyNodefile(options: EngineOptions & { readonly planFile
       session.targets === undefined &&
       session.replace.size === 0 &&
       session.files !== undefined &&
-      plan.counts.unchanged === plan.entries.length &&
-      summary.upToDate === plan.entries.length &&
+      plan.counts.unchanged === plan.size &&
+      summary.upToDate === plan.size &&
       !session.store.appended &&
       session.warnings() === 0 &&
       session.state.records.lateWarnings.length === 0 &&

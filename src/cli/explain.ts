@@ -15,7 +15,7 @@ export async function run(args: Args, io: CliIo): Promise<number> {
     const observed = await observeAndPlan(session);
     if (!observed.ok) return observed;
     const node = session.graph.get(id)!;
-    const entry = observed.value.plan.entries.find((e) => e.id === id)!;
+    const entry = observed.value.plan.entries().find((e) => e.id === id)!;
     const seen = observed.value.observations.get(id)!;
     const record = session.state.records.get(id);
     const row = (label: string, before: ContentHash | undefined, now: ContentHash | 'missing' | undefined | string): string => {
@@ -23,7 +23,7 @@ export async function run(args: Args, io: CliIo): Promise<number> {
       const same = before !== undefined && before === now;
       return `    ${label.padEnd(32)} ${shortHash(before).padEnd(8)} → ${nowText.padEnd(8)}  ${same ? c.green('same') : c.yellow('differs')}`;
     };
-    const byId = new Map(observed.value.plan.entries.map((e) => [e.id, e]));
+    const byId = new Map(observed.value.plan.entries().map((e) => [e.id, e]));
     const upstreamNow = (up: (typeof node.needs)[number]): string | undefined => {
       const upEntry = byId.get(up);
       return upEntry?.action === 'unchanged' ? session.state.records.get(up)?.outputHash : `${upEntry?.verb ?? '?'} first`;

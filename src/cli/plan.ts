@@ -25,12 +25,12 @@ export async function run(args: Args, io: CliIo): Promise<number> {
   const { plan } = result.value;
   if (json) {
     io.stdout.write(
-      `${JSON.stringify({ format: 'nodegraph-plan-json', version: PLAN_JSON_VERSION, entries: plan.entries, counts: plan.counts })}\n`,
+      `${JSON.stringify({ format: 'nodegraph-plan-json', version: PLAN_JSON_VERSION, entries: plan.entries(), counts: plan.counts })}\n`,
     );
   } else {
     writePlan(plan, paletteFor(io), (text) => io.stdout.write(text), { verbose: args.values['verbose'] === true });
     if (out !== undefined) io.stdout.write(`Saved the plan to ${out}; apply it with: nodegraph apply ${out}\n`);
   }
-  const changes = plan.entries.some((e) => e.action !== 'unchanged');
+  const changes = plan.counts.unchanged < plan.size;
   return args.values['detailed-exitcode'] === true && changes ? 2 : 0;
 }

@@ -22,7 +22,7 @@ export async function run(args: Args, io: CliIo): Promise<number> {
   const result = await withSession(options, { lock: false }, async (session) => {
     const observed = await observeAndPlan(session);
     if (!observed.ok) return observed;
-    return ok(observed.value.plan.entries.map((e) => ({ entry: e, status: statusOf(e, session.state.records.get(e.id)) })));
+    return ok(observed.value.plan.entries().map((e) => ({ entry: e, status: statusOf(e, session.state.records.get(e.id)) })));
   });
   if (!result.ok) return printFailures(result.error, io);
   if (args.values['json'] === true) {

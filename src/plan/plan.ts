@@ -30,17 +30,123 @@ export interface PlanCounts {
 }
 
 export interface Plan {
-  /** Every selected task in topological order, then orphans to destroy. */
+  /** How many entries: every selected task in topological order, then orphans to destroy. */
+  readonly size: number;
+  readonly counts: PlanCounts;
+  /**
+   * The entries, each made as it is reached. A plan keeps them in columns, not
+   * as an object each: at 50,000 tasks those objects were 3 MiB that a build
+   * and a no-op kept to their end (BENCHMARKS.md, fifteenth sitting).
+   */
+  [Symbol.iterator](): Iterator<PlanEntry>;
+  /** The entries as a list, made on each call. */
+  entries(): PlanEntry[];
+  /** What `plan --json` and the JSON events show of it. */
+  toJSON(): PlanDocument;
+}
+
+/** A plan as data: what `plan --json` prints and `plan --out` saves. */
+export interface PlanDocument {
   readonly entries: readonly PlanEntry[];
   readonly counts: PlanCounts;
 }
 
-/** A plan with the decision behind each entry, for the executor to reuse. */
+const ACTIONS: readonly PlanAction[] = ['create', 'update', 'replace', 'drift', 'maybe', 'destroy', 'unchanged'];
+const UNCHANGED = ACTIONS.indexOf('unchanged');
+const NO_REASONS: readonly string[] = Object.freeze([]);
+
+/**
+ * A plan in columns: each entry's action as a byte, its reasons as a shared
+ * list (a decision's own), and its verb only where it is not the action's word.
+ * Ids come from the list the plan was made over: the graph's nodes, or a run's ids.
+ */
+class PlanTable implements Plan {
+  readonly size: number;
+  readonly counts: PlanCounts;
+  readonly #idAt: (index: number) => TaskId;
+  readonly #actions: Uint8Array;
+  readonly #verbs: ReadonlyMap<number, string>;
+  /** Undefined when no entry has a reason (a plan of a graph found unchanged). */
+  readonly #reasons: readonly (readonly string[])[] | undefined;
+
+  constructor(columns: Columns, idAt: (index: number) => TaskId, counts: PlanCounts) {
+    this.size = columns.size;
+    this.#idAt = idAt;
+    this.#actions = columns.actions;
+    this.#verbs = columns.verbs;
+    this.#reasons = columns.reasons;
+    this.counts = counts;
+  }
+
+  entryAt(index: number): PlanEntry {
+    const action = ACTIONS[this.#actions[index]!]!;
+    return { id: this.#idAt(index), action, verb: this.#verbs.get(index) ?? verbFor(undefined, action), reasons: this.#reasons?.[index] ?? NO_REASONS };
+  }
+
+  *[Symbol.iterator](): Iterator<PlanEntry> {
+    for (let i = 0; i < this.size; i++) yield this.entryAt(i);
+  }
+
+  entries(): PlanEntry[] {
+    return Array.from({ length: this.size }, (_, i) => this.entryAt(i));
+  }
+
+  toJSON(): PlanDocument {
+    return { entries: this.entries(), counts: this.counts };
+  }
+}
+
+class DecidedPlanTable extends PlanTable implements DecidedPlan {
+  readonly decisions: Map<TaskId, Decision>;
+  readonly settled: ReadonlyMap<TaskId, UpstreamState>;
+  readonly undecided: Plan;
+  constructor(columns: Columns, idAt: (index: number) => TaskId, counts: PlanCounts, decisions: Map<TaskId, Decision>, settled: ReadonlyMap<TaskId, UpstreamState>) {
+    super(columns, idAt, counts);
+    this.decisions = decisions;
+    this.settled = settled;
+    this.undecided = new PlanTable(columns, idAt, counts);
+  }
+}
+
+interface Columns {
+  readonly size: number;
+  readonly actions: Uint8Array;
+  readonly verbs: ReadonlyMap<number, string>;
+  readonly reasons: readonly (readonly string[])[] | undefined;
+}
+
+/** Collects a plan's entries in order, as the columns of a PlanTable. */
+class PlanColumns implements Columns {
+  size = 0;
+  actions: Uint8Array;
+  readonly verbs = new Map<number, string>();
+  reasons: (readonly string[])[] | undefined;
+
+  constructor(expected: number) {
+    this.actions = new Uint8Array(expected);
+  }
+
+  add(action: PlanAction, verb: string, reasons: readonly string[]): void {
+    const at = this.size++;
+    if (at === this.actions.length) {
+      const grown = new Uint8Array(Math.max(16, at * 2));
+      grown.set(this.actions);
+      this.actions = grown;
+    }
+    this.actions[at] = ACTIONS.indexOf(action);
+    if (verb !== verbFor(undefined, action)) this.verbs.set(at, verb);
+    if (reasons.length > 0 && this.reasons === undefined) this.reasons = new Array<readonly string[]>(at).fill(NO_REASONS);
+    this.reasons?.push(reasons);
+  }
+}
+
 export interface DecidedPlan extends Plan {
   /** The executor drops each task's decision once the task is settled (execute/executor.ts). */
   readonly decisions: Map<TaskId, Decision>;
   /** What a dependent learns of each task settled unchanged: its recorded output hash, without decoding its record. */
   readonly settled: ReadonlyMap<TaskId, UpstreamState>;
+  /** The same plan without the decisions: what events and summaries carry (its columns are shared). */
+  readonly undecided: Plan;
 }
 
 export interface PlanOptions {
@@ -95,8 +201,9 @@ function settledHashes(node: TaskNode, upstreamOf: (id: TaskId) => UpstreamState
   return true;
 }
 
-export function selectTasks(graph: TaskGraph, targets: ReadonlySet<TaskId> | undefined): TaskNode[] {
-  if (targets === undefined || targets.size === 0) return [...graph.ordered];
+/** The tasks to plan, in order: the graph's own list when there are no targets (a plan keeps it for its ids). */
+export function selectTasks(graph: TaskGraph, targets: ReadonlySet<TaskId> | undefined): readonly TaskNode[] {
+  if (targets === undefined || targets.size === 0) return graph.ordered;
   const closure = graph.closure([...targets]);
   return graph.ordered.filter((n) => closure.has(n.id));
 }
@@ -107,7 +214,9 @@ export function makePlan(
   records: ReadonlyMap<TaskId, TaskRecord>,
   options: PlanOptions = {},
 ): DecidedPlan {
-  const entries: PlanEntry[] = [];
+  const nodes = options.only?.nodes ?? selectTasks(graph, options.targets);
+  const columns = new PlanColumns(nodes.length);
+  const orphans: TaskId[] = [];
   const decisions = new Map<TaskId, Decision>();
   // What a dependent learns of each task settled unchanged: made once per task, not per edge.
   const settled = new Map<TaskId, UpstreamState>(options.only?.settled ?? []);
@@ -118,7 +227,7 @@ export function makePlan(
   const texts = records instanceof RecordMap ? records : undefined;
   const upstreamHashes: ContentHash[] = [];
 
-  for (const node of options.only?.nodes ?? selectTasks(graph, options.targets)) {
+  for (const node of nodes) {
     const observation = observations.get(node.id);
     if (observation === undefined) throw new Error(`no observation for ${node.id}`);
     const definition = (): ContentHash => definitionOf(node, graph.dir);
@@ -142,17 +251,18 @@ export function makePlan(
     decisions.set(node.id, decision);
     if (decision.action === 'unchanged' && outputHash !== undefined) settled.set(node.id, { settled: true, outputHash, ran: false });
     counts[decision.action]++;
-    entries.push({ id: node.id, action: decision.action, verb: verbFor(node, decision.action, decision.onlyBecauseOf, decision.stopped), reasons: decision.reasons });
+    columns.add(decision.action, verbFor(node, decision.action, decision.onlyBecauseOf, decision.stopped), decision.reasons);
   }
 
   // Every record belongs to a declared task when as many were met above as there are: no orphans to look for.
   if ((options.targets === undefined || options.targets.size === 0) && options.only === undefined && recorded < records.size) {
     for (const id of orphansOf(graph, records)) {
       counts.destroy++;
-      entries.push({ id, action: 'destroy', verb: 'destroy', reasons: ['orphan: no longer in the Nodefile'] });
+      orphans.push(id);
+      columns.add('destroy', 'destroy', ORPHAN);
     }
   }
-  return { entries, counts, decisions, settled };
+  return new DecidedPlanTable(columns, (i) => (i < nodes.length ? nodes[i]!.id : orphans[i - nodes.length]!), counts, decisions, settled);
 }
 
 /** Recorded tasks the Nodefile no longer declares, dependents first (the order to destroy them in). */
@@ -197,9 +307,24 @@ export function teardownOrder(ids: readonly TaskId[], records: ReadonlyMap<TaskI
   return order;
 }
 
+/** A plan of these entries, counted (a plan read back as data, or made in a test). */
+export function listedPlan(entries: readonly PlanEntry[]): Plan {
+  const columns = new PlanColumns(entries.length);
+  const counts = { create: 0, update: 0, replace: 0, drift: 0, maybe: 0, destroy: 0, unchanged: 0 };
+  for (const e of entries) {
+    columns.add(e.action, e.verb, e.reasons);
+    counts[e.action]++;
+  }
+  return new PlanTable(columns, (i) => entries[i]!.id, counts);
+}
+
+const ORPHAN: readonly string[] = Object.freeze(['orphan: no longer in the Nodefile']);
+
 /** The plan of a whole graph found unchanged, as makePlan makes it (for a run the state's seal vouched for). */
 export function unchangedPlan(ids: readonly TaskId[]): Plan {
-  return wholePlan(ids, { entries: [], counts: { create: 0, update: 0, replace: 0, drift: 0, maybe: 0, destroy: 0, unchanged: 0 } });
+  const actions = new Uint8Array(ids.length).fill(UNCHANGED);
+  const counts = { create: 0, update: 0, replace: 0, drift: 0, maybe: 0, destroy: 0, unchanged: ids.length };
+  return new PlanTable({ size: ids.length, actions, verbs: new Map(), reasons: undefined }, (i) => ids[i]!, counts);
 }
 
 /**
@@ -207,9 +332,13 @@ export function unchangedPlan(ids: readonly TaskId[]): Plan {
  * seal, state/delta.ts): every other task is unchanged, in the order of `ids`.
  */
 export function wholePlan(ids: readonly TaskId[], part: Plan): Plan {
-  const planned = new Map(part.entries.map((e) => [e.id, e]));
-  const entries = ids.map((id): PlanEntry => planned.get(id) ?? { id, action: 'unchanged', verb: 'unchanged', reasons: NO_REASONS });
-  return { entries, counts: { ...part.counts, unchanged: part.counts.unchanged + ids.length - part.entries.length } };
+  const planned = new Map<TaskId, PlanEntry>();
+  for (const e of part) planned.set(e.id, e);
+  const columns = new PlanColumns(ids.length);
+  for (const id of ids) {
+    const e = planned.get(id);
+    if (e === undefined) columns.add('unchanged', 'unchanged', NO_REASONS);
+    else columns.add(e.action, e.verb, e.reasons);
+  }
+  return new PlanTable(columns, (i) => ids[i]!, { ...part.counts, unchanged: part.counts.unchanged + ids.length - part.size });
 }
-
-const NO_REASONS: readonly string[] = Object.freeze([]);

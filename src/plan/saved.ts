@@ -11,7 +11,7 @@ import type { TaskRecord } from '../state/record.ts';
 import { err, ok, type Result } from '../util/result.ts';
 import type { TaskObservation } from './decide.ts';
 import { definitionOf } from './definition.ts';
-import type { Plan } from './plan.ts';
+import type { Plan, PlanDocument } from './plan.ts';
 
 export const PLAN_FORMAT = 'nodegraph-plan';
 export const PLAN_VERSION = 1;
@@ -25,7 +25,7 @@ export interface SavedPlan {
   readonly createdAt: string;
   readonly state: ContentHash;
   readonly tasks: Readonly<Record<string, ContentHash>>;
-  readonly plan: Plan;
+  readonly plan: PlanDocument;
 }
 
 export function observedDigest(graph: TaskGraph, node: TaskNode, observation: TaskObservation): ContentHash {
@@ -63,7 +63,7 @@ export function bindPlan(
     createdAt: new Date().toISOString(),
     state: stateDigest(records),
     tasks,
-    plan: { entries: plan.entries, counts: plan.counts },
+    plan: plan.toJSON(),
   };
 }
 

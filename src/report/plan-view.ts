@@ -51,22 +51,22 @@ export const PLAN_CHUNK = 64 * 1024;
 export function writePlan(plan: Plan, c: Palette, write: (text: string) => void, options: { verbose?: boolean } = {}): void {
   const shown = (e: PlanEntry): boolean => e.action !== 'unchanged' || options.verbose === true;
   // Loops, not Math.max(...widths): a first plan of some 150,000 tasks would overflow the stack.
-  let idWidth = 0;
-  let verbWidth = 0;
-  let acting = 0;
-  for (const e of plan.entries) {
-    if (!shown(e)) continue;
-    acting++;
-    idWidth = Math.max(idWidth, e.id.length);
-    verbWidth = Math.max(verbWidth, e.verb.length);
-  }
+  // Counted, not looked at: a plan that changes nothing says so without making its 50,000 entries.
+  const acting = options.verbose === true ? plan.size : plan.size - plan.counts.unchanged;
   if (acting === 0) {
     write(`No changes: ${plan.counts.unchanged} task${plan.counts.unchanged === 1 ? '' : 's'} up to date.\n`);
     return;
   }
+  let idWidth = 0;
+  let verbWidth = 0;
+  for (const e of plan) {
+    if (!shown(e)) continue;
+    idWidth = Math.max(idWidth, e.id.length);
+    verbWidth = Math.max(verbWidth, e.verb.length);
+  }
   idWidth = Math.min(48, idWidth);
   let piece = '';
-  for (const e of plan.entries) {
+  for (const e of plan) {
     if (!shown(e)) continue;
     const line = `  ${symbol(e, c)} ${e.id.padEnd(idWidth)}  ${e.verb.padEnd(verbWidth)}  ${c.dim(reasonsLine(e.reasons, `(all: nodegraph explain ${e.id})`))}`;
     piece += `${line.trimEnd()}\n`;

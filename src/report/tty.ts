@@ -6,6 +6,7 @@
 import { Listr, type DefaultRenderer, type ListrTaskWrapper } from 'listr2';
 import type { EngineEvent } from '../execute/events.ts';
 import type { TaskId } from '../ids.ts';
+import type { PlanEntry } from '../plan/plan.ts';
 import type { Palette } from './color.ts';
 import { indent, plainReporter, unsuccessful } from './plain.ts';
 import { writePlan } from './plan-view.ts';
@@ -72,11 +73,13 @@ export function ttyReporter(write: (text: string) => void, c: Palette): Reporter
     switch (event.type) {
       case 'plan': {
         writePlan(event.plan, c, write);
-        const acting = event.plan.entries.filter((e) => e.action !== 'unchanged' && e.action !== 'destroy');
-        if (acting.length > MAX_VIEW_TASKS) {
+        const { counts } = event.plan;
+        if (event.plan.size - counts.unchanged - counts.destroy > MAX_VIEW_TASKS) {
           plain = true;
           return;
         }
+        const acting: PlanEntry[] = [];
+        for (const e of event.plan) if (e.action !== 'unchanged' && e.action !== 'destroy') acting.push(e);
         if (acting.length > 0) start(acting.map((e) => ({ id: e.id, title: `${e.id} ${c.dim(e.verb)}` })));
         break;
       }

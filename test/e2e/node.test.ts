@@ -110,7 +110,7 @@ async function plan(): Promise<Map<string, PlanEntry>> {
   events = [];
   const result = await planNodefile(engine());
   if (!result.ok) throw new Error(`plan failed: ${JSON.stringify(result.error, null, 2)}`);
-  const entries = result.value.plan.entries;
+  const entries = result.value.plan.entries();
   console.info(`[e2e] plan:\n  ${entries.filter((e) => e.action !== 'unchanged').map((e) => `${String(e.id)}: ${e.verb} (${e.reasons.join('; ')})`).join('\n  ') || '(nothing to do)'}`);
   return new Map(entries.map((e) => [String(e.id), e]));
 }

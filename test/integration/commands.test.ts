@@ -247,5 +247,14 @@ describe('inspection', () => {
       'task-done a ran',
       'summary',
     ]);
+    // The plan event carries the entries and counts, as `plan --json` does.
+    expect(lines(result.stdout)[0]).toEqual({
+      v: 1,
+      type: 'plan',
+      plan: {
+        entries: [{ id: 'a', action: 'create', verb: 'create', reasons: ['never ran'] }],
+        counts: { create: 1, update: 0, replace: 0, drift: 0, maybe: 0, destroy: 0, unchanged: 0 },
+      },
+    });
   });
 });

@@ -34,10 +34,10 @@ test('V8 collects as the heap grows from a plan of 10,000 tasks and from a build
   expect(heapPhase()).toBeUndefined();
   // What counts for a plan is how many tasks it observes.
   const under = await planNodefile({ nodefile: rig.nodefile(graph(9_999)), jobs: 4 });
-  expect(under.ok && under.value.plan.entries.length).toBe(9_999);
+  expect(under.ok && under.value.plan.entries().length).toBe(9_999);
   expect(heapPhase()).toBeUndefined();
   const at = await planNodefile({ nodefile: rig.nodefile(graph(10_000)), jobs: 4 });
-  expect(at.ok && at.value.plan.entries.length).toBe(10_000);
+  expect(at.ok && at.value.plan.entries().length).toBe(10_000);
   expect(heapPhase()).toBe('planning');
   // A build too small to plan with it, but running 1,000 tasks, switches to the growth for executing.
   rmSync(rig.path('out'), { recursive: true });

@@ -274,8 +274,8 @@ describe('engine properties', () => {
             const planned = await planNodefile({ nodefile: path.join(a.dir, 'Nodefile.ts'), now: AHEAD });
             if (!planned.ok) throw new Error(JSON.stringify(planned.error));
             if (planned.value.io.delta) deltaRuns++;
-            const definite = planned.value.plan.entries.filter((p) => p.action !== 'unchanged' && p.action !== 'maybe').map((p) => p.id);
-            const maybe = planned.value.plan.entries.filter((p) => p.action === 'maybe').map((p) => p.id);
+            const definite = planned.value.plan.entries().filter((p) => p.action !== 'unchanged' && p.action !== 'maybe').map((p) => p.id);
+            const maybe = planned.value.plan.entries().filter((p) => p.action === 'maybe').map((p) => p.id);
 
             const { ran, counts } = await a.apply(jobs);
             const other = await b.apply(jobs === 1 ? 4 : 1);

@@ -8,7 +8,7 @@ import { expect, test } from 'vitest';
 import { analyze } from '../../src/graph/analyze.ts';
 import { taskId } from '../../src/ids.ts';
 import { Builder } from '../../src/nodefile/builder.ts';
-import type { Plan } from '../../src/plan/plan.ts';
+import { listedPlan, type Plan } from '../../src/plan/plan.ts';
 import { palette } from '../../src/report/color.ts';
 import { PLAN_CHUNK, renderPlan, writePlan } from '../../src/report/plan-view.ts';
 import { decodeJournal, encodeLine } from '../../src/state/index.ts';
@@ -18,7 +18,7 @@ const MANY = 200_000;
 /** The plan of a first run of MANY tasks: each to create, never ran. */
 function firstPlan(): Plan {
   const entries = Array.from({ length: MANY }, (_, i) => ({ id: taskId(`t/${i}`), action: 'create' as const, verb: 'create', reasons: ['never ran'] }));
-  return { entries, counts: { create: MANY, update: 0, replace: 0, drift: 0, maybe: 0, destroy: 0, unchanged: 0 } };
+  return listedPlan(entries);
 }
 
 test('a first plan of 200,000 tasks renders, one line a task and the summary', () => {

@@ -8,7 +8,7 @@ import { Builder } from '../../src/nodefile/builder.ts';
 import type { NodefileApi } from '../../src/nodefile/types.ts';
 import { fingerprintOf, lastRunFailed, type TaskObservation } from '../../src/plan/decide.ts';
 import { definitionOf } from '../../src/plan/definition.ts';
-import { makePlan, teardownOrder } from '../../src/plan/plan.ts';
+import { listedPlan, makePlan, teardownOrder, unchangedPlan, wholePlan, type PlanEntry } from '../../src/plan/plan.ts';
 import { decodeJournal, encodeLine } from '../../src/state/journal.ts';
 import { canonical, type TaskRecord } from '../../src/state/record.ts';
 import { RecordMap } from '../../src/state/records.ts';
@@ -81,7 +81,7 @@ function appliedChain(): { graph: TaskGraph; records: Map<TaskId, TaskRecord>; s
 }
 
 const actions = (plan: ReturnType<typeof makePlan>): Record<string, string> =>
-  Object.fromEntries(plan.entries.map((e) => [e.id, `${e.action}: ${e.reasons.join('; ')}`]));
+  Object.fromEntries(plan.entries().map((e) => [e.id, `${e.action}: ${e.reasons.join('; ')}`]));
 
 /** The same records as the journal loads them: kept as text until read (state/records.ts). */
 function asJournal(records: ReadonlyMap<TaskId, TaskRecord>): RecordMap {
@@ -96,7 +96,7 @@ describe('makePlan', () => {
     const graph = graphOf(declareChain);
     const seen = new Map(graph.ordered.map((n) => [n.id, obs(n.id === 'a' ? { src: h('1') } : {})]));
     const plan = makePlan(graph, seen, new Map());
-    expect(plan.entries.map((e) => `${e.id} ${e.verb}`)).toEqual(['a create', 'b create', 'c create']);
+    expect(plan.entries().map((e) => `${e.id} ${e.verb}`)).toEqual(['a create', 'b create', 'c create']);
     expect(plan.counts).toMatchObject({ create: 3, unchanged: 0 });
   });
 
@@ -125,7 +125,7 @@ describe('makePlan', () => {
       b: 'drift: output /n/out/b modified outside nodegraph',
       c: 'drift: check failed: not running',
     });
-    expect(plan.entries.find((e) => e.id === 'c')?.verb).toBe('restart');
+    expect(plan.entries().find((e) => e.id === 'c')?.verb).toBe('restart');
     seen.set(taskId('b'), obs({}, { '/n/out/b': 'missing' }));
     expect(actions(makePlan(graph, seen, records)).b).toBe('drift: output /n/out/b missing');
   });
@@ -150,7 +150,7 @@ describe('makePlan', () => {
       expect(actions(lazy)).toEqual(actions(eager));
       expect([...lazy.decisions]).toEqual([...eager.decisions]);
       // Decoded: exactly the records of the tasks that are not unchanged (and were ok).
-      const acting = lazy.entries.filter((e) => e.action !== 'unchanged' && w.records.get(e.id)?.status === 'ok').length;
+      const acting = lazy.entries().filter((e) => e.action !== 'unchanged' && w.records.get(e.id)?.status === 'ok').length;
       expect(texts.undecoded).toBe(w.records.size - acting - [...w.records.values()].filter((r) => r.status !== 'ok').length);
     }
   });
@@ -216,14 +216,48 @@ describe('makePlan', () => {
       ng.task('a', { inputs: { src: ng.file('a.txt') }, outputs: ['out/a'], run: ['cp', 'a.txt', 'out/a'] });
     });
     const plan = makePlan(only, new Map([[taskId('a'), seen.get(taskId('a'))!]]), records);
-    expect(plan.entries.map((e) => `${e.id} ${e.action}`)).toEqual(['a unchanged', 'c destroy', 'b destroy']);
+    expect(plan.entries().map((e) => `${e.id} ${e.action}`)).toEqual(['a unchanged', 'c destroy', 'b destroy']);
     expect(plan.counts.destroy).toBe(2);
   });
 
   test('targets plan only what they need', () => {
     const { graph, records, seen } = appliedChain();
     const plan = makePlan(graph, seen, records, { targets: new Set([taskId('b')]) });
-    expect(plan.entries.map((e) => e.id)).toEqual(['a', 'b']);
+    expect(plan.entries().map((e) => e.id)).toEqual(['a', 'b']);
+  });
+});
+
+describe('a plan in columns', () => {
+  const entries: PlanEntry[] = [
+    { id: taskId('a'), action: 'unchanged', verb: 'unchanged', reasons: [] },
+    { id: taskId('svc'), action: 'update', verb: 'restart', reasons: ['input conf changed'] },
+    { id: taskId('b'), action: 'maybe', verb: 'may update', reasons: ['known after svc'] },
+    { id: taskId('gone'), action: 'destroy', verb: 'destroy', reasons: ['orphan: no longer in the Nodefile'] },
+  ];
+
+  test('gives back each entry as it was added, its own verb included, and counts them', () => {
+    const plan = listedPlan(entries);
+    expect(plan.size).toBe(4);
+    expect(plan.entries()).toEqual(entries);
+    expect([...plan]).toEqual(entries);
+    expect(plan.counts).toEqual({ create: 0, update: 1, replace: 0, drift: 0, maybe: 1, destroy: 1, unchanged: 1 });
+    expect(JSON.parse(JSON.stringify(plan))).toEqual({ entries, counts: plan.counts });
+  });
+
+  test('keeps no entry objects: each look makes them anew', () => {
+    const plan = listedPlan(entries);
+    expect(plan.entries()[1]).toEqual(plan.entries()[1]);
+    expect(plan.entries()[1]).not.toBe(plan.entries()[1]);
+  });
+
+  test('a whole graph found unchanged, and a part of one planned within it', () => {
+    const ids = ['x', 'svc', 'y'].map(taskId);
+    const none = unchangedPlan(ids);
+    expect(none.entries()).toEqual(ids.map((id) => ({ id, action: 'unchanged', verb: 'unchanged', reasons: [] })));
+    expect(none.counts.unchanged).toBe(3);
+    const whole = wholePlan(ids, listedPlan([entries[1]!]));
+    expect(whole.entries().map((e) => `${e.id} ${e.verb} ${e.reasons.join(';')}`)).toEqual(['x unchanged ', 'svc restart input conf changed', 'y unchanged ']);
+    expect(whole.counts).toMatchObject({ update: 1, unchanged: 2 });
   });
 });
 
@@ -251,7 +285,7 @@ describe('verbs', () => {
       [taskId('container'), recordFor(graph, 'container', seen.get(taskId('container'))!, {}, h('dd'))],
       [taskId('service'), recordFor(graph, 'service', seen.get(taskId('service'))!, { config: h('cc'), container: h('dd') }, h('ee'))],
     ]);
-    const verb = (): string | undefined => makePlan(graph, seen, records).entries.find((e) => e.id === 'service')?.verb;
+    const verb = (): string | undefined => makePlan(graph, seen, records).entries().find((e) => e.id === 'service')?.verb;
     seen.set(taskId('container'), obs({ v: h('2') }));
     expect(verb()).toBe('may start');
     seen.set(taskId('config'), obs({ v: h('2') }, { '/n/out/config': h('c1') }));

@@ -131,7 +131,7 @@ describe('the container node, further', () => {
     ok(await rig.apply());
     rig.writeConfig((c) => ({ ...c, slot: 'kube2' }));
     const plan = ok(await rig.plan()).plan;
-    expect(plan.entries.filter((e) => e.action === 'destroy').map((e) => e.id)).toEqual(
+    expect(plan.entries().filter((e) => e.action === 'destroy').map((e) => e.id)).toEqual(
       expect.arrayContaining(['kube1/kubelet', 'kube1/containerd', 'kube1/container', 'kube1/rootfs']),
     );
     rig.runner.reset();

@@ -53,7 +53,7 @@ describe('graphs/container-node.ts with a fake runner', () => {
     expect(summary.ran).toEqual([]);
     expect(story(rig.runner.events)).toEqual([]);
     const plan = ok(await rig.plan());
-    expect(plan.plan.entries.filter((e) => e.action !== 'unchanged')).toEqual([]);
+    expect(plan.plan.entries().filter((e) => e.action !== 'unchanged')).toEqual([]);
   });
 
   it('restarts only containerd when only a registry mirror changed', async () => {
@@ -61,7 +61,7 @@ describe('graphs/container-node.ts with a fake runner', () => {
     ok(await rig.apply());
     rig.writeConfig((c) => ({ ...c, registryMirrors: { 'docker.io': ['https://other-mirror.example.com'] } }));
     const plan = ok(await rig.plan()).plan;
-    const entry = (id: string) => plan.entries.find((e) => e.id === id);
+    const entry = (id: string) => plan.entries().find((e) => e.id === id);
     expect(entry('kube1/containerd.config')?.action).toBe('update');
     expect(entry('kube1/containerd')?.verb).toBe('may restart');
     expect(entry('kube1/kubelet')?.action).toBe('unchanged');
@@ -101,7 +101,7 @@ describe('graphs/container-node.ts with a fake runner', () => {
     ok(await rig.apply());
     rig.writeConfig((c) => ({ ...c, bundle: { annotations: { 'example.com/x': 'y' } } }));
     const plan = ok(await rig.plan()).plan;
-    expect(plan.entries.find((e) => e.id === 'kube1/container')?.verb).toBe('may restart');
+    expect(plan.entries().find((e) => e.id === 'kube1/container')?.verb).toBe('may restart');
     rig.runner.reset();
     ok(await rig.apply());
     expect(story(rig.runner.events)).toEqual([
@@ -135,7 +135,7 @@ describe('graphs/container-node.ts with a fake runner', () => {
     ok(await rig.apply());
     rig.runner.containers.delete('kube1');
     const plan = ok(await rig.plan()).plan;
-    expect(plan.entries.find((e) => e.id === 'kube1/container')).toMatchObject({ action: 'drift', verb: 'restart' });
+    expect(plan.entries().find((e) => e.id === 'kube1/container')).toMatchObject({ action: 'drift', verb: 'restart' });
     rig.runner.reset();
     ok(await rig.apply());
     expect(story(rig.runner.events)).toEqual(['container-start kube1', 'start containerd', 'start kubelet']);
