@@ -388,6 +388,7 @@ export interface Observed {
 export async function observeAndPlan(session: Session): Promise<Result<Observed, Failure[]>> {
   const selected = session.files?.nodes ?? selectTasks(session.graph, session.targets);
   const observations = await observe({
+    graph: session.graph,
     nodes: selected,
     dir: session.graph.dir,
     records: session.state.records,

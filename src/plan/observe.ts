@@ -4,7 +4,8 @@
 import type { Failure } from '../error.ts';
 import type { ContentHash, TaskId } from '../ids.ts';
 import { join } from '../graph/analyze.ts';
-import type { TaskNode } from '../graph/graph.ts';
+import type { TaskGraph, TaskNode } from '../graph/graph.ts';
+import { TaskMap } from '../graph/task-map.ts';
 import type { FileObservation, HashCache } from '../hash/cache.ts';
 import { hashGlob } from '../hash/glob.ts';
 import type { StatPrefetch } from '../hash/prefetch.ts';
@@ -20,6 +21,8 @@ import { err, ok, type Result } from '../util/result.ts';
 import type { TaskObservation } from './decide.ts';
 
 export interface ObserveOptions {
+  /** The graph the nodes are of: what is observed is kept by their place in it (graph/task-map.ts). */
+  readonly graph: TaskGraph;
   readonly nodes: readonly TaskNode[];
   /** The Nodefile's folder: input paths are relative to it, as outputs are (a task's `cwd` is only where it runs). */
   readonly dir: string;
@@ -98,7 +101,7 @@ const NO_INPUTS: ReadonlyMap<string, never> = new PairMap<string, never>([]);
 export async function observe(options: ObserveOptions): Promise<Result<Map<TaskId, TaskObservation>, Failure[]>> {
   const { nodes, records, cache } = options;
   const failures: Failure[] = [];
-  const observations = new Map<TaskId, TaskObservation>();
+  const observations = new TaskMap<TaskObservation>(options.graph);
   const checks: TaskNode[] = [];
   const files = options.files?.nodes === nodes ? options.files : filesToObserve(nodes, options.dir);
   const prefetched = files === options.files ? options.prefetched : undefined;

@@ -3,6 +3,7 @@
 
 import type { ContentHash, TaskId } from '../ids.ts';
 import type { TaskGraph, TaskNode } from '../graph/graph.ts';
+import { TaskMap } from '../graph/task-map.ts';
 import type { TaskRecord } from '../state/record.ts';
 import { RecordMap } from '../state/records.ts';
 import { decide, unchangedDecision, type Action, type Decision, type TaskObservation, type UpstreamState } from './decide.ts';
@@ -217,7 +218,7 @@ export function makePlan(
   const nodes = options.only?.nodes ?? selectTasks(graph, options.targets);
   const columns = new PlanColumns(nodes.length);
   const orphans: TaskId[] = [];
-  const decisions = new Map<TaskId, Decision>();
+  const decisions = new TaskMap<Decision>(graph);
   // What a dependent learns of each task settled unchanged: made once per task, not per edge.
   const settled = new Map<TaskId, UpstreamState>(options.only?.settled ?? []);
   const upstreamOf = (id: TaskId): UpstreamState => settled.get(id) ?? PENDING;
