@@ -25,13 +25,19 @@ export function collectGarbage(options: { readonly compact?: boolean } = {}): vo
   if (options.compact === true) {
     compacted++;
     gc({ type: 'major', execution: 'sync', flavor: 'last-resort' });
-  } else gc();
+  } else {
+    collected++;
+    gc();
+  }
 }
 
 let compacted = 0;
+let collected = 0;
 
 /** How many compacting collections this process has made (for tests). */
 export const compactions = (): number => compacted;
+/** How many other full collections collectGarbage made (for tests). */
+export const collections = (): number => collected;
 
 /**
  * How far the old generation may grow, in percent, between full collections once
