@@ -108,7 +108,9 @@ export async function observe(options: ObserveOptions): Promise<Result<Map<TaskI
   const { paths, slots, starts } = files;
   // One look per file in this pass (a header that is an input of a thousand tasks is
   // stat'ed once): by slot. Only here: the executor hashes outputs again after tasks write them.
-  const seenFiles: (FileObservation | undefined)[] = new Array(paths.length);
+  // A file's hash, or what else was there: not the cache's FileObservation, which would live
+  // (and be promoted) to the end of this pass, 50,000 of them for as many leaves.
+  const seenFiles: (ContentHash | Exclude<FileObservation['kind'], 'file'> | undefined)[] = new Array(paths.length);
   // And one walk per directory: a tree several tasks read is hashed once.
   const trees = new Map<string, ContentHash>();
   const scratch: (string | ContentHash)[] = [];
@@ -146,15 +148,18 @@ export async function observe(options: ObserveOptions): Promise<Result<Map<TaskI
           const slot = slots[at++]!;
           const absolute = paths[slot]!;
           let seen = seenFiles[slot];
-          if (seen === undefined) seenFiles[slot] = seen = cache.hashFile(absolute, prefetched, slot);
-          if (seen.kind === 'missing' || seen.kind === 'other') {
+          if (seen === undefined) {
+            const looked = cache.hashFile(absolute, prefetched, slot);
+            seenFiles[slot] = seen = looked.kind === 'file' ? looked.hash : looked.kind;
+          }
+          if (seen === 'missing' || seen === 'other') {
             failures.push({ reason: 'missing-input', task: node.id, input: name, path: absolute, site: node.decl.site.get() });
-          } else if (seen.kind === 'directory') {
+          } else if (seen === 'directory') {
             let tree = trees.get(absolute);
             if (tree === undefined) trees.set(absolute, (tree = hashTree(absolute, cache)));
             inputs.push(name, tree);
           }
-          else inputs.push(name, seen.hash);
+          else inputs.push(name, seen);
           break;
         }
       }
