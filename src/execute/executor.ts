@@ -32,7 +32,7 @@ import { observeOutputs } from './outputs.ts';
 import { Claimed, keptBecause } from './kept.ts';
 import { removePath } from '../util/mounts.ts';
 import { realPath } from '../util/realpath.ts';
-import { collectAsHeapGrows, collectGarbage } from '../util/gc.ts';
+import { collectAsHeapGrows, collectGarbage, collectIfGrown } from '../util/gc.ts';
 import { holds, type OutputGuard } from '../graph/analyze.ts';
 import type { ProcessRunner } from './runner.ts';
 
@@ -150,7 +150,10 @@ export async function execute(options: ExecuteOptions): Promise<ExecuteSummary> 
   let settledCount = 0;
   const settle = (node: TaskNode, outcome: TaskOutcome): void => {
     settled[node.order] = OUTCOMES.indexOf(outcome) + 1;
-    if (longRun && ++settledCount % COLLECT_EVERY === 0) collectGarbage(settledCount % COMPACT_EVERY === 0 ? { compact: true } : {});
+    if (longRun && ++settledCount % LOOK_EVERY === 0) {
+      if (settledCount % COMPACT_EVERY === 0) collectGarbage({ compact: true });
+      else collectIfGrown(COLLECT_AFTER_BYTES);
+    }
     options.observations.delete(node.id);
     planned?.delete(node.id);
     forgetDefinition(node);
@@ -424,14 +427,16 @@ const COLLECT_OFTEN_FROM = 1000;
 /** Tasks settled between two compactions of the heap in such a run: ten in a 50,000-task build. */
 const COMPACT_EVERY = 5000;
 /**
- * Tasks settled between two full collections (the fifth a compaction) in such a run. A
- * task's objects that outlive two scavenges are promoted (about 0.75 KB a task), and V8
- * collects the old generation on its own only once it has grown by 8 MB or more: a
- * 50,000-leaf build's resident set climbed 7-10 MiB between compactions. Collected
- * every 1,000 (about 50 ms each, some 2.5 s of a 3-minute build), the space freed is
- * used again and the climb is 1-3 MiB (BENCHMARKS.md, the fifteenth sitting).
+ * In such a run, every so many tasks settled, a full collection if the heap has grown
+ * by COLLECT_AFTER_BYTES since the last one. A task's objects that outlive two
+ * scavenges are promoted (about 0.75 KB a leaf task of the benchmark, 20 KB or more a
+ * task of a hundred inputs), and V8 collects the old generation on its own only once
+ * it has grown by 8 MB or more: a 50,000-leaf build's resident set climbed 7-10 MiB
+ * between compactions, and its last 500 tasks 7.5 MiB. Collected as it grows (about
+ * 50 ms each), the space freed is used again (BENCHMARKS.md, the fifteenth sitting).
  */
-const COLLECT_EVERY = 1000;
+const LOOK_EVERY = 100;
+const COLLECT_AFTER_BYTES = 2 * 1024 * 1024;
 
 const isSettledUnchanged = (decision: Decision | undefined): boolean =>
   decision !== undefined && decision.complete && decision.action === 'unchanged';

@@ -29,6 +29,23 @@ export function collectGarbage(options: { readonly compact?: boolean } = {}): vo
     collected++;
     gc();
   }
+  usedAfter = heapUsed();
+}
+
+const heapUsed = (): number => process.getBuiltinModule('node:v8').getHeapStatistics().used_heap_size;
+/** The heap's used bytes after the last collectGarbage. */
+let usedAfter = 0;
+
+/**
+ * Collects (without compacting) if the heap has grown by `bytes` or more since
+ * collectGarbage last ran; true if it did. V8 starts a full collection on its own
+ * only once the old generation has grown by 8 MB or more (and by GROWING_PERCENT),
+ * and until then what a long build promotes and drops is garbage in pages it keeps.
+ */
+export function collectIfGrown(bytes: number): boolean {
+  if (heapUsed() - usedAfter < bytes) return false;
+  collectGarbage();
+  return true;
 }
 
 let compacted = 0;
@@ -72,11 +89,13 @@ let phase: HeapPhase | undefined;
 export function collectAsHeapGrows(now: HeapPhase): void {
   if (phase !== now) process.getBuiltinModule('node:v8').setFlagsFromString(`--heap-growing-percent=${GROWING_PERCENT[now]}`);
   phase = now;
-  // Before executing, what planning left is garbage in pages the build would otherwise keep mapped
-  // to its end: compacted and given back, a 50,000-leaf build's resident set 12 s in was 149–151 MiB
-  // against 155–164 (BENCHMARKS.md, the twelfth sitting). Not before planning: moving a heap that
-  // has just loaded a graph maps new pages before the old ones go, which was then the peak.
-  collectGarbage({ compact: now === 'executing' });
+  // Not compacted, before executing either: compacting maps new pages for what it moves before
+  // the old ones go, and at the plan's end, with what was observed spread over pages among what
+  // observing dropped, that took a 50,000-leaf build from 141 to 147.6-150 MiB, its peak. The
+  // executor compacts once 5,000 tasks have settled and their observations are gone, and collects
+  // as the heap grows meanwhile, so what planning left is used again (BENCHMARKS.md, the fifteenth
+  // sitting). Not before planning either: moving a heap that has just loaded a graph was then the peak.
+  collectGarbage();
 }
 
 /** The phase collectAsHeapGrows was last called for in this process, if any (for tests). */
