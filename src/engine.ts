@@ -390,7 +390,6 @@ export async function observeAndPlan(session: Session): Promise<Result<Observed,
   const observations = await observe({
     graph: session.graph,
     nodes: selected,
-    dir: session.graph.dir,
     records: session.state.records,
     cache: session.cache,
     runner: session.runner,

@@ -206,7 +206,7 @@ export async function applyNodefile(options: EngineOptions & { readonly planFile
       session.state.records.lateWarnings.length === 0 &&
       !session.signal.aborted
     ) {
-      const again = await observe({ graph: session.graph, nodes: selected, dir: session.graph.dir, records: session.state.records, cache: session.cache, runner: session.runner, jobs: session.jobs, signal: session.signal, env: session.env });
+      const again = await observe({ graph: session.graph, nodes: selected, records: session.state.records, cache: session.cache, runner: session.runner, jobs: session.jobs, signal: session.signal, env: session.env });
       const settled = again.ok && makePlan(session.graph, again.value, session.state.records, { only: { nodes: selected, settled: session.delta.settled } }).counts.unchanged === selected.length;
       if (settled) session.delta.seal(summary.ran);
     }

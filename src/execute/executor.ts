@@ -143,10 +143,10 @@ export async function execute(options: ExecuteOptions): Promise<ExecuteSummary> 
     wake?.();
   };
 
-  // A long run collects every so many tasks and compacts its heap every few of those (util/gc.ts):
-  // V8's own full collections free what each task left but keep its pages, and a 50,000-task build's
-  // resident set grew by about 15 MiB from its start to its end that way (BENCHMARKS.md, the twelfth
-  // sitting); and they come only after 8 MB of growth (COLLECT_EVERY below).
+  // A long run compacts its heap every so many tasks (util/gc.ts): V8's own full collections free
+  // what each task left but keep its pages, and a 50,000-task build's resident set grew by about
+  // 15 MiB from its start to its end that way (BENCHMARKS.md, the twelfth sitting). In between it
+  // collects whenever the heap has grown by so much (LOOK_EVERY below).
   let settledCount = 0;
   const settle = (node: TaskNode, outcome: TaskOutcome): void => {
     settled[node.order] = OUTCOMES.indexOf(outcome) + 1;

@@ -21,11 +21,13 @@ import { err, ok, type Result } from '../util/result.ts';
 import type { TaskObservation } from './decide.ts';
 
 export interface ObserveOptions {
-  /** The graph the nodes are of: what is observed is kept by their place in it (graph/task-map.ts). */
+  /**
+   * The graph the nodes are of: what is observed is kept by their place in it
+   * (graph/task-map.ts), and input paths are relative to its folder, as outputs
+   * are (a task's `cwd` is only where it runs).
+   */
   readonly graph: TaskGraph;
   readonly nodes: readonly TaskNode[];
-  /** The Nodefile's folder: input paths are relative to it, as outputs are (a task's `cwd` is only where it runs). */
-  readonly dir: string;
   readonly records: ReadonlyMap<TaskId, TaskRecord>;
   readonly cache: HashCache;
   readonly runner: ProcessRunner;
@@ -103,7 +105,7 @@ export async function observe(options: ObserveOptions): Promise<Result<Map<TaskI
   const failures: Failure[] = [];
   const observations = new TaskMap<TaskObservation>(options.graph);
   const checks: TaskNode[] = [];
-  const files = options.files?.nodes === nodes ? options.files : filesToObserve(nodes, options.dir);
+  const files = options.files?.nodes === nodes ? options.files : filesToObserve(nodes, options.graph.dir);
   const prefetched = files === options.files ? options.prefetched : undefined;
   const { paths, slots, starts } = files;
   // One look per file in this pass (a header that is an input of a thousand tasks is
@@ -141,7 +143,7 @@ export async function observe(options: ObserveOptions): Promise<Result<Map<TaskI
           inputs.push(name, hashValue(options.env[input.name] ?? null));
           break;
         case 'glob':
-          inputs.push(name, hashGlob(input.pattern, options.dir, cache).hash);
+          inputs.push(name, hashGlob(input.pattern, options.graph.dir, cache).hash);
           break;
         case 'file':
         case 'tree': {
