@@ -2,7 +2,8 @@
 // as its heap grows (util/gc.ts; engine.ts, executor.ts). The flag holds for the rest of
 // the process, so this file goes through one sequence: runs too small for either first
 // (they must not set it), then a plan at the planning threshold, then a build at the
-// executing one, which also compacts the heap every so many tasks (not as it starts).
+// executing one, which also compacts the heap every so many tasks (not as it starts);
+// and last, a large graph whose observing allocates, which collects as it goes.
 // What it saves is measured in BENCHMARKS.md, not here.
 
 import { rmSync } from 'node:fs';
@@ -64,3 +65,23 @@ test('a collection when the heap has grown by so much since the last, and only t
   expect(collectIfGrown(4 << 20)).toBe(false);
   expect(collections() - before).toBe(1);
 });
+
+test('a large graph is collected while it is observed, as its heap grows', async () => {
+  // Each task's value input is hashed as it is observed: about 20 KB of serialised text a
+  // task, garbage at once, 200 MB for the graph, where observing looks at the heap every
+  // 1,024 tasks and collects once it has grown by 4 MiB.
+  const valued = `
+    const { writeFileSync } = process.getBuiltinModule('node:fs');
+    const big = Array.from({ length: 1000 }, (_, i) => 'v' + i);
+    for (let i = 0; i < 10000; i++) {
+      ng.task('write/' + i, { inputs: { v: ng.value([i, ...big]) }, outputs: ['out/' + i], run: (ctx) => writeFileSync(ctx.cwd + '/out/' + ctx.id.slice(6), ctx.id) });
+    }
+  `;
+  const before = collections();
+  const planned = await planNodefile({ nodefile: rig.nodefile(valued), jobs: 4 });
+  expect(planned.ok && planned.value.plan.size).toBe(10_000);
+  expect(heapPhase()).toBe('planning');
+  // One as the session starts (collectAsHeapGrows), the rest while observing.
+  expect(collections() - before).toBeGreaterThanOrEqual(3);
+});
+
