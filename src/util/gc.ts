@@ -98,5 +98,8 @@ export function collectAsHeapGrows(now: HeapPhase): void {
   collectGarbage();
 }
 
-/** The phase collectAsHeapGrows was last called for in this process, if any: observing collects while it is `planning` (plan/observe.ts). */
+/**
+ * The phase collectAsHeapGrows was last called for in this process, if any: observing
+ * collects as it goes while it is `planning` (plan/observe.ts).
+ */
 export const heapPhase = (): HeapPhase | undefined => phase;

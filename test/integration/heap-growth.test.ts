@@ -67,9 +67,9 @@ test('a collection when the heap has grown by so much since the last, and only t
 });
 
 test('a large graph is collected while it is observed, as its heap grows', async () => {
-  // Each task's value input is hashed as it is observed: about 20 KB of serialised text a
-  // task, garbage at once, 200 MB for the graph, where observing looks at the heap every
-  // 1,024 tasks and collects once it has grown by 4 MiB.
+  // Each task's value input is hashed as it is observed: about 7 KB of serialised text a
+  // task, garbage at once, some 70 MB for the graph, where observing looks at the heap
+  // every 1,024 tasks and collects once it has grown by 4 MiB.
   const valued = `
     const { writeFileSync } = process.getBuiltinModule('node:fs');
     const big = Array.from({ length: 1000 }, (_, i) => 'v' + i);
