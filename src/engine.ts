@@ -12,7 +12,7 @@ import { analyze } from './graph/analyze.ts';
 import type { TaskGraph, TaskNode } from './graph/graph.ts';
 import { HashCache } from './hash/cache.ts';
 import { StatPrefetch } from './hash/prefetch.ts';
-import { taskId, type TaskId } from './ids.ts';
+import { taskId, type IdList, type TaskId } from './ids.ts';
 import { loadNodefile } from './nodefile/load.ts';
 import type { Declarations } from './nodefile/builder.ts';
 import type { TaskObservation, UpstreamState } from './plan/decide.ts';
@@ -109,8 +109,8 @@ export interface DeltaRun {
  */
 export interface SealedSession {
   readonly sealed: true;
-  /** The tasks, in the order a plan lists them. */
-  readonly ids: readonly TaskId[];
+  /** The tasks, in the order a plan lists them (made strings as they are asked for). */
+  readonly ids: IdList;
   /** The graph, analysed when first asked for (a sealed run does not need it). */
   graph(): TaskGraph;
   readonly io: SealedRun;
@@ -298,7 +298,7 @@ async function openWith(
     const delta =
       sealed === undefined || defaultCompactWhen({ lines: seal.journalLines, live: sealed.ids.length })
         ? undefined
-        : openDelta({ stateDir: dir, declarations: declared.value, shape: seal.shape, ids: sealed.ids, paths: sealed.pathOf, pathCount: seal.count, changed: sealed.changed });
+        : openDelta({ stateDir: dir, declarations: declared.value, shape: seal.shape, ids: sealed.ids.all(), paths: sealed.pathOf, pathCount: seal.count, changed: sealed.changed });
     if (sealed !== undefined && delta !== undefined) {
       knownFrom(seal, sealed, delta.slots);
       const state = openStateWith(dir, delta.records, held);
@@ -313,7 +313,7 @@ async function openWith(
         files: filesToObserve(delta.nodes, delta.graph.dir),
         prefetched: undefined,
         delta: {
-          ids: sealed.ids,
+          ids: sealed.ids.all(),
           settled: delta.settled,
           wholeGraph: analysed,
           seal: (ran) =>

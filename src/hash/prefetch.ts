@@ -23,6 +23,9 @@
 
 import type { Worker } from 'node:worker_threads';
 
+/** Bytes in a SharedArrayBuffer: a worker reads them without a copy being made. */
+export type SharedBytes = Uint8Array<SharedArrayBuffer>;
+
 /** The stat fields the hash cache uses; what a slot gives back. */
 export interface StatFields {
   readonly dev: bigint;
@@ -115,12 +118,15 @@ try {
 }
 try {
   const slots = new BigInt64Array(workerData.shared, ${HEADER});
-  // One path at a time out of the joined string (no array of them all: less memory).
+  // One path at a time out of the joined string, or out of the bytes shared with the
+  // main thread (no array of them all, and no copy of the bytes: less memory).
   const joined = workerData.paths;
+  const bytes = typeof joined === 'string' ? undefined : Buffer.from(joined.buffer, joined.offset, joined.length);
+  const end = bytes === undefined ? joined.length : bytes.length;
   for (let i = 0, from = 0; i < workerData.count && Atomics.load(header, ${GO}) === 1; i++) {
-    let to = joined.indexOf('\\0', from);
-    if (to < 0) to = joined.length;
-    const path = joined.slice(from, to);
+    let to = bytes === undefined ? joined.indexOf('\\0', from) : bytes.indexOf(0, from);
+    if (to < 0) to = end;
+    const path = bytes === undefined ? joined.slice(from, to) : bytes.toString('utf8', from, to);
     from = to + 1;
     const at = i * ${SLOT_WORDS};
     if (fast !== undefined) {
@@ -183,7 +189,7 @@ export class StatPrefetch {
 
   readonly #summing: boolean;
 
-  private constructor(joined: string, count: number, summing: boolean, worker: (shared: SharedArrayBuffer, joined: string) => Worker) {
+  private constructor(joined: string | SharedBytes, count: number, summing: boolean, worker: (shared: SharedArrayBuffer, joined: string | SharedBytes) => Worker) {
     const shared = new SharedArrayBuffer(HEADER + count * SLOT_BYTES);
     this.#header = new Int32Array(shared, 0, 6);
     this.#words = new BigInt64Array(shared, HEADER);
@@ -206,16 +212,22 @@ export class StatPrefetch {
 
   /**
    * As start(), for `count` paths given each followed by a NUL, or joined by one (the last need not end
-   * with it). With `sumOf`, the worker first takes that file's CRC-32 (sum()).
+   * with it): as a string, which the worker is given a copy of, or as UTF-8 bytes in shared memory,
+   * which it reads where they are. With `sumOf`, the worker first takes that file's CRC-32 (sum()).
    */
-  static startJoined(joined: string, count: number, min = minimumPaths(), sumOf?: string): StatPrefetch | undefined {
+  static startJoined(joined: string | SharedBytes, count: number, min = minimumPaths(), sumOf?: string): StatPrefetch | undefined {
     if (count === 0 || count < min) return undefined;
     const { Worker } = process.getBuiltinModule('node:worker_threads');
     try {
       return new StatPrefetch(joined, count, sumOf !== undefined, (shared, joined) => {
         const worker = new Worker(WORKER, {
           eval: true,
-          workerData: { shared, paths: joined, count, sumOf },
+          workerData: {
+            shared,
+            paths: typeof joined === 'string' ? joined : { buffer: joined.buffer, offset: joined.byteOffset, length: joined.byteLength },
+            count,
+            sumOf,
+          },
           // Its garbage is one BigIntStats after another: a small young generation is plenty.
           resourceLimits: { maxYoungGenerationSizeMb: 2 },
           stdout: true,

@@ -1,7 +1,7 @@
 // The planner: graph + observations + state in, a plan with a reason per
 // task out. Pure and synchronous; observe.ts does the reading.
 
-import type { ContentHash, TaskId } from '../ids.ts';
+import type { ContentHash, IdList, TaskId } from '../ids.ts';
 import type { TaskGraph, TaskNode } from '../graph/graph.ts';
 import { TaskMap } from '../graph/task-map.ts';
 import type { TaskRecord } from '../state/record.ts';
@@ -322,10 +322,10 @@ export function listedPlan(entries: readonly PlanEntry[]): Plan {
 const ORPHAN: readonly string[] = Object.freeze(['orphan: no longer in the Nodefile']);
 
 /** The plan of a whole graph found unchanged, as makePlan makes it (for a run the state's seal vouched for). */
-export function unchangedPlan(ids: readonly TaskId[]): Plan {
+export function unchangedPlan(ids: IdList): Plan {
   const actions = new Uint8Array(ids.length).fill(UNCHANGED);
   const counts = { create: 0, update: 0, replace: 0, drift: 0, maybe: 0, destroy: 0, unchanged: ids.length };
-  return new PlanTable({ size: ids.length, actions, verbs: new Map(), reasons: undefined }, (i) => ids[i]!, counts);
+  return new PlanTable({ size: ids.length, actions, verbs: new Map(), reasons: undefined }, (i) => ids.at(i)!, counts);
 }
 
 /**

@@ -282,6 +282,38 @@ describe('the seal', () => {
     expect((await apply(nodefile)).value.io.sealed).toBe(true);
   });
 
+  // The seal's paths and ids are kept as its bytes: the stat worker reads the paths where they lie, and an id
+  // or a path is made a string only when asked for (a touched or changed file's path, an id a plan lists).
+  test('with the stat worker, paths beyond ASCII: a sealed no-op lists every id in order, a touched file is read once, a changed one runs what it reaches', async () => {
+    const before = process.env['NODEGRAPH_STAT_AHEAD'];
+    process.env['NODEGRAPH_STAT_AHEAD'] = '0';
+    try {
+      put('in/ü.txt', 'ü\n');
+      const nodefile = await sealed(`
+  ng.task('copy/u', { inputs: { src: ng.file('in/ü.txt') }, outputs: ['out/日本'], run: ['cp', 'in/ü.txt', 'out/日本'] });
+  ng.task('copy/plain', { inputs: { src: ng.file('in/0.txt') }, outputs: ['out/0'], run: ['cp', 'in/0.txt', 'out/0'] });
+  ng.task('all/x', { inputs: { a: ng.ref('copy/u'), b: ng.ref('copy/plain') }, outputs: ['out/all'], run: { shell: 'cat out/日本 out/0 > out/all' } });
+`);
+      const noop = await apply(nodefile);
+      expect(noop.value.io).toMatchObject({ sealed: true, contentReads: 0 });
+      expect(noop.value.plan.entries().map((e) => e.id)).toEqual(['copy/u', 'copy/plain', 'all/x']);
+      const later = stamp + 50;
+      utimesSync(rig.path('in/ü.txt'), later, later);
+      const touched = await apply(nodefile);
+      expect(touched.value.ran).toEqual([]);
+      expect(touched.value.io).toMatchObject({ sealed: true, contentReads: 1, bytesRead: 3 });
+      put('in/ü.txt', 'üü\n');
+      const changed = await apply(nodefile);
+      expect(changed.value.io).toMatchObject({ delta: true, sealed: false });
+      expect(changed.value.ran.toSorted()).toEqual(['all/x', 'copy/u']);
+      expect(rig.read('out/all')).toBe('üü\n0\n');
+      expect((await apply(nodefile)).value.io).toMatchObject({ sealed: true, contentReads: 0 });
+    } finally {
+      if (before === undefined) delete process.env['NODEGRAPH_STAT_AHEAD'];
+      else process.env['NODEGRAPH_STAT_AHEAD'] = before;
+    }
+  });
+
   // Its checksum is taken on the stat worker where there is one (NODEGRAPH_STAT_AHEAD=0 starts one for any graph), on the main thread otherwise.
   test.each(['off', '0'])('a journal sealed a moment after it was written is known by its content: a seal whose checksum of it differs is not trusted (NODEGRAPH_STAT_AHEAD=%s)', async (ahead) => {
     const before = process.env['NODEGRAPH_STAT_AHEAD'];

@@ -113,6 +113,30 @@ describe('StatPrefetch', () => {
     }
   });
 
+  test('paths given as UTF-8 bytes in shared memory are read there, each slot of its own path', () => {
+    // As the seal gives them (state/seal.ts): each ended by a NUL, some beyond ASCII, one missing.
+    const names = ['é/één.txt', 'plain', '日本/語.txt', 'missing-ü'];
+    const paths = names.map((name, i) => (name.startsWith('missing') ? path.join(dir, name) : write(name, 'x'.repeat(i + 1))));
+    const joined = Buffer.from(paths.map((p) => `${p}\0`).join(''), 'utf8');
+    // At an offset in a larger buffer, as the seal's paths lie in its body.
+    const shared = Buffer.from(new SharedArrayBuffer(joined.length + 11));
+    joined.copy(shared, 7);
+    const stats = StatPrefetch.startJoined(shared.subarray(7, 7 + joined.length) as Buffer<SharedArrayBuffer>, paths.length, 0);
+    if (stats === undefined) throw new Error('no worker');
+    try {
+      stats.go();
+      paths.forEach((p, slot) => {
+        expect(stats.ready(slot)).toBe(true);
+        const real = statSync(p, { bigint: true, throwIfNoEntry: false });
+        if (real === undefined) expect(stats.stat(slot)).toBeUndefined();
+        else expect(stats.stat(slot)).toMatchObject({ ino: real.ino, size: real.size });
+      });
+      expect(stats.size(2)).toBe(3);
+    } finally {
+      stats.close();
+    }
+  });
+
   test('nothing is stat\'ed before go(), and nothing is answered after close()', () => {
     const file = write('f', 'one');
     const stats = StatPrefetch.start([file], 0)!;
