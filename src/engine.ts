@@ -20,7 +20,7 @@ import { filesToObserve, observe, type FilesToObserve } from './plan/observe.ts'
 import { makePlan, selectTasks, type DecidedPlan } from './plan/plan.ts';
 import { lockWarnings, openState, openStateWith, type OpenState } from './state/open.ts';
 import { acquire, type Lock } from './state/lock.ts';
-import { checkSeal, knownFrom, openSeal, sealDelta, sealPath, type OpenedSeal, type SealedRun } from './state/seal.ts';
+import { checkSeal, knownFrom, openSeal, sealCompare, sealDelta, sealPath, type OpenedSeal, type SealedRun } from './state/seal.ts';
 import { openDelta } from './state/delta.ts';
 import { defaultCompactWhen, journalPath } from './state/journal.ts';
 import { appender, type Appender } from './execute/appender.ts';
@@ -231,7 +231,7 @@ async function open(
     }
     seal = openSeal(held?.stateDir ?? stateDir);
     if (seal !== undefined) {
-      early = StatPrefetch.startJoined(seal.paths, seal.count, undefined, seal.racyJournal ? journalPath(held?.stateDir ?? stateDir) : undefined);
+      early = StatPrefetch.startJoined(seal.paths, seal.count, undefined, seal.racyJournal ? journalPath(held?.stateDir ?? stateDir) : undefined, sealCompare(seal));
       early?.go();
     }
   }

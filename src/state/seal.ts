@@ -65,7 +65,7 @@ import type { TaskGraph } from '../graph/graph.ts';
 import type { TaskId } from '../ids.ts';
 import type { Declarations, DeclaredTask } from '../nodefile/builder.ts';
 import { HashCache, settledAt, writeStat } from '../hash/cache.ts';
-import type { StatPrefetch } from '../hash/prefetch.ts';
+import { Verdict, type CompareWith, type StatPrefetch } from '../hash/prefetch.ts';
 import { sha256Hex } from '../hash/sha256.ts';
 import { crc32 } from '../util/crc32.ts';
 import { canonicalJson } from '../hash/value.ts';
@@ -91,7 +91,6 @@ const JOURNAL_LINES = JOURNAL_RACY + 4;
 const HEAD = JOURNAL_LINES + 8;
 const S_IFMT = 0o170000;
 const S_IFREG = 0o100000;
-const LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
 /**
  * Files found at another stat are read again, up to this many (or this many
  * bytes): a touched file or two. Past that the run goes the whole way, which
@@ -433,6 +432,11 @@ export function openSeal(stateDir: string): OpenedSeal | undefined {
   }
 }
 
+/** What the stat worker compares each of the seal's paths with: the stat it sealed (checkSeal takes its verdicts). */
+export function sealCompare(seal: OpenedSeal): CompareWith {
+  return { buffer: seal.body.buffer as SharedArrayBuffer, offset: seal.body.byteOffset + HEAD, stride: PER_PATH };
+}
+
 function statOf(file: string): BigIntStats | undefined {
   try {
     return statSync(file, { bigint: true, throwIfNoEntry: false });
@@ -477,7 +481,7 @@ export function checkSeal(options: {
   readonly stateDir: string;
   readonly seal: OpenedSeal;
   readonly declarations: Declarations;
-  /** Stats taken ahead of the seal's paths. */
+  /** Stats taken ahead of the seal's paths, each compared with the sealed one by the worker (sealCompare); with none, this thread stats them. */
   readonly prefetched?: StatPrefetch | undefined;
   readonly env: Readonly<Record<string, string | undefined>>;
   /** Rewrites the seal for files found touched (apply: under the lock). */
@@ -508,12 +512,14 @@ export function checkSeal(options: {
   const changed: number[] = [];
   for (let slot = 0; slot < count; slot++) {
     const at = HEAD + slot * PER_PATH;
-    if (prefetched !== undefined && LITTLE_ENDIAN && prefetched.ready(slot)) {
-      if (!isRegular(prefetched.mode(slot))) {
+    if (prefetched?.comparing === true && prefetched.ready(slot)) {
+      // The worker compared the file's stat with the sealed one (sealCompare).
+      const verdict = prefetched.verdict(slot);
+      if (verdict === Verdict.Same) continue;
+      if (verdict === Verdict.NotFile) {
         if (changed.push(slot) > MAX_READS) return undefined;
         continue;
       }
-      if (sameStat(body, at, prefetched.bytes, prefetched.statOffset(slot))) continue;
     } else {
       const st = statOf(pathOf(slot));
       if (st === undefined || !isRegular(st.mode)) {

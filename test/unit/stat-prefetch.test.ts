@@ -9,8 +9,8 @@ import { crc32 } from 'node:zlib';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, test } from 'vitest';
-import { HashCache, type FileObservation } from '../../src/hash/cache.ts';
-import { StatPrefetch } from '../../src/hash/prefetch.ts';
+import { HashCache, writeStat, type FileObservation } from '../../src/hash/cache.ts';
+import { StatPrefetch, Verdict } from '../../src/hash/prefetch.ts';
 
 let dir: string;
 beforeEach(() => {
@@ -132,6 +132,40 @@ describe('StatPrefetch', () => {
         else expect(stats.stat(slot)).toMatchObject({ ino: real.ino, size: real.size });
       });
       expect(stats.size(2)).toBe(3);
+    } finally {
+      stats.close();
+    }
+  });
+
+  test('given stats to compare with, each slot is the verdict: the same stat, another, or no regular file', () => {
+    const same = write('same.txt', 'one');
+    const touched = write('touched.txt', 'two');
+    const edited = write('edited.txt', 'three');
+    const folder = path.join(dir, 'folder');
+    mkdirSync(folder);
+    const paths = [same, touched, edited, folder, path.join(dir, 'missing'), path.join(same, 'under')];
+    // As the seal keeps them: a stat of 40 bytes at a stride of 72 (its content digest after it), past a head of 88.
+    const stride = 72;
+    const sealed = Buffer.from(new SharedArrayBuffer(88 + paths.length * stride));
+    paths.forEach((p, slot) => {
+      const st = statSync(p, { bigint: true, throwIfNoEntry: false });
+      if (st !== undefined) writeStat(sealed, 88 + slot * stride, st);
+    });
+    utimesSync(touched, new Date(Date.now() - 5_000), new Date(Date.now() - 5_000));
+    writeFileSync(edited, 'THREE');
+    const stats = StatPrefetch.startJoined(paths.join('\0'), paths.length, 0, undefined, { buffer: sealed.buffer, offset: 88, stride });
+    if (stats === undefined) throw new Error('no worker');
+    try {
+      expect(stats.comparing).toBe(true);
+      stats.go();
+      expect(paths.map((_, slot) => (stats.ready(slot) ? stats.verdict(slot) : 'not ready'))).toEqual([
+        Verdict.Same,
+        Verdict.Other,
+        Verdict.Other,
+        Verdict.NotFile,
+        Verdict.NotFile,
+        Verdict.NotFile,
+      ]);
     } finally {
       stats.close();
     }
