@@ -4,6 +4,7 @@
 // it observes without (the engine property test runs whole applies both ways).
 
 import { mkdirSync, mkdtempSync, rmSync, statSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { crc32 } from 'node:zlib';
 import { tmpdir } from 'node:os';
@@ -169,6 +170,31 @@ describe('StatPrefetch', () => {
     } finally {
       stats.close();
     }
+  });
+
+  test('waiting for the worker does not load node:perf_hooks (the global performance loads it)', () => {
+    // In a process of its own: this one has loaded them all. Its main thread asks for the last of 3,000
+    // paths as soon as the worker may start, so it waits; then it lists what it loaded since it started it.
+    const paths = Array.from({ length: 3000 }, (_, i) => write(`many/${i}`, ''));
+    const script = write(
+      'wait.mjs',
+      `import { StatPrefetch } from ${JSON.stringify(new URL('../../src/hash/prefetch.ts', import.meta.url).href)};
+const paths = ${JSON.stringify(paths)};
+const before = new Set(process.moduleLoadList);
+const stats = StatPrefetch.start(paths, 0);
+stats.go();
+const ready = stats.ready(paths.length - 1);
+stats.close();
+console.log(JSON.stringify({ ready, loaded: process.moduleLoadList.filter((m) => !before.has(m) && m.startsWith('NativeModule')) }));
+`,
+    );
+    const result = spawnSync(process.execPath, [script], { encoding: 'utf8' });
+    expect(result.stderr).toBe('');
+    const { ready, loaded } = JSON.parse(result.stdout) as { ready: boolean; loaded: string[] };
+    expect(ready).toBe(true);
+    // Starting a worker loads node:worker_threads and what it needs; a wait, nothing of its own.
+    expect(loaded).toContain('NativeModule worker_threads');
+    expect(loaded).not.toContain('NativeModule perf_hooks');
   });
 
   test('nothing is stat\'ed before go(), and nothing is answered after close()', () => {
