@@ -610,7 +610,6 @@ function reseal(stateDir: string, seal: OpenedSeal, ranges: readonly (readonly [
  */
 const checksum = (data: Uint8Array): string => (crc32(data) >>> 0).toString(16).padStart(8, '0');
 
-/** Where each of `count` NUL-ended strings starts in `joined`, and one past the last. */
 /**
  * The seal's task ids, in the plan's order: its bytes, made strings only as they
  * are asked for (a sealed no-op lists none of them but in --json: 50,000 strings
@@ -640,6 +639,7 @@ export class SealedIds {
   }
 }
 
+/** Where each of `count` NUL-ended strings starts in `joined`, and one past the last. */
 function startsOf(joined: Uint8Array, count: number): Int32Array {
   const starts = new Int32Array(count + 1);
   for (let i = 0, at = 0; i < count; i++) {
