@@ -17,7 +17,9 @@
 //
 // What a slot says is exactly what statSync(path, { bigint: true }) said on
 // the worker: the hash cache treats it as its own stat (cache.ts hashFile),
-// and a path the worker has not reached is waited for. Anything that goes
+// and a path the worker has not reached is waited for. (Given stats to compare
+// with, as the seal's check gives it, a slot is instead the worker's verdict on
+// that comparison, below.) Anything that goes
 // wrong here — no worker, a worker that dies or stalls — only means the main
 // thread stats the path itself.
 
