@@ -144,24 +144,53 @@ try {
 } catch {
   // not this Node: statSync it is
 }
+// The stat of a path, into \`mine\`: dev, ino, size, mtime ns, ctime ns (the record order), mode.
+// False when nothing readable is there (ENOENT, and ENOTDIR, ELOOP or EACCES on a parent, as the cache's own stat says).
+const mine = new BigInt64Array(6);
+const mineBytes = new Uint8Array(mine.buffer);
+const statOf = (path) => {
+  if (fast !== undefined) {
+    let v;
+    try {
+      v = fast.stat(path, true, undefined, false);
+    } catch {
+      return false;
+    }
+    if (v === undefined) return false;
+    mine[0] = v[0];
+    mine[1] = v[7];
+    mine[2] = v[8];
+    mine[3] = v[12] * 1000000000n + v[13];
+    mine[4] = v[14] * 1000000000n + v[15];
+    mine[5] = v[1];
+    return true;
+  }
+  let st;
+  try {
+    st = statSync(path, { bigint: true, throwIfNoEntry: false });
+  } catch {
+    return false;
+  }
+  if (st === undefined) return false;
+  mine[0] = st.dev;
+  mine[1] = st.ino;
+  mine[2] = st.size;
+  mine[3] = st.mtimeNs;
+  mine[4] = st.ctimeNs;
+  mine[5] = st.mode;
+  return true;
+};
 // With stats to compare with, a slot is the verdict on the path's stat (Verdict).
 const compare = workerData.compare;
-const verdicts = compare === undefined ? undefined : new Uint8Array(workerData.shared, ${HEADER}, workerData.count);
 const against = compare === undefined ? undefined : new Uint8Array(compare.buffer);
-const mine = new BigInt64Array(5);
-const mineBytes = new Uint8Array(mine.buffer);
-const judge = (i, dev, ino, size, mtimeNs, ctimeNs, mode) => {
-  if ((Number(mode) & 0o170000) !== 0o100000) return ${Verdict.NotFile};
-  mine[0] = dev;
-  mine[1] = ino;
-  mine[2] = size;
-  mine[3] = mtimeNs;
-  mine[4] = ctimeNs;
+const judge = (i, found) => {
+  if (!found || (Number(mine[5]) & 0o170000) !== 0o100000) return ${Verdict.NotFile};
   const at = compare.offset + i * compare.stride;
   for (let k = 0; k < 40; k++) if (mineBytes[k] !== against[at + k]) return ${Verdict.Other};
   return ${Verdict.Same};
 };
 try {
+  const verdicts = compare === undefined ? undefined : new Uint8Array(workerData.shared, ${HEADER}, workerData.count);
   const slots = compare === undefined ? new BigInt64Array(workerData.shared, ${HEADER}) : undefined;
   // One path at a time out of the joined string, or out of the bytes shared with the
   // main thread (no array of them all, and no copy of the bytes: less memory).
@@ -173,45 +202,14 @@ try {
     if (to < 0) to = end;
     const path = bytes === undefined ? joined.slice(from, to) : bytes.toString('utf8', from, to);
     from = to + 1;
-    const at = i * ${SLOT_WORDS};
-    if (fast !== undefined) {
-      let v;
-      try {
-        v = fast.stat(path, true, undefined, false);
-      } catch {
-        // as below
-      }
-      if (verdicts !== undefined) verdicts[i] = v === undefined ? ${Verdict.NotFile} : judge(i, v[0], v[7], v[8], v[12] * 1000000000n + v[13], v[14] * 1000000000n + v[15], v[1]);
-      else if (v === undefined) slots[at] = 2n;
-      else {
-        slots[at + 1] = v[0];
-        slots[at + 2] = v[7];
-        slots[at + 3] = v[8];
-        slots[at + 4] = v[12] * 1000000000n + v[13];
-        slots[at + 5] = v[14] * 1000000000n + v[15];
-        slots[at + 6] = v[1];
-        slots[at] = 1n;
-      }
-      Atomics.store(header, ${FILLED}, i + 1);
-      if ((i & 255) === 255) Atomics.notify(header, ${FILLED});
-      continue;
-    }
-    let st;
-    try {
-      st = statSync(path, { bigint: true, throwIfNoEntry: false });
-    } catch {
-      // ENOTDIR, ELOOP, EACCES on a parent: nothing readable is there (as the cache's own stat says).
-    }
-    if (verdicts !== undefined) verdicts[i] = st === undefined ? ${Verdict.NotFile} : judge(i, st.dev, st.ino, st.size, st.mtimeNs, st.ctimeNs, st.mode);
-    else if (st === undefined) slots[at] = 2n;
+    const found = statOf(path);
+    if (verdicts !== undefined) verdicts[i] = judge(i, found);
     else {
-      slots[at + 1] = st.dev;
-      slots[at + 2] = st.ino;
-      slots[at + 3] = st.size;
-      slots[at + 4] = st.mtimeNs;
-      slots[at + 5] = st.ctimeNs;
-      slots[at + 6] = st.mode;
-      slots[at] = 1n;
+      const at = i * ${SLOT_WORDS};
+      if (found) {
+        slots.set(mine, at + 1);
+        slots[at] = 1n;
+      } else slots[at] = 2n;
     }
     Atomics.store(header, ${FILLED}, i + 1);
     if ((i & 255) === 255) Atomics.notify(header, ${FILLED});
