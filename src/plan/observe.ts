@@ -2,7 +2,7 @@
 // output, and the verdict of every check. The I/O half of planning.
 
 import type { Failure } from '../error.ts';
-import type { ContentHash, TaskId } from '../ids.ts';
+import { contentHash, type ContentHash, type TaskId } from '../ids.ts';
 import { join } from '../graph/analyze.ts';
 import type { TaskGraph, TaskNode } from '../graph/graph.ts';
 import { TaskMap } from '../graph/task-map.ts';
@@ -83,9 +83,10 @@ export function filesToObserve(nodes: readonly TaskNode[], dir: string): FilesTo
 /**
  * An observation that is its own map of input hashes: one object of 72 bytes
  * a task, held from the plan until the task has run, where an object and the
- * map it held were 152 (BENCHMARKS.md).
+ * map it held were 152 (BENCHMARKS.md). A file's hash in it may be packed (see
+ * pack): it is given out as a ContentHash all the same.
  */
-class Observed extends PairMap<string, ContentHash> implements TaskObservation {
+class Observed extends PairMap<string, string> implements TaskObservation {
   readonly outputs: ReadonlyMap<string, ContentHash | 'missing'>;
   constructor(flat: readonly string[], outputs: ReadonlyMap<string, ContentHash | 'missing'>) {
     super(flat);
@@ -93,9 +94,38 @@ class Observed extends PairMap<string, ContentHash> implements TaskObservation {
   }
 
   get inputs(): ReadonlyMap<string, ContentHash> {
-    return this;
+    return this as ReadonlyMap<string, string> as ReadonlyMap<string, ContentHash>;
+  }
+
+  override get(key: string): ContentHash | undefined {
+    const value = super.get(key);
+    return value === undefined ? undefined : unpack(value);
+  }
+
+  override *values(): MapIterator<ContentHash> {
+    for (const value of super.values()) yield unpack(value);
+  }
+
+  override *entries(): MapIterator<[string, ContentHash]> {
+    for (const [key, value] of super.entries()) yield [key, unpack(value)];
   }
 }
+
+/**
+ * A file's hash as an observation of a task with no record keeps it: its 32 bytes
+ * as a string of 32 one-byte characters, 48 bytes of V8's heap where `sha256:` and
+ * 64 hex digits take 88. Such a task runs, and its observation is held until then:
+ * at 50,000 leaves, most of them through the build's first minute (BENCHMARKS.md,
+ * the eighteenth sitting). Every other hash an observation holds is 71 characters
+ * long, so the length tells a packed one.
+ */
+type Packed = string & { readonly __packed: true };
+const PACKED_LENGTH = 32;
+const pack = (hash: ContentHash): Packed => Buffer.from(hash.slice(HASH_PREFIX), 'hex').toString('latin1') as Packed;
+const unpack = (value: string): ContentHash =>
+  value.length === PACKED_LENGTH ? contentHash(Buffer.from(value, 'latin1').toString('hex')) : (value as ContentHash);
+/** 'sha256:'.length. */
+const HASH_PREFIX = 7;
 
 /** What an observation says of outputs it did not look at: one Map for all (a Map is about 150 bytes even empty). */
 const NO_OUTPUTS: ReadonlyMap<string, never> = new Map<string, never>();
@@ -113,10 +143,10 @@ export async function observe(options: ObserveOptions): Promise<Result<Map<TaskI
   // stat'ed once): by slot. Only here: the executor hashes outputs again after tasks write them.
   // A file's hash, or what else was there: not the cache's FileObservation, which would live
   // (and be promoted) to the end of this pass, 50,000 of them for as many leaves.
-  const seenFiles: (ContentHash | Exclude<FileObservation['kind'], 'file'> | undefined)[] = new Array(paths.length);
+  const seenFiles: (ContentHash | Packed | Exclude<FileObservation['kind'], 'file'> | undefined)[] = new Array(paths.length);
   // And one walk per directory: a tree several tasks read is hashed once.
   const trees = new Map<string, ContentHash>();
-  const scratch: (string | ContentHash)[] = [];
+  const scratch: string[] = [];
   // Files the cache knows nothing of are read below, one after another: many of them, the
   // kernel is asked to read ahead first (a minute idle, and this machine has them on disk again).
   let readingAhead = false;
@@ -136,6 +166,8 @@ export async function observe(options: ObserveOptions): Promise<Result<Map<TaskI
     let at = starts[n]!;
     const inputs = scratch;
     inputs.length = 0;
+    // Without decoding a record the journal kept as text (state/records.ts).
+    const trusted = records instanceof RecordMap ? records.isOk(node.id) : records.get(node.id)?.status === 'ok';
     for (const name in node.inputs) {
       const input = node.inputs[name]!;
       switch (input.kind) {
@@ -166,13 +198,16 @@ export async function observe(options: ObserveOptions): Promise<Result<Map<TaskI
             if (tree === undefined) trees.set(absolute, (tree = hashTree(absolute, cache)));
             inputs.push(name, tree);
           }
-          else inputs.push(name, seen);
+          else {
+            // Packed for a task with no record, whose observation is held until it runs; as the
+            // record has it for one with a record, which is compared with it now (unchanged.ts).
+            if (trusted === (seen.length === PACKED_LENGTH)) seenFiles[slot] = seen = trusted ? unpack(seen) : pack(seen as ContentHash);
+            inputs.push(name, seen);
+          }
           break;
         }
       }
     }
-    // Without decoding a record the journal kept as text (state/records.ts).
-    const trusted = records instanceof RecordMap ? records.isOk(node.id) : records.get(node.id)?.status === 'ok';
     // Outputs and checks only matter when there is a record they could agree with.
     let outputs: ReadonlyMap<string, ContentHash | 'missing'> = NO_OUTPUTS;
     if (trusted && node.outputs.length > 0) {
@@ -188,7 +223,7 @@ export async function observe(options: ObserveOptions): Promise<Result<Map<TaskI
     if (inputs.length === 0) observation = { inputs: NO_INPUTS, outputs };
     // Read from the scratch list, which it does not keep.
     else if (inputs.length <= 2 * WALK_MAX) observation = new Observed(inputs, outputs);
-    else observation = { inputs: smallMap<string, ContentHash>(inputs.slice()), outputs };
+    else observation = { inputs: smallMap<string, ContentHash>(inputs.map((v, i) => ((i & 1) === 1 ? unpack(v) : v))), outputs };
     observations.set(node.id, observation);
     if (trusted && node.decl.spec.check !== undefined) checks.push(node);
   }

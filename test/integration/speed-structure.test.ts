@@ -3,6 +3,7 @@
 // stats each file once, writes no state, and loads no module it does not use;
 // a change after a sealed no-op loads only what it reaches.
 
+import { createHash } from 'node:crypto';
 import { existsSync, readFileSync, rmSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, beforeEach, expect, test } from 'vitest';
@@ -272,4 +273,43 @@ test('a build asks the runner to read ahead the inputs the hash cache knows noth
   const second = await applyNodefile({ nodefile, jobs: 4, runner });
   expect(second.ok && second.value.ran.length).toBe(n);
   expect(asked).toHaveLength(1);
+});
+
+test("observations give out each input's content hash, whether the task has a record (hashes kept as recorded) or not (kept packed until it runs)", async () => {
+  const sha = (text: string): string => `sha256:${createHash('sha256').update(text).digest('hex')}`;
+  for (let i = 0; i < TASKS; i++) rig.write(`in/${i}.txt`, `${i}\n`);
+  rig.write('in/header.h', 'h\n');
+  // One task of ten file inputs (a Map, not a PairMap) and one of a file and a value.
+  const wide = `
+    ng.task('wide', { inputs: Object.fromEntries(Array.from({ length: 10 }, (_, i) => ['in' + i, ng.file('in/' + i + '.txt')])), outputs: ['out/wide'], run: ['touch', 'out/wide'] });
+    ng.task('mixed', { inputs: { a: ng.file('in/1.txt'), v: ng.value(42) }, outputs: ['out/mixed'], run: ['touch', 'out/mixed'] });
+  `;
+  const nodefile = rig.nodefile(graph + wide);
+  // Half the copies have a record, half do not: each kind reads the header the other reads.
+  const half = await applyNodefile({ nodefile, jobs: 4, targets: Array.from({ length: TASKS / 2 }, (_, i) => `copy/${2 * i}`) });
+  if (!half.ok) throw new Error(JSON.stringify(half.error));
+  expect(half.value.ran).toHaveLength(TASKS / 2);
+  const checked = await withSession({ nodefile }, { lock: false }, async (session) => {
+    const observed = await observeAndPlan(session);
+    if (!observed.ok) return observed;
+    const { observations } = observed.value;
+    for (let i = 0; i < TASKS; i++) {
+      const inputs = observations.get(`copy/${i}` as never)!.inputs;
+      const want = [['src', sha(`${i}\n`)], ['header', sha('h\n')]];
+      expect([inputs.get('src'), inputs.get('header')], `copy/${i}`).toEqual([want[0]![1], want[1]![1]]);
+      expect([...inputs], `copy/${i}`).toEqual(want);
+      expect([...inputs.entries()]).toEqual(want);
+      expect([...inputs.values()]).toEqual(want.map(([, h]) => h));
+      expect([...inputs.keys()]).toEqual(['src', 'header']);
+      const each: string[][] = [];
+      inputs.forEach((h, name) => each.push([name, h]));
+      expect(each).toEqual(want);
+    }
+    expect([...observations.get('wide' as never)!.inputs]).toEqual(Array.from({ length: 10 }, (_, i) => [`in${i}`, sha(`${i}\n`)]));
+    const mixed = observations.get('mixed' as never)!.inputs;
+    expect(mixed.get('a')).toBe(sha('1\n'));
+    expect(mixed.get('v')).toMatch(/^sha256:[0-9a-f]{64}$/);
+    return { ok: true as const, value: undefined };
+  });
+  expect(checked.ok).toBe(true);
 });
