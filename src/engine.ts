@@ -72,8 +72,11 @@ export interface Session {
   readonly runner: ProcessRunner;
   readonly signal: AbortSignal;
   readonly emit: EventSink;
-  /** What observing will look at, and its stats taken ahead on another thread (large graphs only); used once. */
-  readonly files?: FilesToObserve | undefined;
+  /**
+   * What observing will look at, and its stats taken ahead on another thread (large graphs only); used
+   * once, and again by a seal written after the run. An apply that will not seal lets `files` go.
+   */
+  files?: FilesToObserve | undefined;
   readonly prefetched?: StatPrefetch | undefined;
   readonly jobs: number;
   readonly targets: ReadonlySet<TaskId> | undefined;

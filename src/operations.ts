@@ -134,6 +134,9 @@ export async function applyNodefile(options: EngineOptions & { readonly planFile
     const observed = await observeAndPlan(session);
     if (!observed.ok) return observed;
     const { plan, selected, observations } = observed.value;
+    // Only a run that finds every task unchanged seals with them (writeSeal below): a build lets
+    // what observing looked at go before it starts (the paths, 1.5 MB at 50,000 leaves).
+    if (plan.counts.unchanged !== plan.size) session.files = undefined;
     if (saved !== undefined) {
       const now = bindPlan(session.graph, selected, observations, session.state.records, plan, { targets: saved.targets, replace: saved.replace });
       const changes = planChanges(saved, now);
