@@ -32,15 +32,45 @@ export interface Declarations {
 
 const MAX_FAILURES = 20;
 
-/** A handle to a task; a class, so a graph of 50,000 tasks does not make 50,000 closures. */
+/**
+ * A handle to a task; a class, so a graph of 50,000 tasks does not make 50,000 closures,
+ * with its `kind` on the prototype: an object of 32 bytes, not 40.
+ */
 class Ref implements TaskRef {
-  readonly kind = 'task' as const;
+  declare readonly kind: 'task';
   readonly id: TaskId;
   constructor(id: TaskId) {
     this.id = id;
   }
   output(path: string): InputSpec {
     return { kind: 'task', id: this.id, path };
+  }
+}
+Object.defineProperty(Ref.prototype, 'kind', { value: 'task', enumerable: true });
+
+/**
+ * A declaration as nodegraph keeps it, its inputs and outputs read off its spec: 56 bytes
+ * a task, where an object that held them too took 72.
+ */
+class Declared implements DeclaredTask {
+  readonly id: TaskId;
+  readonly spec: TaskSpec;
+  readonly after: readonly TaskId[];
+  readonly site: SiteRef;
+  constructor(id: TaskId, spec: TaskSpec, after: readonly TaskId[], site: SiteRef) {
+    this.id = id;
+    this.spec = spec;
+    this.after = after;
+    this.site = site;
+  }
+
+  get inputs(): Readonly<Record<string, InputSpec>> {
+    const declared = this.spec.inputs;
+    return typeof declared === 'object' && declared !== null ? (declared as Readonly<Record<string, InputSpec>>) : NO_INPUTS;
+  }
+
+  get outputs(): readonly string[] {
+    return Array.isArray(this.spec.outputs) ? this.spec.outputs : NO_PATHS;
   }
 }
 
@@ -151,10 +181,7 @@ export class Builder {
       // check()), on the Nodefile's own object, which is then kept as it is.
       this.#unchecked.push({ id, spec, site: this.#sites ? site : captureSite(this.#file, entry) });
     }
-    const declared = spec.inputs;
-    const inputs = typeof declared === 'object' && declared !== null ? (declared as Readonly<Record<string, InputSpec>>) : NO_INPUTS;
-    const outputs = Array.isArray(spec.outputs) ? spec.outputs : NO_PATHS;
-    this.#tasks.push({ id, spec, inputs, after, outputs, site });
+    this.#tasks.push(new Declared(id, spec, after, site));
     return ref;
   }
 
