@@ -14,6 +14,8 @@ export type ContentHash = string & { readonly __brand: 'ContentHash' };
 
 export const taskId = (id: string): TaskId => id as TaskId;
 export const contentHash = (hex: string): ContentHash => `sha256:${hex}` as ContentHash;
+/** 'sha256:'.length: where a ContentHash's hex digits start. */
+export const HASH_PREFIX = 7;
 
 /** The first 8 hex digits of a digest, as shown to users (`a1b2c3d4`). */
 export const shortHash = (hash: ContentHash | undefined): string =>

@@ -85,7 +85,7 @@ import {
   type BigIntStats,
 } from 'node:fs';
 import path from 'node:path';
-import { contentHash, type ContentHash } from '../ids.ts';
+import { contentHash, HASH_PREFIX, type ContentHash } from '../ids.ts';
 import { sha256FdSync, sha256HandleAsync, type FileDigest } from './file.ts';
 import type { StatFields, StatPrefetch } from './prefetch.ts';
 import { sha256Hex } from './sha256.ts';
@@ -176,8 +176,6 @@ class Arena {
 }
 
 const FORMAT = 'nodegraph-hashcache';
-/** 'sha256:'.length: where a ContentHash's hex starts. */
-const HASH_PREFIX = 7;
 const VERSION = 3;
 const COARSE_MARGIN_NS = 3_000_000_000n;
 const FINE_MARGIN_NS = 100_000_000n;

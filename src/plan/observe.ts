@@ -2,7 +2,7 @@
 // output, and the verdict of every check. The I/O half of planning.
 
 import type { Failure } from '../error.ts';
-import { contentHash, type ContentHash, type TaskId } from '../ids.ts';
+import { contentHash, HASH_PREFIX, type ContentHash, type TaskId } from '../ids.ts';
 import { join } from '../graph/analyze.ts';
 import type { TaskGraph, TaskNode } from '../graph/graph.ts';
 import { TaskMap } from '../graph/task-map.ts';
@@ -124,8 +124,6 @@ const PACKED_LENGTH = 32;
 const pack = (hash: ContentHash): Packed => Buffer.from(hash.slice(HASH_PREFIX), 'hex').toString('latin1') as Packed;
 const unpack = (value: string): ContentHash =>
   value.length === PACKED_LENGTH ? contentHash(Buffer.from(value, 'latin1').toString('hex')) : (value as ContentHash);
-/** 'sha256:'.length. */
-const HASH_PREFIX = 7;
 
 /** What an observation says of outputs it did not look at: one Map for all (a Map is about 150 bytes even empty). */
 const NO_OUTPUTS: ReadonlyMap<string, never> = new Map<string, never>();

@@ -22,7 +22,7 @@
 // second look of a run planned from the seal) is read back and checked as a
 // load checks a line.
 
-import { type ContentHash, contentHash, type TaskId } from '../ids.ts';
+import { type ContentHash, contentHash, HASH_PREFIX, type TaskId } from '../ids.ts';
 import { checkRecord, isFullHash, isTombstone, type TaskRecord } from './record.ts';
 import type { Appended, StateWarning } from './store.ts';
 
@@ -102,8 +102,6 @@ class WrittenRecords {
     this.#digests = digests;
   }
 }
-
-const HASH_PREFIX = 'sha256:'.length;
 
 /**
  * A Map of task id → record that decodes a record's text when it is first
