@@ -18,8 +18,10 @@
 // What a slot says is exactly what statSync(path, { bigint: true }) said on
 // the worker: the hash cache treats it as its own stat (cache.ts hashFile),
 // and a path the worker has not reached is waited for. (Given stats to compare
-// with, as the seal's check gives it, a slot is instead the worker's verdict on
-// that comparison, below.) Anything that goes
+// with, as the seal's check gives it, a slot is instead a verdict on
+// that comparison, below; and there the main thread, rather than wait, takes
+// paths from the end of the list until it meets the worker, each slot claimed
+// by one thread or the other with a compare-and-swap.) Anything that goes
 // wrong here — no worker, a worker that dies or stalls — only means the main
 // thread stats the path itself.
 
@@ -75,6 +77,8 @@ const FILLED = 1;
 const SUMMED = 2;
 const SUM = 3;
 const BINDING = 4;
+/** A compared slot taken by one thread or the other, its verdict not yet written. */
+const CLAIMED = 255;
 const LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
 
 /** A compared slot's verdict: the path is a regular file at the stat compared with, or at another, or no regular file is there. */
@@ -101,33 +105,10 @@ const STALL_MS = 2000;
  */
 const monotonicMs = (): number => Number(process.hrtime.bigint()) / 1e6;
 
-// Plain JavaScript: a worker given source runs it without type stripping.
-const WORKER = `'use strict';
-const { workerData } = require('node:worker_threads');
-const { statSync } = require('node:fs');
-const header = new Int32Array(workerData.shared, 0, 6);
-while (Atomics.load(header, ${GO}) === 0) Atomics.wait(header, ${GO}, 0);
-if (workerData.sumOf !== undefined) {
-  // The CRC-32 of a file (the journal the seal vouches for by its content), in 1 MiB pieces, first:
-  // it is short, and the main thread asks for it as soon as for the first stats.
-  const { openSync, readSync, closeSync } = require('node:fs');
-  const { crc32 } = require('node:zlib');
-  let fd;
-  try {
-    fd = openSync(workerData.sumOf, 'r');
-    const piece = Buffer.allocUnsafe(1 << 20);
-    let sum = 0;
-    for (let at = 0, n; Atomics.load(header, ${GO}) === 1 && (n = readSync(fd, piece, 0, piece.length, at)) > 0; at += n) sum = crc32(piece.subarray(0, n), sum);
-    Atomics.store(header, ${SUM}, sum | 0);
-    Atomics.store(header, ${SUMMED}, Atomics.load(header, ${GO}) === 1 ? 1 : -1);
-  } catch {
-    Atomics.store(header, ${SUMMED}, -1);
-  } finally {
-    if (fd !== undefined) closeSync(fd);
-  }
-  Atomics.notify(header, ${SUMMED});
-}
-// Node's own stat, without the BigIntStats statSync builds of what it returns (a
+// How a path is stat'ed and judged, in plain JavaScript, on the worker and (when it helps,
+// ready()) on the main thread: given `statSync` and `compare` (startJoined's, or undefined),
+// it defines `fast`, `statOf` and its output `mine`, and `judge`.
+const STATTING = `// Node's own stat, without the BigIntStats statSync builds of what it returns (a
 // fifth of each call): process.binding is internal, so it is used only once it has
 // given, for two paths that differ in every field, what statSync gives.
 let fast;
@@ -140,7 +121,6 @@ try {
       v[12] * 1000000000n + v[13] === st.mtimeNs && v[14] * 1000000000n + v[15] === st.ctimeNs;
   };
   if (same(process.execPath) && same('/')) fast = binding;
-  Atomics.store(header, ${BINDING}, fast === undefined ? 0 : 1);
 } catch {
   // not this Node: statSync it is
 }
@@ -181,7 +161,6 @@ const statOf = (path) => {
   return true;
 };
 // With stats to compare with, a slot is the verdict on the path's stat (Verdict).
-const compare = workerData.compare;
 const against = compare === undefined ? undefined : new Uint8Array(compare.buffer);
 const judge = (i, found) => {
   if (!found || (Number(mine[5]) & 0o170000) !== 0o100000) return ${Verdict.NotFile};
@@ -189,6 +168,56 @@ const judge = (i, found) => {
   for (let k = 0; k < 40; k++) if (mineBytes[k] !== against[at + k]) return ${Verdict.Other};
   return ${Verdict.Same};
 };
+`;
+
+/** STATTING compiled on this thread. */
+interface Statting {
+  /** The stat of the path, kept for judge(); false when nothing readable is there. */
+  readonly statOf: (path: string) => boolean;
+  /** The verdict on the slot's path, from the stat statOf() last took. */
+  readonly judge: (slot: number, found: boolean) => Verdict;
+}
+
+/** How many paths the main thread takes from the end of the list at a time before it looks at the worker again. */
+const TAKE = 64;
+
+function compileStatting(compare: CompareWith | undefined): Statting {
+  // The source the worker runs, so that both threads judge alike.
+  const make = new Function('statSync', 'compare', `'use strict';\n${STATTING}\nreturn { statOf, judge };`) as (
+    statSync: typeof import('node:fs').statSync,
+    compare: CompareWith | undefined,
+  ) => Statting;
+  return make(process.getBuiltinModule('node:fs').statSync, compare);
+}
+
+// Plain JavaScript: a worker given source runs it without type stripping.
+const WORKER = `'use strict';
+const { workerData } = require('node:worker_threads');
+const { statSync } = require('node:fs');
+const header = new Int32Array(workerData.shared, 0, 6);
+while (Atomics.load(header, ${GO}) === 0) Atomics.wait(header, ${GO}, 0);
+if (workerData.sumOf !== undefined) {
+  // The CRC-32 of a file (the journal the seal vouches for by its content), in 1 MiB pieces, first:
+  // it is short, and the main thread asks for it as soon as for the first stats.
+  const { openSync, readSync, closeSync } = require('node:fs');
+  const { crc32 } = require('node:zlib');
+  let fd;
+  try {
+    fd = openSync(workerData.sumOf, 'r');
+    const piece = Buffer.allocUnsafe(1 << 20);
+    let sum = 0;
+    for (let at = 0, n; Atomics.load(header, ${GO}) === 1 && (n = readSync(fd, piece, 0, piece.length, at)) > 0; at += n) sum = crc32(piece.subarray(0, n), sum);
+    Atomics.store(header, ${SUM}, sum | 0);
+    Atomics.store(header, ${SUMMED}, Atomics.load(header, ${GO}) === 1 ? 1 : -1);
+  } catch {
+    Atomics.store(header, ${SUMMED}, -1);
+  } finally {
+    if (fd !== undefined) closeSync(fd);
+  }
+  Atomics.notify(header, ${SUMMED});
+}
+const compare = workerData.compare;
+${STATTING}Atomics.store(header, ${BINDING}, fast === undefined ? 0 : 1);
 try {
   const verdicts = compare === undefined ? undefined : new Uint8Array(workerData.shared, ${HEADER}, workerData.count);
   const slots = compare === undefined ? new BigInt64Array(workerData.shared, ${HEADER}) : undefined;
@@ -198,6 +227,9 @@ try {
   const bytes = typeof joined === 'string' ? undefined : Buffer.from(joined.buffer, joined.offset, joined.length);
   const end = bytes === undefined ? joined.length : bytes.length;
   for (let i = 0, from = 0; i < workerData.count && Atomics.load(header, ${GO}) === 1; i++) {
+    // Where it compares, the main thread may take paths from the end of the list (ready()): a slot is
+    // claimed before its path is stat'ed, and the first one the main thread took ends this thread's part.
+    if (verdicts !== undefined && Atomics.compareExchange(verdicts, i, 0, ${CLAIMED}) !== 0) break;
     let to = bytes === undefined ? joined.indexOf('\\0', from) : bytes.indexOf(0, from);
     if (to < 0) to = end;
     const path = bytes === undefined ? joined.slice(from, to) : bytes.toString('utf8', from, to);
@@ -238,7 +270,24 @@ export class StatPrefetch {
 
   readonly #summing: boolean;
 
-  private constructor(count: number, summing: boolean, comparing: boolean, worker: (shared: SharedArrayBuffer) => Worker) {
+  // Where the worker compares, this thread takes paths from the end of the list while it
+  // would otherwise wait for the worker (ready()): the next slot it would take (-1 once the
+  // two have met), where that slot's path ends, and the statting it compiled for it.
+  #next: number;
+  #nextEnd: number;
+  readonly #paths: string | Buffer;
+  readonly #compare: CompareWith | undefined;
+  #statting: Statting | undefined;
+  #takenHere = 0;
+
+  private constructor(
+    count: number,
+    joined: string | SharedBytes,
+    summing: boolean,
+    compare: CompareWith | undefined,
+    worker: (shared: SharedArrayBuffer) => Worker,
+  ) {
+    const comparing = compare !== undefined;
     const shared = new SharedArrayBuffer(HEADER + count * (comparing ? 1 : SLOT_BYTES));
     this.#header = new Int32Array(shared, 0, 6);
     this.#words = new BigInt64Array(shared, HEADER, comparing ? 0 : count * SLOT_WORDS);
@@ -248,6 +297,11 @@ export class StatPrefetch {
     this.count = count;
     this.#summing = summing;
     this.comparing = comparing;
+    this.#paths = typeof joined === 'string' ? joined : Buffer.from(joined.buffer, joined.byteOffset, joined.byteLength);
+    this.#compare = compare;
+    this.#next = comparing ? count - 1 : -1;
+    // The last path need not end with a NUL.
+    this.#nextEnd = this.#paths.length > 0 && this.#paths[this.#paths.length - 1] === (typeof joined === 'string' ? '\0' : 0) ? this.#paths.length - 1 : this.#paths.length;
     this.#worker = worker(shared);
   }
 
@@ -272,7 +326,7 @@ export class StatPrefetch {
     if (count === 0 || count < min || (compare !== undefined && !LITTLE_ENDIAN)) return undefined;
     const { Worker } = process.getBuiltinModule('node:worker_threads');
     try {
-      return new StatPrefetch(count, sumOf !== undefined, compare !== undefined, (shared) => {
+      return new StatPrefetch(count, joined, sumOf !== undefined, compare, (shared) => {
         const worker = new Worker(WORKER, {
           eval: true,
           workerData: {
@@ -314,9 +368,17 @@ export class StatPrefetch {
   ready(slot: number): boolean {
     if (this.#state !== 'statting' || slot < 0 || slot >= this.count) return false;
     let filled = Atomics.load(this.#header, FILLED);
-    if (filled > slot) return true;
+    if (filled > slot || this.#judged(slot)) return true;
     let waited = 0;
     while (filled >= 0 && filled <= slot) {
+      // Rather than wait, take a few paths from the end of the list, until the two threads meet.
+      if (this.#next >= 0 && this.#takeFromEnd()) {
+        if (this.#judged(slot)) return true;
+        filled = Atomics.load(this.#header, FILLED);
+        waited = 0;
+        continue;
+      }
+      if (this.#judged(slot)) return true;
       const started = monotonicMs();
       Atomics.wait(this.#header, FILLED, filled, 50);
       const now = Atomics.load(this.#header, FILLED);
@@ -327,6 +389,42 @@ export class StatPrefetch {
     if (filled > slot) return true;
     this.close();
     return false;
+  }
+
+  /** How many paths this thread has taken from the end of the list (for tests). */
+  get takenHere(): number {
+    return this.#takenHere;
+  }
+
+  /** Whether the slot holds a verdict (where the worker compares), by either thread. */
+  #judged(slot: number): boolean {
+    if (!this.comparing) return false;
+    const verdict = Atomics.load(this.#verdicts, slot);
+    return verdict !== 0 && verdict !== CLAIMED;
+  }
+
+  /**
+   * Stats and judges up to TAKE paths from the end of the list on this thread, each slot
+   * claimed first as the worker claims its own; false once it reaches one the worker has
+   * claimed (the two have met, and every slot is one thread's or the other's).
+   */
+  #takeFromEnd(): boolean {
+    const { statOf, judge } = (this.#statting ??= compileStatting(this.#compare));
+    const paths = this.#paths;
+    for (let n = 0; n < TAKE; n++) {
+      const slot = this.#next;
+      if (slot < 0 || Atomics.compareExchange(this.#verdicts, slot, 0, CLAIMED) !== 0) {
+        this.#next = -1;
+        return false;
+      }
+      const start = typeof paths === 'string' ? paths.lastIndexOf('\0', this.#nextEnd - 1) + 1 : paths.lastIndexOf(0, this.#nextEnd - 1) + 1;
+      const file = typeof paths === 'string' ? paths.slice(start, this.#nextEnd) : paths.toString('utf8', start, this.#nextEnd);
+      Atomics.store(this.#verdicts, slot, judge(slot, statOf(file)));
+      this.#next = slot - 1;
+      this.#nextEnd = start - 1;
+      this.#takenHere++;
+    }
+    return true;
   }
 
   /**

@@ -172,6 +172,42 @@ describe('StatPrefetch', () => {
     }
   });
 
+  test('comparing, the main thread takes paths from the end of the list rather than wait: each path is judged once, by one thread or the other, as the worker judges it', () => {
+    // 2,000 files: every third at its sealed stat, every third touched since, every third gone.
+    const paths = Array.from({ length: 2000 }, (_, i) => write(`many/${i}.txt`, `file ${i}`));
+    const stride = 40;
+    const sealed = Buffer.from(new SharedArrayBuffer(paths.length * stride));
+    paths.forEach((p, slot) => writeStat(sealed, slot * stride, statSync(p, { bigint: true })));
+    const expected = paths.map((p, slot) => {
+      if (slot % 3 === 1) utimesSync(p, new Date(Date.now() - 5_000), new Date(Date.now() - 5_000));
+      if (slot % 3 === 2) rmSync(p);
+      return [Verdict.Same, Verdict.Other, Verdict.NotFile][slot % 3];
+    });
+    // Paths as UTF-8 bytes ending with a NUL, as the seal keeps them, and as one string without the last NUL.
+    const joined = paths.join('\0');
+    const bytes = Buffer.from(new SharedArrayBuffer(Buffer.byteLength(joined) + 1));
+    bytes.write(joined);
+    for (const given of [joined, bytes]) {
+      const stats = StatPrefetch.startJoined(given, paths.length, 0, undefined, { buffer: sealed.buffer, offset: 0, stride });
+      if (stats === undefined) throw new Error('no worker');
+      try {
+        stats.go();
+        // Asked for the last path first, this thread takes it (and a few before it) at once;
+        // then the worker goes on alone for a while (once it has started: it says which stat
+        // it uses just before its first), and this thread takes what is left at the end.
+        expect(stats.ready(paths.length - 1)).toBe(true);
+        expect(stats.takenHere).toBeGreaterThan(0);
+        const sleep = (ms: number): void => void Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
+        for (let waited = 0; !stats.binding && waited < 5000; waited += 5) sleep(5);
+        sleep(5);
+        expect(paths.map((_, slot) => (stats.ready(slot) ? stats.verdict(slot) : 'not ready'))).toEqual(expected);
+        expect(stats.takenHere).toBeLessThan(paths.length);
+      } finally {
+        stats.close();
+      }
+    }
+  });
+
   test('waiting for the worker does not load node:perf_hooks (the global performance loads it)', () => {
     // In a process of its own: this one has loaded them all. Its main thread asks for the last of 3,000
     // paths as soon as the worker may start, so it waits; then it lists what it loaded since it started it.
