@@ -35,6 +35,8 @@ export class TaskGraph {
   readonly #nodes: ReadonlyMap<TaskId, TaskNode>;
   readonly #order: readonly TaskNode[];
   #downstream: Downstream | undefined;
+  /** For a part of a graph: each node's slot by its order (−1 for an order not here); empty for a whole graph. */
+  #slots: Int32Array | undefined;
 
   /** `nodes` in topological order; `byId` the same nodes by id, when the caller has it already. */
   constructor(file: string, dir: string, pools: ReadonlyMap<string, number>, nodes: readonly TaskNode[], byId?: ReadonlyMap<TaskId, TaskNode>) {
@@ -63,6 +65,25 @@ export class TaskGraph {
     return this.#order.length === 0 ? 0 : this.#order[this.#order.length - 1]!.order + 1;
   }
 
+  /**
+   * Where `node` is in `ordered`: its order, unless this is a part of a graph;
+   * −1 for a node beyond a part's edge. An array of `size` holds a slot per node by it: a part of a
+   * 50,000-task graph made of a few hundred tasks needs no array of 50,000.
+   */
+  slotOf(node: TaskNode): number {
+    const slots = (this.#slots ??= this.#slotsByOrder());
+    return slots.length === 0 ? node.order : slots[node.order]!;
+  }
+
+  /** Each node's slot by its order; none (empty) where the two are the same, a whole graph. */
+  #slotsByOrder(): Int32Array {
+    const span = this.span;
+    if (span === this.#order.length) return new Int32Array(0);
+    const slots = new Int32Array(span).fill(-1);
+    this.#order.forEach((n, slot) => (slots[n.order] = slot));
+    return slots;
+  }
+
   get(id: TaskId): TaskNode | undefined {
     return this.#nodes.get(id);
   }
@@ -78,8 +99,10 @@ export class TaskGraph {
    * a list a task: at 50,000 tasks, 50,000 arrays and a Map were some 4 MiB.
    */
   forEachDependent(node: TaskNode, visit: (dependent: TaskNode) => void): void {
-    const { start, edges, byOrder } = (this.#downstream ??= downstreamOf(this));
-    for (let e = start[node.order]!; e < start[node.order + 1]!; e++) visit(byOrder[edges[e]!]!);
+    const { start, edges } = (this.#downstream ??= downstreamOf(this));
+    const slot = this.slotOf(node);
+    if (slot < 0) return;
+    for (let e = start[slot]!; e < start[slot + 1]!; e++) visit(this.#order[edges[e]!]!);
   }
 
   /** `targets` and everything they need, transitively, over both kinds of edge. */
@@ -100,51 +123,43 @@ export class TaskGraph {
   }
 }
 
-/** The graph's edges from each task, in compressed rows by order (see forEachDependent). */
+/** The graph's edges from each task, in compressed rows by slot (see forEachDependent). */
 interface Downstream {
-  /** Task `o`'s dependents are `edges[start[o]]` up to `edges[start[o + 1]]`, by order. */
+  /** The dependents of the task in slot `s` are in the slots `edges[start[s]]` up to `edges[start[s + 1]]`. */
   readonly start: Int32Array;
   readonly edges: Int32Array;
-  /** The nodes by order: the graph's own list when they agree. */
-  readonly byOrder: readonly TaskNode[];
 }
 
 function downstreamOf(graph: TaskGraph): Downstream {
-  const span = graph.span;
   const nodes = graph.ordered;
-  let byOrder = nodes;
-  if (span !== nodes.length) {
-    const sparse = new Array<TaskNode>(span);
-    for (const node of nodes) sparse[node.order] = node;
-    byOrder = sparse;
-  }
+  const size = nodes.length;
   // Two passes: count each task's dependents, then place them. An upstream not in
   // the graph (beyond a part's edge) has no row, as it had no list before.
-  const start = new Int32Array(span + 1);
+  const start = new Int32Array(size + 1);
   let count = 0;
-  const each = (visit: (up: TaskNode, down: TaskNode) => void): void => {
-    for (const node of nodes) {
+  const each = (visit: (up: number, down: number) => void): void => {
+    nodes.forEach((node, down) => {
       for (const id of node.needs) {
         const up = graph.get(id);
-        if (up !== undefined) visit(up, node);
+        if (up !== undefined) visit(graph.slotOf(up), down);
       }
       for (const id of node.after) {
         const up = graph.get(id);
-        if (up !== undefined) visit(up, node);
+        if (up !== undefined) visit(graph.slotOf(up), down);
       }
-    }
+    });
   };
   each((up) => {
-    start[up.order + 1]!++;
+    start[up + 1]!++;
     count++;
   });
-  for (let o = 0; o < span; o++) start[o + 1]! += start[o]!;
-  const fill = start.slice(0, span);
+  for (let s = 0; s < size; s++) start[s + 1]! += start[s]!;
+  const fill = start.slice(0, size);
   const edges = new Int32Array(count);
   each((up, down) => {
-    edges[fill[up.order]!++] = down.order;
+    edges[fill[up]!++] = down;
   });
-  return { start, edges, byOrder };
+  return { start, edges };
 }
 
 /**

@@ -12,18 +12,19 @@ import type { TaskGraph } from './graph.ts';
 
 export class TaskMap<V extends object> implements Map<TaskId, V> {
   readonly #graph: TaskGraph;
-  /** By `order`; undefined where the task has no value. */
+  /** By the task's slot in the graph (TaskGraph.slotOf); undefined where the task has no value. */
   readonly #values: (V | undefined)[] = [];
   #size = 0;
 
   constructor(graph: TaskGraph) {
     this.#graph = graph;
-    // Pushed, not `new Array(span)`: V8 makes a slow dictionary of an array made that long at once.
-    for (let i = graph.span; i > 0; i--) this.#values.push(undefined);
+    // Pushed, not `new Array(size)`: V8 makes a slow dictionary of an array made that long at once.
+    for (let i = graph.size; i > 0; i--) this.#values.push(undefined);
   }
 
   #slot(id: TaskId): number {
-    return this.#graph.get(id)?.order ?? -1;
+    const node = this.#graph.get(id);
+    return node === undefined ? -1 : this.#graph.slotOf(node);
   }
 
   get size(): number {
@@ -62,9 +63,10 @@ export class TaskMap<V extends object> implements Map<TaskId, V> {
 
   /** In the graph's order (the order a run sets them in, as a Map would give them). */
   *entries(): MapIterator<[TaskId, V]> {
-    for (const node of this.#graph.ordered) {
-      const value = this.#values[node.order];
-      if (value !== undefined) yield [node.id, value];
+    const nodes = this.#graph.ordered;
+    for (let slot = 0; slot < nodes.length; slot++) {
+      const value = this.#values[slot];
+      if (value !== undefined) yield [nodes[slot]!.id, value];
     }
   }
 
