@@ -297,7 +297,8 @@ export class StatPrefetch {
     this.count = count;
     this.#summing = summing;
     this.comparing = comparing;
-    this.#paths = typeof joined === 'string' ? joined : Buffer.from(joined.buffer, joined.byteOffset, joined.byteLength);
+    // Kept only where this thread may take paths: else the joined string would outlive the worker's copy of it.
+    this.#paths = !comparing ? '' : typeof joined === 'string' ? joined : Buffer.from(joined.buffer, joined.byteOffset, joined.byteLength);
     this.#compare = compare;
     this.#next = comparing ? count - 1 : -1;
     // The last path need not end with a NUL.
