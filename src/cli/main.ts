@@ -13,9 +13,9 @@ import { outputOf, type Output } from './output.ts';
 // cost 4-7 ms of CPU at each start (a one-task no-op: 70 ms of user CPU
 // against 66). node:fs stays an import in the sources, and the bundle takes it
 // the same way (scripts/build-dist.ts: its namespace loads fs/promises and the
-// streams). Three are not loaded at all by a small no-op: node:crypto (hash/sha256.ts,
-// util/random.ts), node:zlib (util/crc32.ts) and node:fs/promises (only large
-// files are read with it; Node's glob, behind a glob input, loads it itself).
+// streams). Two are not loaded at all by a small no-op: node:zlib (util/crc32.ts)
+// and node:fs/promises (only large files are read with it; Node's glob, behind a
+// glob input, loads it itself).
 const { parseArgs } = process.getBuiltinModule('node:util');
 
 export interface CliIo {

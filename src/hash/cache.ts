@@ -88,7 +88,8 @@ import path from 'node:path';
 import { contentHash, HASH_PREFIX, type ContentHash } from '../ids.ts';
 import { sha256FdSync, sha256HandleAsync, type FileDigest } from './file.ts';
 import type { StatFields, StatPrefetch } from './prefetch.ts';
-import { sha256Hex } from './sha256.ts';
+
+const crypto = process.getBuiltinModule('node:crypto');
 
 export type FileObservation =
   | { readonly kind: 'file'; readonly hash: ContentHash; readonly size: number; readonly mode: number }
@@ -320,7 +321,7 @@ function decode(data: Buffer): Loaded {
     return { ok: false, reason: 'malformed header' };
   }
   const body = data.subarray(headerEnd + 1);
-  if (sha256Hex(body) !== sum) return { ok: false, reason: 'checksum mismatch (torn or corrupt)' };
+  if (crypto.hash('sha256', body, 'hex') !== sum) return { ok: false, reason: 'checksum mismatch (torn or corrupt)' };
   const entries = new Map<string, number>();
   let at = 0;
   while (at < body.length) {
@@ -350,7 +351,7 @@ function applyDelta(data: Buffer, sum: string, entries: Map<string, number>, bas
     if (length < 4 + FIXED || end + DELTA_SUM > data.length) return { records, clean: false };
     const record = data.subarray(at + 4, end);
     const pathBytes = record.readUInt32LE(0);
-    const digest = Buffer.from(sha256Hex(record).slice(0, 2 * DELTA_SUM), 'hex');
+    const digest = Buffer.from(crypto.hash('sha256', record, 'hex').slice(0, 2 * DELTA_SUM), 'hex');
     if (!digest.equals(data.subarray(end, end + DELTA_SUM)) || 4 + pathBytes + FIXED !== length) return { records, clean: false };
     const slot = arena.take();
     record.copy(arena.bytes, slot, 4 + pathBytes, 4 + pathBytes + FIXED);
@@ -615,7 +616,7 @@ export class HashCache {
       const out = Buffer.allocUnsafe(4 + length + DELTA_SUM);
       out.writeUInt32LE(length, 0);
       writeRecord(out, 4, key, n, this.#slotOf(entry), this.#arena);
-      out.write(sha256Hex(out.subarray(4, 4 + length)).slice(0, 2 * DELTA_SUM), 4 + length, DELTA_SUM, 'hex');
+      out.write(crypto.hash('sha256', out.subarray(4, 4 + length), 'hex').slice(0, 2 * DELTA_SUM), 4 + length, DELTA_SUM, 'hex');
       parts.push(out);
     });
     const records = parts.length - (this.#deltaRecords === 0 ? 1 : 0);
@@ -656,7 +657,7 @@ export class HashCache {
     const headLength = head.length + 64 + 1;
     const streamed = total > this.#saveChunk;
     const out = Buffer.allocUnsafe(streamed ? this.#saveChunk : total);
-    const hash = streamed ? process.getBuiltinModule('node:crypto').createHash('sha256') : undefined;
+    const hash = streamed ? crypto.createHash('sha256') : undefined;
     const dir = path.dirname(file);
     const temp = `${file}.${process.pid}.${Math.random().toString(36).slice(2)}.tmp`;
     let sum: string;
@@ -692,7 +693,7 @@ export class HashCache {
           } else at = put(out, at, key, entry, length);
         });
         if (streamed) flush(out.subarray(0, at));
-        sum = hash === undefined ? sha256Hex(out) : hash.digest('hex');
+        sum = hash === undefined ? crypto.hash('sha256', out, 'hex') : hash.digest('hex');
         if (!streamed) writeAll(fd, out, headLength);
         writeAll(fd, Buffer.from(`${head}${sum}\n`, 'latin1'), 0);
       } finally {

@@ -14,10 +14,8 @@ import { closeSync, openSync, readSync } from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
 import type { Hash } from 'node:crypto';
 import { contentHash, type ContentHash } from '../ids.ts';
-import { sha256Hex } from './sha256.ts';
 
-/** A streaming SHA-256, for a file larger than one buffer: node:crypto only then (see sha256.ts). */
-const createHash = (): Hash => process.getBuiltinModule('node:crypto').createHash('sha256');
+const { createHash, hash } = process.getBuiltinModule('node:crypto');
 
 export interface FileDigest {
   readonly hash: ContentHash;
@@ -71,11 +69,11 @@ export function sha256FdSync(fd: number, size?: number): FileDigest {
     const n = fill(fd, buffer, size === undefined ? CHUNK_BYTES : Math.min(CHUNK_BYTES, size - bytes));
     bytes += n;
     if (n === CHUNK_BYTES && bytes !== size) {
-      (digest ??= createHash()).update(buffer);
+      (digest ??= createHash('sha256')).update(buffer);
       continue;
     }
     // The end. A file that fits in one buffer is hashed in one shot.
-    if (digest === undefined) return { hash: contentHash(sha256Hex(buffer.subarray(0, n))), bytes };
+    if (digest === undefined) return { hash: contentHash(hash('sha256', buffer.subarray(0, n), 'hex')), bytes };
     digest.update(buffer.subarray(0, n));
     return { hash: contentHash(digest.digest('hex')), bytes };
   }
@@ -110,9 +108,9 @@ export async function sha256FileAsync(file: string): Promise<FileDigest> {
 export async function sha256HandleAsync(handle: FileHandle): Promise<FileDigest> {
   let buffer = Buffer.allocUnsafeSlow(ASYNC_CHUNK_BYTES);
   let n = await fillAsync(handle, buffer);
-  if (n < ASYNC_CHUNK_BYTES) return { hash: contentHash(sha256Hex(buffer.subarray(0, n))), bytes: n };
+  if (n < ASYNC_CHUNK_BYTES) return { hash: contentHash(hash('sha256', buffer.subarray(0, n), 'hex')), bytes: n };
   let spare = Buffer.allocUnsafeSlow(ASYNC_CHUNK_BYTES);
-  const digest = createHash();
+  const digest = createHash('sha256');
   let bytes = 0;
   for (;;) {
     // Start filling the spare buffer before hashing this one: the read overlaps the hash.

@@ -4,8 +4,8 @@
 // another (hashString('x') and hashValue('x') differ); each is stable for its input.
 
 import { contentHash, type ContentHash } from '../ids.ts';
-import { sha256Hex } from './sha256.ts';
 
+const { hash } = process.getBuiltinModule('node:crypto');
 
 const identifier = /^[A-Za-z_$][A-Za-z0-9_$]*$/;
 
@@ -120,10 +120,10 @@ export function canonicalJson(value: unknown): string {
 }
 
 /** SHA-256 of a value's canonical JSON (see canonicalJson for what is accepted). */
-export const hashValue = (value: unknown): ContentHash => contentHash(sha256Hex(canonicalJson(value)));
+export const hashValue = (value: unknown): ContentHash => contentHash(hash('sha256', canonicalJson(value), 'hex'));
 
 /** SHA-256 of a string's UTF-8 bytes (or of bytes): equal to `sha256sum` of a file holding them. */
-export const hashString = (text: string | Uint8Array): ContentHash => contentHash(sha256Hex(text));
+export const hashString = (text: string | Uint8Array): ContentHash => contentHash(hash('sha256', text, 'hex'));
 
 /**
  * SHA-256 of a list of strings, unambiguously: each part is written as
@@ -134,5 +134,5 @@ export const hashString = (text: string | Uint8Array): ContentHash => contentHas
 export function hashParts(parts: readonly string[]): ContentHash {
   let text = '';
   for (const part of parts) text += `${part.length}:${part}\n`;
-  return contentHash(sha256Hex(text));
+  return contentHash(hash('sha256', text, 'hex'));
 }

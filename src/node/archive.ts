@@ -10,8 +10,7 @@ import { z } from 'zod';
 import { lastLine, tryExec, type Exec } from './exec.ts';
 import { removePath } from '../util/mounts.ts';
 
-// node:crypto when an archive is checked, not when a Nodefile imports this (see hash/sha256.ts).
-const createHash = (algorithm: string): import('node:crypto').Hash => process.getBuiltinModule('node:crypto').createHash(algorithm);
+const { createHash } = process.getBuiltinModule('node:crypto');
 
 export async function sha256File(file: string): Promise<string> {
   const hash = createHash('sha256');

@@ -66,7 +66,6 @@ import type { TaskId } from '../ids.ts';
 import type { Declarations, DeclaredTask } from '../nodefile/builder.ts';
 import { HashCache, settledAt, writeStat } from '../hash/cache.ts';
 import { Verdict, type CompareWith, type StatPrefetch } from '../hash/prefetch.ts';
-import { sha256Hex } from '../hash/sha256.ts';
 import { crc32 } from '../util/crc32.ts';
 import { canonicalJson } from '../hash/value.ts';
 import type { FilesToObserve } from '../plan/observe.ts';
@@ -242,8 +241,8 @@ function optional(out: DigestWriter, value: string | undefined, some: number, no
 
 /**
  * SHA-256 of fields written into a reused buffer: a string is copied in, not
- * concatenated. node:crypto only once the buffer fills: a small graph's
- * digest goes through hash/sha256.ts, and a graph that cannot be sealed loads nothing.
+ * concatenated. Fields that fit in the buffer are hashed in one shot; a Hash
+ * object takes them only once it fills.
  */
 class DigestWriter {
   #hash: Hash | undefined;
@@ -294,7 +293,7 @@ class DigestWriter {
   }
 
   digest(): string {
-    if (this.#hash === undefined) return sha256Hex(this.#buf.subarray(0, this.#at));
+    if (this.#hash === undefined) return process.getBuiltinModule('node:crypto').hash('sha256', this.#buf.subarray(0, this.#at), 'hex');
     this.#flush();
     return this.#hash.digest('hex');
   }

@@ -1,7 +1,5 @@
 // A random UUID (version 4) for the state lock's token and for temporary file
-// names, from 16 bytes of /dev/urandom: node:crypto's randomUUID would load
-// node:crypto, 7-10 ms of a run that otherwise needs none of it (see
-// hash/sha256.ts). Where /dev/urandom cannot be read, node:crypto's.
+// names, from 16 bytes of /dev/urandom; where that cannot be read, node:crypto's.
 
 import { closeSync, openSync, readSync } from 'node:fs';
 
