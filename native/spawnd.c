@@ -1,17 +1,15 @@
-// spawnd: the native spawn server. It does for the engine what
-// src/execute/spawn-server.ts does, with posix_spawn instead of Node's spawn.
+// spawnd: the helper that starts the engine's task commands, with posix_spawn.
 //
 // Why: Node's spawn (libuv's uv_spawn) forks on Linux, copying the page tables
-// of the calling process, and waits on that thread until the child has exec'd:
-// about 2.2 ms of CPU a command even from the small Node server, which is what
-// held a 50,000-task build at 2x make's time on two cores. glibc's posix_spawn
-// is clone(CLONE_VM|CLONE_VFORK), as make and ninja use it: the cost does not
+// of the calling process, and waits on that thread until the child has exec'd,
+// a cost that grows with the engine's heap. glibc's posix_spawn is
+// clone(CLONE_VM|CLONE_VFORK), as make and ninja use it: the cost does not
 // grow with the caller. It is optional: built by `npm ci` / `npm install` when
 // a C compiler is there (scripts/build-spawnd.mjs, the install script, in a
 // checkout and where the package is installed), and when it is not the
-// engine uses the Node server, as before.
+// engine spawns each command itself.
 //
-// Protocol (the engine side is NativeWire in src/execute/runner.ts). Requests
+// Protocol (the engine side is Spawnd in src/execute/runner.ts). Requests
 // on stdin, each a one-byte kind and NUL-terminated fields:
 //   'e' count, then count "KEY=value"        the environment commands start from
 //   'r' id, file, cwd, argc, argc args, envc, envc "KEY=value" added to it

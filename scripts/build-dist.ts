@@ -10,7 +10,7 @@
 //
 // Every file lands in dist/lib/, two folders below the package root as the
 // sources are: the paths the code makes from import.meta.url (package.json,
-// the spawn server beside the runner, the package root) hold in both.
+// spawnd below the package root) hold in both.
 //
 //   node scripts/build-dist.ts [--out DIR] [--clean] [--without-types]
 //
@@ -56,8 +56,6 @@ if (values.clean !== true) {
     input: {
       'lib/index': path.join(root, 'src/index.ts'),
       'lib/main': path.join(root, 'src/cli/main.ts'),
-      // Started as a process of its own by path (see SERVER in src/execute/runner.ts).
-      'lib/spawn-server': path.join(root, 'src/execute/spawn-server.ts'),
     },
     platform: 'node',
     external: (id) => builtins.has(id) || id.startsWith('node:') || dependencies.some((d) => id === d || id.startsWith(`${d}/`)),

@@ -1,13 +1,13 @@
 // `npm ci` and `npm install` run this (the `install` script), in a checkout and
-// where the package is installed: it compiles native/spawnd.c, the native
-// spawn server, to node_modules/.nodegraph/spawnd below the package's root,
-// where src/execute/runner.ts (dist/lib/ in a package) looks for it. Task
-// commands started by spawnd cost the engine a posix_spawn rather than a fork
-// of a Node process (see native/spawnd.c and BENCHMARKS.md).
+// where the package is installed: it compiles native/spawnd.c, the helper
+// that starts task commands, to node_modules/.nodegraph/spawnd below the
+// package's root, where src/execute/runner.ts (dist/lib/ in a package) looks
+// for it. A command started by spawnd costs the engine a posix_spawn rather
+// than a fork of the engine (see native/spawnd.c).
 //
 // It is optional. Without a C compiler (cc, or $CC) nothing is built, one
-// line says so, and task commands are started by the Node spawn server as
-// before. An install never fails for it.
+// line says so, and the engine spawns task commands itself. An install never
+// fails for it.
 //
 // Plain JavaScript: below node_modules Node strips no types.
 //
@@ -34,7 +34,7 @@ if (built.error !== undefined || built.status !== 0) {
   // An old binary would speak an old protocol: none at all is better (the engine checks the version too).
   rmSync(target, { force: true });
   const why = built.error !== undefined ? built.error.message : `exit ${built.status ?? built.signal}: ${built.stderr.trim().split('\n').slice(-3).join(' | ')}`;
-  process.stderr.write(`nodegraph: spawnd not built (${cc}: ${why}); task commands will be started by the Node spawn server\n`);
+  process.stderr.write(`nodegraph: spawnd not built (${cc}: ${why}); the engine will spawn task commands itself\n`);
   process.exit(0);
 }
 if (built.stderr.trim() !== '') process.stderr.write(built.stderr);

@@ -7,7 +7,7 @@ import path from 'node:path';
 import type { Failure } from './error.ts';
 import type { ExecuteSummary } from './execute/executor.ts';
 import type { EventSink } from './execute/events.ts';
-import { ExecaRunner, type ProcessRunner } from './execute/runner.ts';
+import { LocalRunner, type ProcessRunner } from './execute/runner.ts';
 import { analyze } from './graph/analyze.ts';
 import type { TaskGraph, TaskNode } from './graph/graph.ts';
 import { HashCache } from './hash/cache.ts';
@@ -273,7 +273,7 @@ async function openWith(
     declarations: declared.value,
     state,
     store: appender(state.store),
-    runner: options.runner ?? new ExecaRunner(),
+    runner: options.runner ?? new LocalRunner(),
     signal: options.signal ?? new AbortController().signal,
     emit,
     jobs: Math.max(1, options.jobs ?? defaultJobs()),

@@ -24,4 +24,4 @@ export type { ProcessRunner, RunOptions, RunResult } from './execute/runner.ts';
 export type { Plan, PlanEntry } from './plan/plan.ts';
 export type { EngineOptions } from './engine.ts';
 export { applyNodefile, planNodefile, teardownNodefile, type ApplySummary, type PlanResult, type TeardownResult } from './operations.ts';
-export { ExecaRunner } from './execute/runner.ts';
+export { LocalRunner } from './execute/runner.ts';

@@ -7,7 +7,7 @@ import path from 'node:path';
 import type { Failure } from './error.ts';
 import { execute, type ExecuteSummary } from './execute/executor.ts';
 import { teardown, type TeardownSummary } from './execute/teardown.ts';
-import { ExecaRunner } from './execute/runner.ts';
+import { LocalRunner } from './execute/runner.ts';
 import { appender } from './execute/appender.ts';
 import { observeAndPlan, openSession, resolveTargets, stateDirOf, withSession, type EngineOptions, type SealedSession, type Session } from './engine.ts';
 import { OutputGuard } from './graph/analyze.ts';
@@ -350,7 +350,7 @@ export async function teardownNodefile(
     const session: TeardownSession = {
       state: state.value,
       store: appender(state.value.store),
-      runner: options.runner ?? new ExecaRunner(),
+      runner: options.runner ?? new LocalRunner(),
       signal: options.signal ?? new AbortController().signal,
       emit,
       guard: guardOf(options),

@@ -4,8 +4,8 @@
 // `sh -c 'sleep 20; ...'`'s sleep running, holding the output pipe, and a
 // canceled run waited for it. (A terminal's Ctrl-C no longer reaches the
 // commands by itself: the engine's handler cancels them, with SIGTERM and,
-// 5 s later, SIGKILL.) Used by the engine (runner.ts: spawnCommand and the execa
-// path) and the spawn server, which imports nothing heavier than this.
+// 5 s later, SIGKILL.) Used by runner.ts for spawnCommand and the execa path;
+// spawnd signals the group itself (native/spawnd.c).
 
 /** A started process: Node's ChildProcess, or execa's subprocess. */
 interface Started {

@@ -1,27 +1,18 @@
-// The process runner: the one module that starts processes. Commands run
-// without a shell unless a task asks for one; output is buffered (stdout and
-// stderr interleaved) so it can be shown with the command when it fails.
+// The process runner: the one module that starts processes on this machine.
+// Commands run without a shell unless a task asks for one; output is buffered
+// (stdout and stderr interleaved) so it can be shown with the command when it fails.
 //
-// Two ways in. execa serves what needs more than a spawn: a command fed on its
-// stdin, or one whose output goes nowhere (runc run --detach). Every other
-// command — a task's own and its check, the hot paths of a build and of a
-// no-op, and what function tasks and checks exec — goes through spawnCommand
-// below: execa costs about 6 ms of CPU per process here
-// (9.3 ms against 2.9 ms wall per `true` on this 2-core machine), which at
-// 50,000 tasks is minutes a build spends on bookkeeping rather than work.
-//
-// And through a spawn server (SpawnServer below): spawn forks the calling
-// process on its main thread, 3-7 ms of mostly system CPU per process for an
-// engine of 100-500 MiB. spawnd (native/spawnd.c, posix_spawn), where it was
-// built, takes every task command; otherwise the Node server (spawn-server.ts)
-// takes them once a build has run a few dozen, at a fraction of that cost.
+// A task's command and its check go to spawnd (native/spawnd.c), a helper that
+// starts each with posix_spawn, so that the engine does not fork itself once per
+// task; wherever spawnd was not built, does not start or is of another version,
+// they are spawned directly (spawnCommand). So is every other command, but for
+// the two that need execa: one fed on its stdin, and one whose output goes nowhere.
 
 import type { ChildProcessWithoutNullStreams } from 'node:child_process';
 import { statSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import type { Command } from '../nodefile/types.ts';
 import { cancelOnAbort } from './group.ts';
-import { eachLine } from './lines.ts';
 
 // Loaded on the first process: a no-op that starts none should not pay for node:child_process.
 const childProcess = (): typeof import('node:child_process') => process.getBuiltinModule('node:child_process');
@@ -147,33 +138,22 @@ export function describeCommand(command: Command): string {
   return command.map((arg) => (/^[\w@%+=:,./-]+$/.test(arg) ? arg : `'${arg.replaceAll("'", `'\\''`)}'`)).join(' ');
 }
 
-export interface SpawnServerOptions {
-  /** Task commands run directly before the server is started: a small apply should not pay for a Node start-up. */
-  readonly startAfter?: number;
+export interface SpawndOptions {
   /** Between SIGTERM and SIGKILL for a canceled command. */
   readonly killAfterMs?: number;
-  /**
-   * The server program: spawnd (native/spawnd.c) where `npm install` could build it, otherwise
-   * spawn-server.ts (or .js) next to this module, unless a test says otherwise.
-   */
+  /** The program to start instead of the spawnd `npm install` built (for tests). */
   readonly program?: URL;
-  /** Whether `program` is spawnd (it speaks NativeWire's protocol); by default, whether it was found. */
-  readonly native?: boolean;
-  /**
-   * When spawnd does not start, or is of another version (a checkout updated without `npm install`), the
-   * Node server is started instead. By default for the spawnd npm built; otherwise commands run directly.
-   */
-  readonly nodeFallback?: boolean;
 }
 
+/** How spawnd ended a command: its exit code or signal, or the errno name of why it did not start. */
 interface Reply {
   readonly id: number;
-  readonly code?: number | null;
-  readonly signal?: NodeJS.Signals | null;
+  readonly code: number | null;
+  readonly signal: NodeJS.Signals | null;
   readonly error?: string;
-  readonly thrown?: string;
-  readonly stdout?: string;
-  readonly stderr?: string;
+  readonly stdout: string;
+  readonly stderr: string;
+  /** Left out when one of stdout and stderr is empty: it is then the other one. */
   readonly output?: string;
 }
 
@@ -181,17 +161,14 @@ interface Pending {
   settle(reply: Reply | { readonly died: string }): void;
 }
 
-/** The server program next to this module: .ts in a checkout, .js in a package (dist/). */
-const SERVER = new URL(import.meta.url.endsWith('.ts') ? './spawn-server.ts' : './spawn-server.js', import.meta.url);
-
 /**
- * The native server, where scripts/build-spawnd.mjs (the install script) put it (from src/execute/ in a checkout and from dist/lib/
+ * spawnd, where scripts/build-spawnd.mjs (the install script) put it (from src/execute/ in a checkout and from dist/lib/
  * in a package, the package's root is two folders up). The version is the one native/spawnd.c says it is.
  */
 export const SPAWND = new URL('../../node_modules/.nodegraph/spawnd', import.meta.url);
 const SPAWND_VERSION = '4';
 
-/** Whether spawnd was built: one stat, once a process, when the first server is made. */
+/** Whether spawnd was built: one stat, when the process's first Spawnd is made. */
 function spawndBuilt(): boolean {
   try {
     return statSync(SPAWND).isFile();
@@ -200,150 +177,108 @@ function spawndBuilt(): boolean {
   }
 }
 
-// Node's compile cache (the one bin/nodegraph.js uses) makes the server start
-// as plain JavaScript: stripping its types would load a WebAssembly compiler,
-// about 60 ms and 18 MiB more.
-const BOOT = "require('node:module').enableCompileCache?.();import(process.argv[1]).catch(e=>{process.stderr.write(e+'\\n');process.exit(70)})";
+// spawnd's requests (native/spawnd.c): a one-byte kind, then NUL-terminated fields; a list is its count, then its items.
+const fields = (list: readonly string[]): string => `${list.length}\0${list.map((f) => `${f}\0`).join('')}`;
+const pairs = (env: Readonly<Record<string, string | undefined>>): string => fields(Object.entries(env).map(([k, v]) => `${k}=${v}`));
+const envRequest = (env: NodeJS.ProcessEnv): string => `e${pairs(env)}`;
+const runRequest = (id: number, file: string, args: readonly string[], cwd: string, env: Readonly<Record<string, string>> | undefined): string =>
+  `r${id}\0${file}\0${cwd}\0${fields([file, ...args])}${pairs(env ?? {})}`;
+const killRequest = (id: number, signal: NodeJS.Signals): string => `k${id}\0${process.getBuiltinModule('node:os').constants.signals[signal]}\0`;
+const readAheadRequest = (paths: readonly string[]): string => `w${fields(paths)}`;
 
 /**
- * The bytes a server speaks. The Node server (spawn-server.ts) reads and writes
- * lines of JSON; spawnd (native/spawnd.c) reads NUL-terminated fields and
- * answers with a header line and the raw bytes of the command's output, which
- * are decoded here as a direct spawn decodes them.
+ * Reads spawnd's replies from its stdout: "ready <version>" once, then per command a
+ * header line and the raw bytes of its output, decoded as a direct spawn decodes them.
+ * onGarbage once, and no more replies, when a line cannot be read or names another version.
  */
-interface Wire {
-  readonly argv: (program: URL) => readonly [string, readonly string[]];
-  env(env: NodeJS.ProcessEnv): string;
-  run(id: number, file: string, args: readonly string[], cwd: string, env: Readonly<Record<string, string>> | undefined): string;
-  kill(id: number, signal: NodeJS.Signals): string;
-  /** A read-ahead request for these paths (none of them with a NUL), where the server takes one. */
-  readonly readAhead?: (paths: readonly string[]) => string;
-  /** Reads replies from the server's stdout; onGarbage once, and no more replies, when one cannot be read. */
-  read(stdout: NodeJS.ReadableStream, onReply: (reply: Reply | { readonly ready: true }) => void, onGarbage: (what: string) => void): void;
-}
-
-const jsonWire: Wire = {
-  argv: (program) => [process.execPath, ['--max-semi-space-size=1', '-e', BOOT, program.href]],
-  env: (env) => `{"t":"env","env":${JSON.stringify(env)}}\n`,
-  run: (id, file, args, cwd, env) => `${JSON.stringify({ t: 'run', id, file, args, cwd, env })}\n`,
-  kill: (id, signal) => `${JSON.stringify({ t: 'kill', id, signal })}\n`,
-  read(stdout, onReply, onGarbage) {
-    eachLine(stdout, (line) => {
-      let reply: Reply | { ready: true };
-      try {
-        reply = JSON.parse(line) as Reply | { ready: true };
-      } catch {
-        onGarbage(line);
-        return false;
-      }
-      onReply(reply);
-      return true;
-    });
-  },
-};
-
-const fields = (list: readonly string[]): string => `${list.length}\0${list.map((f) => `${f}\0`).join('')}`;
-
-const nativeWire: Wire = {
-  argv: (program) => [fileURLToPath(program), []],
-  env: (env) => `e${fields(Object.entries(env).map(([k, v]) => `${k}=${v}`))}`,
-  run: (id, file, args, cwd, env) => `r${id}\0${file}\0${cwd}\0${fields([file, ...args])}${fields(Object.entries(env ?? {}).map(([k, v]) => `${k}=${v}`))}`,
-  kill: (id, signal) => `k${id}\0${process.getBuiltinModule('node:os').constants.signals[signal]}\0`,
-  readAhead: (paths) => `w${fields(paths)}`,
-  read(stdout, onReply, onGarbage) {
-    let pending: Buffer = Buffer.alloc(0);
-    // The reply being read: its header's fields, and how many bytes of output follow it.
-    let head: string[] | undefined;
-    let body = 0;
-    // A body still arriving: its chunks, joined once it is all there (not once per chunk: megabytes of output).
-    let parts: Buffer[] = [];
-    let have = 0;
-    stdout.on('data', (chunk: Buffer) => {
-      if (head !== undefined) {
-        parts.push(chunk);
-        have += chunk.length;
-        if (have < body) return;
-        pending = Buffer.concat(parts);
-        parts = [];
-        have = 0;
-      } else pending = pending.length === 0 ? chunk : Buffer.concat([pending, chunk]);
-      for (;;) {
-        if (head === undefined) {
-          const newline = pending.indexOf(10);
-          if (newline < 0) return;
-          const line = pending.toString('latin1', 0, newline);
-          pending = pending.subarray(newline + 1);
-          const parts = line.split(' ');
-          if (parts[0] === 'ready' && parts.length === 2) {
-            // A spawnd built from another version of native/spawnd.c (a checkout updated without `npm install`).
-            if (parts[1] !== SPAWND_VERSION) {
-              onGarbage(`${line} (this engine speaks version ${SPAWND_VERSION}: run npm install)`);
-              stdout.removeAllListeners('data');
-              return;
-            }
-            onReply({ ready: true });
-            continue;
-          }
-          if (parts[0] !== 'x' || parts.length !== 8 || !parts.slice(1).every((p, i) => (i === 2 || i === 3 ? /^[A-Z0-9-]+$/.test(p) : /^-?\d+$/.test(p)))) {
-            onGarbage(line);
+function readReplies(stdout: NodeJS.ReadableStream, onReply: (reply: Reply | { readonly ready: true }) => void, onGarbage: (what: string) => void): void {
+  let pending: Buffer = Buffer.alloc(0);
+  // The reply being read: its header's fields, and how many bytes of output follow it.
+  let head: string[] | undefined;
+  let body = 0;
+  // A body still arriving: its chunks, joined once it is all there (not once per chunk: megabytes of output).
+  let parts: Buffer[] = [];
+  let have = 0;
+  stdout.on('data', (chunk: Buffer) => {
+    if (head !== undefined) {
+      parts.push(chunk);
+      have += chunk.length;
+      if (have < body) return;
+      pending = Buffer.concat(parts);
+      parts = [];
+      have = 0;
+    } else pending = pending.length === 0 ? chunk : Buffer.concat([pending, chunk]);
+    for (;;) {
+      if (head === undefined) {
+        const newline = pending.indexOf(10);
+        if (newline < 0) return;
+        const line = pending.toString('latin1', 0, newline);
+        pending = pending.subarray(newline + 1);
+        const words = line.split(' ');
+        if (words[0] === 'ready' && words.length === 2) {
+          // A spawnd built from another version of native/spawnd.c (a checkout updated without `npm install`).
+          if (words[1] !== SPAWND_VERSION) {
+            onGarbage(`${line} (this engine speaks version ${SPAWND_VERSION}: run npm install)`);
             stdout.removeAllListeners('data');
             return;
           }
-          head = parts;
-          body = Number(parts[5]) + Number(parts[6]) + Number(parts[7]);
+          onReply({ ready: true });
+          continue;
         }
-        if (pending.length < body) {
-          parts = [pending];
-          have = pending.length;
-          pending = Buffer.alloc(0);
+        if (words[0] !== 'x' || words.length !== 8 || !words.slice(1).every((p, i) => (i === 2 || i === 3 ? /^[A-Z0-9-]+$/.test(p) : /^-?\d+$/.test(p)))) {
+          onGarbage(line);
+          stdout.removeAllListeners('data');
           return;
         }
-        const [, id, code, signal, error, nout, nerr] = head;
-        const out = pending.subarray(0, Number(nout));
-        const err = pending.subarray(Number(nout), Number(nout) + Number(nerr));
-        const all = pending.subarray(Number(nout) + Number(nerr), body);
-        pending = pending.subarray(body);
-        head = undefined;
-        const stdoutText = out.toString();
-        const stderrText = err.toString();
-        onReply({
-          id: Number(id),
-          code: signal !== '-' || (Number(code) === -1 && error === '-') ? null : Number(code),
-          signal: signal === '-' ? null : (signal as NodeJS.Signals),
-          ...(error === '-' ? {} : { error: error! }),
-          stdout: stdoutText,
-          stderr: stderrText,
-          ...(all.length > 0 ? { output: all.toString() } : {}),
-        });
+        head = words;
+        body = Number(words[5]) + Number(words[6]) + Number(words[7]);
       }
-    });
-  },
-};
+      if (pending.length < body) {
+        parts = [pending];
+        have = pending.length;
+        pending = Buffer.alloc(0);
+        return;
+      }
+      const [, id, code, signal, error, nout, nerr] = head;
+      const out = pending.subarray(0, Number(nout));
+      const err = pending.subarray(Number(nout), Number(nout) + Number(nerr));
+      const all = pending.subarray(Number(nout) + Number(nerr), body);
+      pending = pending.subarray(body);
+      head = undefined;
+      onReply({
+        id: Number(id),
+        code: signal !== '-' || (Number(code) === -1 && error === '-') ? null : Number(code),
+        signal: signal === '-' ? null : (signal as NodeJS.Signals),
+        ...(error === '-' ? {} : { error: error! }),
+        stdout: out.toString(),
+        stderr: err.toString(),
+        ...(all.length > 0 ? { output: all.toString() } : {}),
+      });
+    }
+  });
+}
 
 /**
- * Runs task commands in a long-lived helper process, so that the start of each
- * one happens there and not on the engine's main thread: spawnd (native/spawnd.c,
- * posix_spawn) where it was built, which is started with the first command and
- * runs every one; otherwise the Node server (spawn-server.ts), which is started
- * after the first `startAfter` commands, which run directly, as does every
- * command until it has said it is ready. A spawnd that does not come up gives way
- * to the Node server; after a server has died, commands run directly. It holds the event loop only while a command is running:
- * an idle server neither keeps the engine alive nor outlives it (it exits when
- * its stdin closes).
+ * Runs task commands through spawnd, started with the first command (it is ready
+ * within a few milliseconds, and commands sent meanwhile wait for it). One that is
+ * missing, does not come up, is of another version or has died leaves every later
+ * command to a direct spawn. It holds the event loop only while a command is
+ * running: an idle spawnd neither keeps the engine alive nor outlives it (it exits
+ * when its stdin closes).
+ *
+ *   unstarted ──first command──▶ starting ──"ready 4"──▶ ready
+ *       │                           │                     │
+ *       └──not built──▶ dead ◀──────┴──failed, garbage────┴──died, close()
  *
  * Commands start from the environment the engine had when they were sent,
- * looked at again each time the server has been idle: changes to process.env
- * made while server commands run are seen from the next idle point.
+ * looked at again each time spawnd has been idle: changes to process.env
+ * made while commands run are seen from the next idle point.
  */
-export class SpawnServer {
-  readonly #startAfter: number;
+export class Spawnd {
   readonly #killAfterMs: number;
-  #program: URL;
-  #wire: Wire;
-  #nodeFallback: boolean;
-  #state: 'unstarted' | 'starting' | 'ready' | 'dead' = 'unstarted';
+  readonly #program: URL;
+  #state: 'unstarted' | 'starting' | 'ready' | 'dead';
   #child: ChildProcessWithoutNullStreams | undefined;
-  #commands = 0;
   #nextId = 1;
   readonly #pending = new Map<number, Pending>();
   #env = '';
@@ -351,27 +286,18 @@ export class SpawnServer {
   #readyWaiters: ((ready: boolean) => void)[] = [];
   #held = true;
 
-  constructor(options: SpawnServerOptions = {}) {
-    const native = options.native ?? (options.program === undefined && process.env['NODEGRAPH_SPAWN_SERVER'] !== 'node' && spawndBuilt());
-    this.#wire = native ? nativeWire : jsonWire;
-    // spawnd starts in about a millisecond: worth it from the first command (a fork of the engine each saved).
-    this.#startAfter = options.startAfter ?? (native ? 0 : 24);
+  constructor(options: SpawndOptions = {}) {
     this.#killAfterMs = options.killAfterMs ?? KILL_AFTER_MS;
-    this.#program = options.program ?? (native ? SPAWND : SERVER);
-    this.#nodeFallback = native && (options.nodeFallback ?? options.program === undefined);
+    this.#program = options.program ?? SPAWND;
+    this.#state = options.program !== undefined || spawndBuilt() ? 'unstarted' : 'dead';
   }
 
-  /** The server's pid once started (for tests). */
+  /** spawnd's pid once started (for tests). */
   get pid(): number | undefined {
     return this.#child?.pid;
   }
 
-  /** Whether this is spawnd rather than the Node server. */
-  get native(): boolean {
-    return this.#wire === nativeWire;
-  }
-
-  /** Starts the server if it is not; true once it is ready, false when it could not be. */
+  /** Starts spawnd if it is not; true once it is ready, false when it could not be. */
   ready(): Promise<boolean> {
     if (this.#state === 'unstarted') this.#start();
     if (this.#state === 'ready' || this.#state === 'dead') return Promise.resolve(this.#state === 'ready');
@@ -383,30 +309,26 @@ export class SpawnServer {
 
   run(command: Command, options: RunOptions): Promise<RunResult> {
     if (this.#state === 'ready') return this.#request(command, options);
-    if (this.#state === 'unstarted' && ++this.#commands > this.#startAfter) this.#start();
-    // spawnd is ready within a few milliseconds: waiting for it is cheaper than a fork of the engine.
-    if (this.#state === 'starting' && this.native) return this.ready().then((ok) => (ok ? this.#request(command, options) : spawnCommand(command, options, this.#killAfterMs)));
-    return spawnCommand(command, options, this.#killAfterMs);
+    if (this.#state === 'dead') return spawnCommand(command, options, this.#killAfterMs);
+    return this.ready().then((ok) => (ok ? this.#request(command, options) : spawnCommand(command, options, this.#killAfterMs)));
   }
 
   /**
    * Sends `paths` to spawnd to be read ahead (native/spawnd.c), starting it if it is not
    * running, in requests of READ_AHEAD_BATCH so that it begins with the first; false
-   * (nothing sent) for the Node server, a server that died, or a path with a NUL.
+   * (nothing sent) when spawnd is gone or a path has a NUL.
    */
   readAhead(paths: readonly string[]): boolean {
-    const request = this.#wire.readAhead;
-    if (request === undefined || paths.some((p) => p.includes('\0'))) return false;
+    if (paths.some((p) => p.includes('\0'))) return false;
     if (this.#state === 'unstarted') this.#start();
-    if (this.#state === 'dead' || this.#wire.readAhead === undefined) return false;
-    for (let i = 0; i < paths.length; i += READ_AHEAD_BATCH) this.#send(request(paths.slice(i, i + READ_AHEAD_BATCH)));
+    if (this.#state === 'dead') return false;
+    for (let i = 0; i < paths.length; i += READ_AHEAD_BATCH) this.#send(readAheadRequest(paths.slice(i, i + READ_AHEAD_BATCH)));
     return true;
   }
 
-  /** Stops the server; commands in flight fail, later ones run directly. */
+  /** Stops spawnd; commands in flight fail, later ones run directly. */
   close(): void {
-    this.#nodeFallback = false;
-    this.#died('spawn server closed');
+    this.#died('spawnd closed');
     this.#child?.kill('SIGKILL');
   }
 
@@ -415,22 +337,18 @@ export class SpawnServer {
     const { NODE_OPTIONS: _, ...env } = process.env;
     let child: ChildProcessWithoutNullStreams;
     try {
-      const [file, args] = this.#wire.argv(this.#program);
-      child = childProcess().spawn(file, args, { env, stdio: ['pipe', 'pipe', 'pipe'] });
+      child = childProcess().spawn(fileURLToPath(this.#program), [], { env, stdio: ['pipe', 'pipe', 'pipe'] });
     } catch (error) {
-      this.#died(`spawn server did not start: ${(error as Error).message}`);
+      this.#died(`spawnd did not start: ${(error as Error).message}`);
       return;
     }
     this.#child = child;
     this.#held = true; // a new child's handles hold the event loop until #hold() says otherwise
-    // A spawnd given up for the Node server may still say something: only the current child is heard.
-    const current = (): boolean => this.#child === child;
-    child.on('error', (error) => current() && this.#died(`spawn server failed: ${error.message}`));
+    child.on('error', (error) => this.#died(`spawnd failed: ${error.message}`));
     child.on('close', (code, signal) => {
-      if (!current()) return;
       const how = signal === null ? `exited with code ${code}` : `killed by ${signal}`;
       const said = this.#stderr.trim().split('\n').at(-1);
-      this.#died(`spawn server ${how}${said === undefined || said === '' ? '' : `: ${said}`}`);
+      this.#died(`spawnd ${how}${said === undefined || said === '' ? '' : `: ${said}`}`);
     });
     child.stdin.on('error', () => {}); // EPIPE when it is gone: 'close' says so
     child.stderr.setEncoding('utf8');
@@ -438,11 +356,10 @@ export class SpawnServer {
       this.#stderr = (this.#stderr + text).slice(-2000);
     });
     const garbage = (line: string): void => {
-      if (!current()) return;
       child.kill('SIGKILL');
-      this.#died(`spawn server said something unreadable: ${line.slice(0, 200)}`);
+      this.#died(`spawnd said something unreadable: ${line.slice(0, 200)}`);
     };
-    this.#wire.read(child.stdout, (reply) => current() && this.#reply(reply), garbage);
+    readReplies(child.stdout, (reply) => this.#reply(reply), garbage);
     this.#sendEnv();
     this.#hold();
   }
@@ -464,19 +381,6 @@ export class SpawnServer {
 
   #died(why: string): void {
     if (this.#state === 'dead') return;
-    if (this.#state === 'starting' && this.#nodeFallback) {
-      // spawnd did not come up (nothing was sent to it but the environment): the Node server instead.
-      this.#nodeFallback = false;
-      const old = this.#child;
-      this.#child = undefined;
-      old?.kill('SIGKILL');
-      this.#wire = jsonWire;
-      this.#program = SERVER;
-      this.#env = '';
-      this.#stderr = '';
-      this.#start();
-      return;
-    }
     this.#state = 'dead';
     for (const resolve of this.#readyWaiters.splice(0)) resolve(false);
     const pending = [...this.#pending.values()];
@@ -504,7 +408,7 @@ export class SpawnServer {
   }
 
   #sendEnv(): void {
-    const env = this.#wire.env(process.env);
+    const env = envRequest(process.env);
     if (env === this.#env) return;
     this.#env = env;
     this.#child!.stdin.write(env);
@@ -512,37 +416,36 @@ export class SpawnServer {
 
   #request(command: Command, options: RunOptions): Promise<RunResult> {
     const [file, ...args] = 'shell' in command ? ['/bin/sh', '-c', command.shell] : command;
-    // What spawn refuses (a NUL byte), spawnd's protocol cannot carry: spawnCommand throws it as spawn does.
-    if (this.native && hasNul(file!, args, options)) return spawnCommand(command, options, this.#killAfterMs);
+    // What spawn refuses (a NUL byte), spawnd's requests cannot carry: spawnCommand throws it as spawn does.
+    if (hasNul(file!, args, options)) return spawnCommand(command, options, this.#killAfterMs);
     const described = describeCommand(command);
     const id = this.#nextId++;
     if (this.#pending.size === 0) this.#sendEnv();
-    return new Promise((resolve, reject) => {
+    return new Promise((resolve) => {
       let canceled = false;
       let killer: NodeJS.Timeout | undefined;
       const onAbort = (): void => {
         canceled = true;
-        this.#send(this.#wire.kill(id, 'SIGTERM'));
-        killer = setTimeout(() => this.#send(this.#wire.kill(id, 'SIGKILL')), this.#killAfterMs);
+        this.#send(killRequest(id, 'SIGTERM'));
+        killer = setTimeout(() => this.#send(killRequest(id, 'SIGKILL')), this.#killAfterMs);
         killer.unref();
       };
       this.#pending.set(id, {
         settle: (reply) => {
           clearTimeout(killer);
           options.signal?.removeEventListener('abort', onAbort);
-          if ('thrown' in reply && reply.thrown !== undefined) {
-            reject(new Error(reply.thrown));
+          if ('died' in reply) {
+            resolve(finished(described, { code: null, signal: null, canceled, error: reply.died }, { stdout: '', stderr: '', output: '' }));
             return;
           }
-          const died = 'died' in reply ? reply.died : undefined;
-          const { code = null, signal = null, error, stdout = '', stderr = '', output } = 'died' in reply ? {} : reply;
+          const { code, signal, error, stdout, stderr, output } = reply;
           // spawnd names the errno alone; Node's message names the program too.
-          const failure = error !== undefined && this.native ? `spawn ${file} ${error}` : error;
-          resolve(finished(described, { code, signal, canceled, error: died ?? spawnFailure(failure, options.cwd) }, { stdout, stderr, output: output ?? stdout + stderr }));
+          const failure = error === undefined ? undefined : spawnFailure(`spawn ${file} ${error}`, options.cwd);
+          resolve(finished(described, { code, signal, canceled, error: failure }, { stdout, stderr, output: output ?? stdout + stderr }));
         },
       });
       this.#hold();
-      this.#send(this.#wire.run(id, file!, args, options.cwd, options.env));
+      this.#send(runRequest(id, file!, args, options.cwd, options.env));
       if (options.signal?.aborted) onAbort();
       else options.signal?.addEventListener('abort', onAbort, { once: true });
     });
@@ -557,34 +460,34 @@ function hasNul(file: string, args: readonly string[], options: RunOptions): boo
   return options.env !== undefined && Object.entries(options.env).some(([k, v]) => k.includes('\0') || v.includes('\0'));
 }
 
-/** The one server of this process, shared by every runner (watch makes one per run). */
-let shared: SpawnServer | undefined;
+/** The one spawnd of this process, shared by every runner (watch makes one per run). */
+let shared: Spawnd | undefined;
 
-export interface ExecaRunnerOptions {
+export interface LocalRunnerOptions {
   /**
-   * Where task commands go: the process's shared server (the default; NODEGRAPH_SPAWN_SERVER=off in the
-   * environment turns it off, =node makes it the Node server where spawnd was built), this one, or false
-   * to spawn each directly.
+   * Where task commands go: the process's shared spawnd (the default; NODEGRAPH_SPAWN_SERVER=off in the
+   * environment turns it off), this one, or false to spawn each directly.
    */
-  readonly spawnServer?: SpawnServer | false;
+  readonly spawnd?: Spawnd | false;
 }
 
 // Loaded on the first command: a no-op run that spawns nothing should not pay for execa.
 let loaded: Promise<typeof import('execa')> | undefined;
 
-export class ExecaRunner implements ProcessRunner {
-  readonly #server: SpawnServer | false;
+/** Runs commands on this machine: task commands through spawnd where it can, the rest directly, execa for input or ignored output. */
+export class LocalRunner implements ProcessRunner {
+  readonly #spawnd: Spawnd | false;
 
-  constructor(options: ExecaRunnerOptions = {}) {
-    this.#server = options.spawnServer ?? (process.env['NODEGRAPH_SPAWN_SERVER'] === 'off' ? false : (shared ??= new SpawnServer()));
+  constructor(options: LocalRunnerOptions = {}) {
+    this.#spawnd = options.spawnd ?? (process.env['NODEGRAPH_SPAWN_SERVER'] === 'off' ? false : (shared ??= new Spawnd()));
   }
 
   runTask(command: Command, options: RunOptions): Promise<RunResult> {
-    return this.#server === false ? spawnCommand(command, options) : this.#server.run(command, options);
+    return this.#spawnd === false ? spawnCommand(command, options) : this.#spawnd.run(command, options);
   }
 
   readAhead(paths: readonly string[]): boolean {
-    return this.#server !== false && this.#server.readAhead(paths);
+    return this.#spawnd !== false && this.#spawnd.readAhead(paths);
   }
 
   async run(command: Command, options: RunOptions): Promise<RunResult> {

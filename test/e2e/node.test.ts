@@ -26,7 +26,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { validateNodeConfig, type NodeConfigInput } from '../../graphs/node-config.ts';
-import { ExecaRunner } from '../../src/execute/runner.ts';
+import { LocalRunner } from '../../src/execute/runner.ts';
 import type { EngineEvent } from '../../src/execute/events.ts';
 import { applyNodefile, planNodefile, teardownNodefile, type ApplySummary } from '../../src/operations.ts';
 import type { PlanEntry } from '../../src/plan/plan.ts';
@@ -66,7 +66,7 @@ let configFile = '';
 let slotDir = '';
 let config: NodeConfigInput;
 let node: Node;
-const runner = new RecordingRunner(new ExecaRunner());
+const runner = new RecordingRunner(new LocalRunner());
 let events: EngineEvent[] = [];
 const timings: string[] = [];
 /** Set once the first apply brought the node up: later steps make no sense without it. */

@@ -8,7 +8,7 @@ import path from 'node:path';
 import { expect, test } from 'vitest';
 import { repo } from '../support/rig.ts';
 
-test('the packed package installs into an empty folder, builds spawnd, runs nodegraph --version, and applies a graph through spawnd and through its compiled Node spawn server', () => {
+test('the packed package installs into an empty folder, builds spawnd, runs nodegraph --version, and applies a graph through spawnd', () => {
   const out = mkdtempSync(path.join(tmpdir(), 'nodegraph-pack-'));
   // Pack a copy: packing builds and removes dist/ in the folder it runs in, and
   // the other tests run the checkout's CLI meanwhile.
@@ -29,31 +29,24 @@ test('the packed package installs into an empty folder, builds spawnd, runs node
     // And as a shell runs it, through the link npm made: its launcher line starts node from the real file.
     expect(execFileSync(path.join(home, 'node_modules/.bin/nodegraph'), ['--version'], { cwd: home, env, encoding: 'utf8' })).toBe(version);
     expect(existsSync(path.join(home, 'node_modules/nodegraph/dist/lib/main.js'))).toBe(true);
-    expect(existsSync(path.join(home, 'node_modules/nodegraph/dist/lib/spawn-server.js'))).toBe(true);
 
     // Its install script compiled spawnd (scripts/build-spawnd.mjs, from the package's native/).
     expect(existsSync(path.join(home, 'node_modules/nodegraph/node_modules/.nodegraph/spawnd'))).toBe(true);
 
-    // Each task records the pid of the process that started it. With spawnd, one process starts every
-    // command. With the Node server (NODEGRAPH_SPAWN_SERVER=node, as where no compiler was), enough tasks
-    // that it starts (after the 24th command) and is up before the last of them: commands sent while it
-    // boots are still the engine's, and under a loaded test run 16 more were not always enough.
+    // Each task records the pid of the process that started it: with spawnd, one process starts every command.
     const tasks = 200;
     const nodefile = `import type { NodefileApi } from 'nodegraph';
 export default (ng: NodefileApi): void => {
   for (let i = 0; i < ${tasks}; i++) ng.task(\`t\${i}\`, { outputs: [\`out/\${i}\`], run: ['sh', '-c', \`echo $PPID > out/\${i}\`] });
 };
 `;
-    for (const [server, starters] of [['spawnd', 1], ['node', 2]] as const) {
-      const project = path.join(home, server);
-      mkdirSync(project);
-      writeFileSync(path.join(project, 'Nodefile.ts'), nodefile);
-      const env = { ...process.env, CI: '1', ...(server === 'node' ? { NODEGRAPH_SPAWN_SERVER: 'node' } : {}) };
-      const applied = execFileSync(process.execPath, [path.join(home, 'node_modules/.bin/nodegraph'), 'apply', '-j', '2'], { cwd: project, encoding: 'utf8', env });
-      expect(applied).toMatch(new RegExp(`Apply: ${tasks} ran, 0 failed`));
-      const spawners = new Set(Array.from({ length: tasks }, (_, i) => readFileSync(path.join(project, `out/${i}`), 'utf8').trim()));
-      expect(spawners.size, server).toBe(starters);
-    }
+    const project = path.join(home, 'spawnd');
+    mkdirSync(project);
+    writeFileSync(path.join(project, 'Nodefile.ts'), nodefile);
+    const applied = execFileSync(process.execPath, [path.join(home, 'node_modules/.bin/nodegraph'), 'apply', '-j', '2'], { cwd: project, encoding: 'utf8', env: { ...process.env, CI: '1' } });
+    expect(applied).toMatch(new RegExp(`Apply: ${tasks} ran, 0 failed`));
+    const spawners = new Set(Array.from({ length: tasks }, (_, i) => readFileSync(path.join(project, `out/${i}`), 'utf8').trim()));
+    expect(spawners.size).toBe(1);
     writeFileSync(path.join(home, 'Nodefile.ts'), nodefile);
     execFileSync(process.execPath, [path.join(home, 'node_modules/.bin/nodegraph'), 'apply', '-j', '2'], { cwd: home, encoding: 'utf8', env: { ...process.env, CI: '1' } });
 
@@ -89,7 +82,7 @@ export default (ng: NodefileApi): void => {
     expect(wrong.status).not.toBe(0);
     expect(String(wrong.stdout).trim().split('\n')).toEqual([expect.stringMatching(/^Nodefile\.mts\(3,18\): error TS2322: /)]);
     // The library entry loads, with the operations it exports.
-    const lib = execFileSync(process.execPath, ['--input-type=module', '-e', "const m = await import('nodegraph'); console.log(typeof m.applyNodefile, typeof m.ExecaRunner)"], { cwd: home, encoding: 'utf8' });
+    const lib = execFileSync(process.execPath, ['--input-type=module', '-e', "const m = await import('nodegraph'); console.log(typeof m.applyNodefile, typeof m.LocalRunner)"], { cwd: home, encoding: 'utf8' });
     expect(lib).toBe('function function\n');
   } finally {
     rmSync(out, { recursive: true, force: true });

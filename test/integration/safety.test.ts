@@ -23,21 +23,17 @@ const ranIds = (stdout: string): string[] =>
     .sort();
 
 // A SIGTERM sent to nodegraph alone (kill PID, a supervisor, CI) reaches what each
-// running command started too, whether nodegraph or its spawn server started it.
-for (const [how, quick, signal] of [
-  ['started by the engine', 0, 'SIGTERM'],
-  ['started by the spawn server', 30, 'SIGTERM'],
+// running command started too, whether spawnd or nodegraph itself started it.
+for (const [how, env, signal] of [
+  ['started by spawnd', {}, 'SIGTERM'],
+  ['started by the engine', { NODEGRAPH_SPAWN_SERVER: 'off' }, 'SIGTERM'],
   // A dropped SSH session: as make does, the clean stop of Ctrl-C.
-  ['started by the engine', 0, 'SIGHUP'],
+  ['started by spawnd', {}, 'SIGHUP'],
 ] as const) {
   test(`a ${signal} to nodegraph alone stops a command's own children (${how}) and exits 130 at once`, async () => {
-    rig.nodefile(`
-      const quick = [];
-      for (let i = 0; i < ${quick}; i++) quick.push(ng.task('q' + i, { outputs: ['out/q' + i], run: ['touch', 'out/q' + i] }));
-      // The shell waits for its child; killing the shell alone would leave the sleep, holding the output pipe.
-      ng.task('long', { after: quick, outputs: ['out/long'], run: { shell: 'sleep 120 & echo $! > out/pid; wait' } });
-    `);
-    const child = rig.spawn(['apply', '-j', '4']);
+    // The shell waits for its child; killing the shell alone would leave the sleep, holding the output pipe.
+    rig.nodefile(`ng.task('long', { outputs: ['out/long'], run: { shell: 'sleep 120 & echo $! > out/pid; wait' } });`);
+    const child = rig.spawn(['apply', '-j', '4'], env);
     const done = collect(child);
     await until(() => existsSync(rig.path('out/pid')) && readFileSync(rig.path('out/pid'), 'utf8').endsWith('\n'));
     const sleeper = Number(readFileSync(rig.path('out/pid'), 'utf8'));

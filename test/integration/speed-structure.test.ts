@@ -10,7 +10,7 @@ import { afterEach, beforeEach, expect, test } from 'vitest';
 import { applyNodefile } from '../../src/operations.ts';
 import { observeAndPlan, withSession } from '../../src/engine.ts';
 import { execute } from '../../src/execute/executor.ts';
-import { ExecaRunner, type ProcessRunner } from '../../src/execute/runner.ts';
+import { LocalRunner, type ProcessRunner } from '../../src/execute/runner.ts';
 import { READ_AHEAD_MIN } from '../../src/plan/observe.ts';
 import { repo, Rig } from '../support/rig.ts';
 
@@ -255,7 +255,7 @@ test('a build asks the runner to read ahead the inputs the hash cache knows noth
   // Older than the hash cache's racy margin, so that what the first run hashes it keeps.
   await settle();
   // The real runner (spawnd), with what it is asked to read ahead written down.
-  const real = new ExecaRunner();
+  const real = new LocalRunner();
   const asked: string[][] = [];
   const runner: ProcessRunner = {
     run: (command, options) => real.run(command, options),

@@ -2,11 +2,11 @@
 // scripted one that records what it was asked.
 
 import type { ExecOptions, ExecResult } from '../../src/nodefile/types.ts';
-import { ExecaRunner } from '../../src/execute/runner.ts';
+import { LocalRunner } from '../../src/execute/runner.ts';
 import type { Exec } from '../../src/node/exec.ts';
 
 export function realExec(cwd = process.cwd()): Exec {
-  const runner = new ExecaRunner();
+  const runner = new LocalRunner();
   return async (argv, options: ExecOptions = {}) => {
     const result = await runner.run(argv, {
       cwd: options.cwd ?? cwd,

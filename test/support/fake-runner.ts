@@ -7,7 +7,7 @@
 import { rmdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import type { Command } from '../../src/nodefile/types.ts';
-import { describeCommand, ExecaRunner, type ProcessRunner, type RunOptions, type RunResult } from '../../src/execute/runner.ts';
+import { describeCommand, LocalRunner, type ProcessRunner, type RunOptions, type RunResult } from '../../src/execute/runner.ts';
 
 export interface FakeService {
   active: boolean;
@@ -77,7 +77,7 @@ export class FakeRunner implements ProcessRunner {
   readonly events: FakeEvent[] = [];
   readonly containers = new Map<string, FakeContainer>();
   readonly hostUnits = new Map<string, { enabled: boolean }>();
-  readonly #real = new ExecaRunner();
+  readonly #real = new LocalRunner();
   readonly #options: FakeRunnerOptions;
   #nextPid = 1000;
   #clock = 0;

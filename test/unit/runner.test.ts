@@ -1,5 +1,5 @@
-// The spawn server (src/execute/spawn-server.ts) and its client in runner.ts,
-// with real processes: every result has to be the one a direct spawn gives.
+// spawnd (native/spawnd.c) and its client in runner.ts, with real processes:
+// every result has to be the one a direct spawn gives.
 
 import { execFileSync, spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -8,10 +8,10 @@ import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest';
 import type { Command } from '../../src/nodefile/types.ts';
-import { ExecaRunner, SPAWND, SpawnServer, spawnCommand, type RunOptions } from '../../src/execute/runner.ts';
+import { LocalRunner, SPAWND, Spawnd, spawnCommand, type RunOptions } from '../../src/execute/runner.ts';
 
 let dir: string;
-const servers: SpawnServer[] = [];
+const servers: Spawnd[] = [];
 
 beforeAll(() => {
   dir = mkdtempSync(path.join(tmpdir(), 'nodegraph-runner-'));
@@ -33,11 +33,11 @@ async function written(file: string): Promise<string> {
   while (!existsSync(file) || readFileSync(file, 'utf8') === '') await new Promise((resolve) => setTimeout(resolve, 20));
   return readFileSync(file, 'utf8').trim();
 }
-/** Runs a script in a Node process of its own: the engine's side, to see what becomes of it and its server. */
+/** Runs a script in a Node process of its own: the engine's side, to see what becomes of it and its spawnd. */
 function engine(script: string): { child: ReturnType<typeof spawn>; lines: string[]; exited: Promise<number | null> } {
   const file = path.join(dir, `engine-${Math.random().toString(36).slice(2)}.ts`);
   const runner = new URL('../../src/execute/runner.ts', import.meta.url).href;
-  writeFileSync(file, `import { SpawnServer } from ${JSON.stringify(runner)};\n${script}`);
+  writeFileSync(file, `import { Spawnd } from ${JSON.stringify(runner)};\n${script}`);
   const child = spawn(process.execPath, [file], { stdio: ['ignore', 'pipe', 'inherit'] });
   const lines: string[] = [];
   child.stdout!.setEncoding('utf8').on('data', (text: string) => lines.push(...text.split('\n').filter(Boolean)));
@@ -50,26 +50,25 @@ async function line(lines: string[], n: number): Promise<string> {
   return lines[n]!;
 }
 
-// Each of the two servers must give what a direct spawn gives: spawnd (built by `npm ci`, see
-// scripts/build-spawnd.mjs; its absence fails here rather than skipping), and the Node server.
-test('npm ci built spawnd, and a server made without options is spawnd', () => {
+// spawnd is built by `npm ci` (scripts/build-spawnd.mjs): its absence fails here rather than skipping.
+test('npm ci built spawnd, and a Spawnd made without options starts it', async () => {
   expect(existsSync(SPAWND)).toBe(true);
-  const s = new SpawnServer();
-  expect(s.native).toBe(true);
+  const s = new Spawnd();
+  servers.push(s);
+  expect(await s.ready()).toBe(true);
+  expect((await s.run({ shell: 'echo $PPID' }, { cwd: dir })).stdout).toBe(`${s.pid}\n`);
 });
 
-for (const native of [true, false]) {
-describe(native ? 'spawnd' : 'the Node spawn server', () => {
-  /** A server that is up before the test's first command. */
-  async function server(options: { killAfterMs?: number } = {}): Promise<SpawnServer> {
-    const s = new SpawnServer({ startAfter: 0, native, ...options });
+describe('spawnd', () => {
+  /** A spawnd that is up before the test's first command. */
+  async function server(options: { killAfterMs?: number } = {}): Promise<Spawnd> {
+    const s = new Spawnd(options);
     servers.push(s);
     expect(await s.ready()).toBe(true);
-    expect(s.native).toBe(native);
     return s;
   }
 
-  test('commands give the same results through the server as spawned directly', async () => {
+  test('commands give the same results through spawnd as spawned directly', async () => {
     const s = await server();
     const options: RunOptions = { cwd: dir, env: { NODEGRAPH_TEST_ADDED: 'added' } };
     const commands: Command[] = [
@@ -93,36 +92,35 @@ describe(native ? 'spawnd' : 'the Node spawn server', () => {
 
   // fincore (util-linux) says how much of a file is in the page cache; dd's nocache drops one file's pages.
   const resident = (file: string): number => Number(execFileSync('fincore', ['--bytes', '--noheadings', '--output', 'RES', file], { encoding: 'utf8' }).trim());
-  test(native ? 'read-ahead has spawnd bring regular files into the page cache, and only those' : 'the Node server takes no read-ahead', async () => {
+  test('read-ahead has spawnd bring regular files into the page cache, and only those', async () => {
     const s = await server();
-    const files = Array.from({ length: 40 }, (_, i) => path.join(dir, `ahead-${native}-${i}`));
+    const files = Array.from({ length: 40 }, (_, i) => path.join(dir, `ahead-${i}`));
     for (const file of files) writeFileSync(file, Buffer.alloc(64 * 1024, 7));
     execFileSync('sync');
     for (const file of files) execFileSync('dd', [`if=${file}`, 'iflag=nocache', 'count=0', 'status=none']);
     const dropped = files.filter((f) => resident(f) === 0).length;
     // Most were dropped (a page another reader holds may stay): what follows has something to show.
     expect(dropped).toBeGreaterThan(30);
-    const fifo = path.join(dir, `fifo-${native}`);
+    const fifo = path.join(dir, `fifo`);
     execFileSync('mkfifo', [fifo]);
     // A fifo without a writer, an endless device, a folder and a missing path pass by; a NUL refuses the request.
     expect(s.readAhead([path.join(dir, 'a\0b')])).toBe(false);
-    expect(s.readAhead([fifo, '/dev/zero', dir, path.join(dir, 'missing'), ...files])).toBe(native);
+    expect(s.readAhead([fifo, '/dev/zero', dir, path.join(dir, 'missing'), ...files])).toBe(true);
     // Requests are taken in order: once a command after it has run, the read-ahead was asked for.
     expect((await s.run(['true'], { cwd: dir })).exitCode).toBe(0);
     let cached = 0;
     for (let waited = 0; waited < 2000; waited += 50) {
       cached = files.filter((f) => resident(f) === 64 * 1024).length;
-      if (!native || cached === files.length) break;
+      if (cached === files.length) break;
       await new Promise((resolve) => setTimeout(resolve, 50));
     }
-    if (native) expect(cached).toBe(files.length);
-    else expect(cached).toBeLessThan(files.length);
+    expect(cached).toBe(files.length);
   });
 
   test('a program name is looked up in the PATH the command is given, as a direct spawn does', async () => {
     const s = await server();
-    const bin = path.join(dir, `bin-${native}`);
-    const other = path.join(dir, `other-${native}`);
+    const bin = path.join(dir, `bin`);
+    const other = path.join(dir, `other`);
     execFileSync('mkdir', ['-p', bin, other, path.join(bin, 'a-folder')]);
     writeFileSync(path.join(bin, 'nodegraph-test-prog'), '#!/bin/sh\necho "found in bin: $*"\n', { mode: 0o755 });
     // Not executable where it is first found: the search goes on, and says EACCES only if nothing else is found.
@@ -134,7 +132,7 @@ describe(native ? 'spawnd' : 'the Node spawn server', () => {
       [['nodegraph-test-prog'], { cwd: dir, env: { PATH: '/usr/bin:/bin' } }],
       [['a-folder'], { cwd: dir, env: { PATH: bin } }],
       // A relative folder of PATH is taken from the command's cwd.
-      [['nodegraph-test-prog'], { cwd: dir, env: { PATH: `bin-${native}` } }],
+      [['nodegraph-test-prog'], { cwd: dir, env: { PATH: `bin` } }],
       [['./nodegraph-test-prog'], { cwd: bin }],
     ];
     for (const [command, options] of cases) {
@@ -146,7 +144,7 @@ describe(native ? 'spawnd' : 'the Node spawn server', () => {
 
   test('a program without a #! line is run by the shell, by name or by path, as a direct spawn runs it', async () => {
     const s = await server();
-    const bin = path.join(dir, `plain-${native}`);
+    const bin = path.join(dir, `plain`);
     execFileSync('mkdir', ['-p', bin]);
     writeFileSync(path.join(bin, 'nodegraph-test-plain'), 'echo "plain script: $0 $*"\nexit 6\n', { mode: 0o755 });
     const cases: [Command, RunOptions][] = [
@@ -184,7 +182,7 @@ describe(native ? 'spawnd' : 'the Node spawn server', () => {
       execFileSync('mkdir', ['-p', sub]);
       const r = await s.run({ shell: 'pwd; echo "$NODEGRAPH_TEST_ADDED"; echo "$NODEGRAPH_TEST_INHERITED"' }, { cwd: sub, env: { NODEGRAPH_TEST_ADDED: 'a b' } });
       expect(r.stdout).toBe(`${sub}\na b\ninherited\n`);
-      // Changed while the server was idle: the next command sees it.
+      // Changed while spawnd was idle: the next command sees it.
       process.env['NODEGRAPH_TEST_INHERITED'] = 'changed';
       const again = await s.run({ shell: 'echo "$NODEGRAPH_TEST_INHERITED"; echo "${NODEGRAPH_TEST_ADDED-unset}"' }, { cwd: sub });
       expect(again.stdout).toBe('changed\nunset\n');
@@ -230,7 +228,7 @@ describe(native ? 'spawnd' : 'the Node spawn server', () => {
   test('an abort stops the command with SIGTERM, and with SIGKILL one that ignores SIGTERM', async () => {
     const s = await server({ killAfterMs: 200 });
     const polite = new AbortController();
-    const pidFile = path.join(dir, `polite-${native}.pid`);
+    const pidFile = path.join(dir, `polite.pid`);
     const running = s.run({ shell: `echo $$ > '${pidFile}'; exec sleep 60` }, { cwd: dir, signal: polite.signal });
     const pid = Number(await written(pidFile));
     polite.abort();
@@ -238,7 +236,7 @@ describe(native ? 'spawnd' : 'the Node spawn server', () => {
     await gone(pid);
 
     const stubborn = new AbortController();
-    const stubbornPid = path.join(dir, `stubborn-${native}.pid`);
+    const stubbornPid = path.join(dir, `stubborn.pid`);
     // An ignored signal stays ignored across exec: sleep ignores SIGTERM.
     const ignoring = s.run({ shell: `trap '' TERM; echo $$ > '${stubbornPid}'; exec sleep 60` }, { cwd: dir, signal: stubborn.signal });
     const pid2 = Number(await written(stubbornPid));
@@ -258,7 +256,7 @@ describe(native ? 'spawnd' : 'the Node spawn server', () => {
   test('an abort reaches a job the command started after the command itself has exited', async () => {
     const s = await server({ killAfterMs: 200 });
     const abort = new AbortController();
-    const pidFile = path.join(dir, `job-${native}.pid`);
+    const pidFile = path.join(dir, `job.pid`);
     // The shell exits at once; the sleep it left holds the output open, so the command is not done.
     const running = s.run({ shell: `sleep 60 & echo $! > '${pidFile}'` }, { cwd: dir, signal: abort.signal });
     const job = Number(await written(pidFile));
@@ -268,7 +266,7 @@ describe(native ? 'spawnd' : 'the Node spawn server', () => {
     await gone(job);
   });
 
-  test('the server ignores SIGINT, SIGTERM and SIGHUP: the engine decides what stops', async () => {
+  test('spawnd ignores SIGINT, SIGTERM and SIGHUP: the engine decides what stops', async () => {
     const s = await server();
     process.kill(s.pid!, 'SIGINT');
     process.kill(s.pid!, 'SIGTERM');
@@ -278,74 +276,43 @@ describe(native ? 'spawnd' : 'the Node spawn server', () => {
     expect(alive(s.pid!)).toBe(true);
   });
 
-  test('when the server dies, commands in flight fail and later ones run directly', async () => {
+  test('when spawnd dies, commands in flight fail and later ones run directly', async () => {
     const s = await server();
-    const pidFile = path.join(dir, `orphan-${native}.pid`);
+    const pidFile = path.join(dir, `orphan.pid`);
     const inFlight = s.run({ shell: `echo $$ > '${pidFile}'; exec sleep 60` }, { cwd: dir });
     const orphan = Number(await written(pidFile));
     const serverPid = s.pid!;
     process.kill(serverPid, 'SIGKILL');
     const failed = await inFlight;
-    expect(failed).toMatchObject({ ok: false, canceled: false, exitCode: null, failure: 'spawn server killed by SIGKILL' });
+    expect(failed).toMatchObject({ ok: false, canceled: false, exitCode: null, failure: 'spawnd killed by SIGKILL' });
     process.kill(orphan, 'SIGKILL');
     expect(await s.ready()).toBe(false);
     const after = await s.run({ shell: 'echo $PPID' }, { cwd: dir });
     expect(after).toMatchObject({ ok: true, stdout: `${process.pid}\n` });
   });
 
-  test('a server that cannot start leaves every command to direct spawns', async () => {
-    const s = new SpawnServer({ startAfter: 0, native, program: new URL('file:///nonexistent/spawn-server.js') });
+  test('a spawnd that cannot start leaves every command to direct spawns, the first one too', async () => {
+    const s = new Spawnd({ program: new URL('file:///nonexistent/spawnd') });
     servers.push(s);
     const first = await s.run({ shell: 'echo $PPID' }, { cwd: dir });
     expect(first).toMatchObject({ ok: true, stdout: `${process.pid}\n` });
     expect(await s.ready()).toBe(false);
     expect(await s.run(['sh', '-c', 'exit 4'], { cwd: dir })).toMatchObject({ ok: false, failure: 'exited with code 4' });
+    expect(s.readAhead([dir])).toBe(false);
   });
 
-  if (native)
-    test('a spawnd built from another version of its source is not used: commands run directly', async () => {
-      const fake = path.join(dir, 'old-spawnd');
-      writeFileSync(fake, '#!/bin/sh\necho "ready 0"\nexec cat >/dev/null\n', { mode: 0o755 });
-      const s = new SpawnServer({ startAfter: 0, native, program: pathToFileURL(fake) });
-      servers.push(s);
-      expect(await s.ready()).toBe(false);
-      expect(await s.run({ shell: 'echo $PPID' }, { cwd: dir })).toMatchObject({ ok: true, stdout: `${process.pid}\n` });
-    });
-
-  if (native)
-    test('the spawnd npm built, when it does not come up, gives way to the Node server', async () => {
-      const fake = path.join(dir, 'old-spawnd-2');
-      writeFileSync(fake, '#!/bin/sh\necho "ready 0"\nexec cat >/dev/null\n', { mode: 0o755 });
-      for (const program of [pathToFileURL(fake), new URL('file:///nonexistent/spawnd')]) {
-        const s = new SpawnServer({ startAfter: 0, native, program, nodeFallback: true });
-        servers.push(s);
-        // The first command waits for whichever server comes up.
-        const first = await s.run({ shell: 'echo $PPID' }, { cwd: dir });
-        expect(s.native).toBe(false);
-        expect(await s.ready()).toBe(true);
-        expect(first).toMatchObject({ ok: true, stdout: `${s.pid}\n` });
-        expect(await s.run(['sh', '-c', 'exit 4'], { cwd: dir })).toMatchObject({ ok: false, failure: 'exited with code 4' });
-      }
-    });
-
-  test('it starts only after startAfter commands, which run directly', async () => {
-    const s = new SpawnServer({ startAfter: 3, native });
+  test('a spawnd built from another version of its source is not used: commands run directly', async () => {
+    const fake = path.join(dir, 'old-spawnd');
+    writeFileSync(fake, '#!/bin/sh\necho "ready 0"\nexec cat >/dev/null\n', { mode: 0o755 });
+    const s = new Spawnd({ program: pathToFileURL(fake) });
     servers.push(s);
-    for (let i = 0; i < 3; i++) {
-      expect((await s.run({ shell: 'echo $PPID' }, { cwd: dir })).stdout).toBe(`${process.pid}\n`);
-      expect(s.pid).toBeUndefined();
-    }
-    const fourth = s.run({ shell: 'echo $PPID' }, { cwd: dir });
-    expect(s.pid).toBeDefined();
-    // spawnd is waited for (it is ready in a few milliseconds); the Node server is not.
-    expect((await fourth).stdout).toBe(`${native ? s.pid : process.pid}\n`);
-    expect(await s.ready()).toBe(true);
-    expect((await s.run({ shell: 'echo $PPID' }, { cwd: dir })).stdout).toBe(`${s.pid}\n`);
+    expect(await s.run({ shell: 'echo $PPID' }, { cwd: dir })).toMatchObject({ ok: true, stdout: `${process.pid}\n` });
+    expect(await s.ready()).toBe(false);
   });
 
   test('many commands at once', async () => {
     const s = await server();
-    const runner = new ExecaRunner({ spawnServer: s });
+    const runner = new LocalRunner({ spawnd: s });
     const results = await Promise.all(
       Array.from({ length: 300 }, (_, i) => runner.runTask(['sh', '-c', 'echo "$0 $PPID"; [ $(($0 % 7)) -ne 0 ]', String(i)], { cwd: dir })),
     );
@@ -355,23 +322,23 @@ describe(native ? 'spawnd' : 'the Node spawn server', () => {
     });
   });
 
-  test('an idle server keeps no engine alive, and goes when the engine goes', async () => {
+  test('an idle spawnd keeps no engine alive, and goes when the engine goes', async () => {
     const e = engine(`
-      const s = new SpawnServer({ startAfter: 0, native: ${native} });
+      const s = new Spawnd();
       console.log(await s.ready() ? s.pid : 'not ready');
       const r = await s.run({ shell: 'echo $PPID' }, { cwd: '/' });
       console.log(r.stdout.trim());
     `);
-    expect(await e.exited).toBe(0); // would never come if the server held the event loop
+    expect(await e.exited).toBe(0); // would never come if spawnd held the event loop
     const pid = Number(e.lines[0]);
     expect(e.lines[1]).toBe(String(pid));
     await gone(pid);
   });
 
-  test('a server whose engine was killed exits', async () => {
-    const pidFile = path.join(dir, `engine-child-${native}.pid`);
+  test('a spawnd whose engine was killed exits', async () => {
+    const pidFile = path.join(dir, `engine-child.pid`);
     const e = engine(`
-      const s = new SpawnServer({ startAfter: 0, native: ${native} });
+      const s = new Spawnd();
       console.log(await s.ready() ? s.pid : 'not ready');
       await s.run({ shell: ${JSON.stringify(`echo $$ > '${pidFile}'; exec sleep 60`)} }, { cwd: '/' });
     `);
@@ -384,10 +351,9 @@ describe(native ? 'spawnd' : 'the Node spawn server', () => {
     process.kill(child, 'SIGKILL'); // left to run, as a direct spawn's would be
   });
 });
-}
 
 test('through execa too (a command given input, or whose output is ignored), an abort stops what the command started', async () => {
-  const runner = new ExecaRunner({ spawnServer: false });
+  const runner = new LocalRunner({ spawnd: false });
   for (const extra of [{ input: 'x' }, { output: 'ignore' as const }]) {
     const abort = new AbortController();
     const pidFile = path.join(dir, `child-${Object.keys(extra)[0]}.pid`);
@@ -406,7 +372,7 @@ test('through execa too (a command given input, or whose output is ignored), an 
 
 test('run() reports alike whether it takes the lean path or execa', async () => {
   // Without input it spawns directly; with input (even none to speak of) it goes through execa.
-  const runner = new ExecaRunner({ spawnServer: false });
+  const runner = new LocalRunner({ spawnd: false });
   const options: RunOptions = { cwd: dir, env: { NODEGRAPH_TEST_ADDED: 'added' } };
   const commands: Command[] = [
     ['true'],
