@@ -19,7 +19,7 @@ export type {
   TaskSpec,
 } from './nodefile/types.ts';
 export type { Failure, FailureReason } from './error.ts';
-export type { EngineEvent, TaskOutcome } from './execute/events.ts';
+export type { EngineEvent, TaskOutcome } from './events.ts';
 export type { ProcessRunner, RunOptions, RunResult } from './execute/runner.ts';
 export type { Plan, PlanEntry } from './plan/plan.ts';
 export type { EngineOptions } from './engine.ts';

@@ -8,7 +8,7 @@ import type { TaskNode } from '../graph/graph.ts';
 import { canonicalJson } from '../hash/value.ts';
 import { realPath } from '../util/realpath.ts';
 import type { Argv, CheckFunction, Command, ExecOptions, ExecResult, Json, TaskContext, TaskFunction } from '../nodefile/types.ts';
-import type { EventSink } from './events.ts';
+import type { EventSink } from '../events.ts';
 import { describeCommand, type ProcessRunner } from './runner.ts';
 
 export interface ActionContext {

@@ -27,7 +27,7 @@ import { RecordMap } from '../state/records.ts';
 import type { Appender } from './appender.ts';
 import { Queue } from '../util/queue.ts';
 import { runAction, runCheck, type ActionResult } from './action.ts';
-import type { EventSink, TaskOutcome } from './events.ts';
+import type { EventSink, TaskOutcome } from '../events.ts';
 import { observeOutputs } from './outputs.ts';
 import { Claimed, keptBecause } from './kept.ts';
 import { removePath } from '../util/mounts.ts';

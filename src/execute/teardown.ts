@@ -14,7 +14,7 @@ import type { TaskId } from '../ids.ts';
 import { STOPPED, type TaskRecord } from '../state/record.ts';
 import { removePath } from '../util/mounts.ts';
 import type { Appender } from './appender.ts';
-import type { EventSink } from './events.ts';
+import type { EventSink } from '../events.ts';
 import { Claimed, keptBecause } from './kept.ts';
 import { recipeOf } from './executor.ts';
 import { describeCommand, type ProcessRunner } from './runner.ts';

@@ -1,7 +1,7 @@
 // Events as JSON lines, one object per line, for programs. Versioned by
 // the `v` field; see README "JSON events".
 
-import type { EngineEvent } from '../execute/events.ts';
+import type { EngineEvent } from '../events.ts';
 import type { Reporter } from './reporter.ts';
 
 export const JSON_EVENTS_VERSION = 1;

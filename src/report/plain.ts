@@ -2,7 +2,7 @@
 // the command and its output in full when it fails, and a line every
 // so often for a task that is still running.
 
-import type { EngineEvent } from '../execute/events.ts';
+import type { EngineEvent } from '../events.ts';
 import type { Palette } from './color.ts';
 import { writePlan } from './plan-view.ts';
 import type { Reporter } from './reporter.ts';

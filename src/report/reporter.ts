@@ -1,7 +1,7 @@
 // A reporter turns engine events into output; which one a command gets
 // depends on the terminal and the flags.
 
-import type { EventSink } from '../execute/events.ts';
+import type { EventSink } from '../events.ts';
 
 export interface Reporter {
   readonly sink: EventSink;

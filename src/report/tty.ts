@@ -4,7 +4,7 @@
 // full once the view is done. Large plans fall back to plain lines.
 
 import { Listr, type DefaultRenderer, type ListrTaskWrapper } from 'listr2';
-import type { EngineEvent } from '../execute/events.ts';
+import type { EngineEvent } from '../events.ts';
 import type { TaskId } from '../ids.ts';
 import type { PlanEntry } from '../plan/plan.ts';
 import type { Palette } from './color.ts';

@@ -27,7 +27,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { validateNodeConfig, type NodeConfigInput } from '../../graphs/node-config.ts';
 import { LocalRunner } from '../../src/execute/runner.ts';
-import type { EngineEvent } from '../../src/execute/events.ts';
+import type { EngineEvent } from '../../src/events.ts';
 import { applyNodefile, planNodefile, teardownNodefile, type ApplySummary } from '../../src/operations.ts';
 import type { PlanEntry } from '../../src/plan/plan.ts';
 import { containerUnit } from '../../src/node/supervise.ts';

@@ -11,7 +11,7 @@ import { cpSync, readFileSync, rmSync, statSync, utimesSync, writeFileSync } fro
 import { crc32 } from 'node:zlib';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, test } from 'vitest';
-import type { EngineEvent } from '../../src/execute/events.ts';
+import type { EngineEvent } from '../../src/events.ts';
 import { applyNodefile, planNodefile, teardownNodefile, type ApplySummary } from '../../src/operations.ts';
 import { acquire } from '../../src/state/lock.ts';
 import { Rig } from '../support/rig.ts';

@@ -14,7 +14,7 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, utimesSync, writeFileSync
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, expect, test } from 'vitest';
-import type { EngineEvent } from '../../src/execute/events.ts';
+import type { EngineEvent } from '../../src/events.ts';
 import { applyNodefile, planNodefile } from '../../src/operations.ts';
 
 interface TaskDef {

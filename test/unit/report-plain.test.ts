@@ -1,7 +1,7 @@
 // The plain reporter's lines for tasks that did not succeed (CI logs read these).
 
 import { expect, test } from 'vitest';
-import type { EngineEvent } from '../../src/execute/events.ts';
+import type { EngineEvent } from '../../src/events.ts';
 import { taskId } from '../../src/ids.ts';
 import { palette } from '../../src/report/color.ts';
 import { plainReporter } from '../../src/report/plain.ts';

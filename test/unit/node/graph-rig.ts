@@ -8,7 +8,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { NodeConfigInput } from '../../../graphs/node-config.ts';
 import { applyNodefile, planNodefile, teardownNodefile } from '../../../src/operations.ts';
-import type { EngineEvent } from '../../../src/execute/events.ts';
+import type { EngineEvent } from '../../../src/events.ts';
 import { FakeRunner } from '../../support/fake-runner.ts';
 
 export const NODEFILE = fileURLToPath(new URL('../../../graphs/container-node.ts', import.meta.url));

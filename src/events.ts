@@ -1,8 +1,8 @@
 // What the engine says while it works. It never prints: reporters in
 // src/report/ turn these into a terminal view, plain lines or JSON.
 
-import type { TaskId } from '../ids.ts';
-import type { Plan } from '../plan/plan.ts';
+import type { TaskId } from './ids.ts';
+import type { Plan } from './plan/plan.ts';
 
 export type TaskOutcome = 'ran' | 'failed' | 'skipped' | 'canceled' | 'up-to-date';
 
