@@ -32,7 +32,6 @@ import { observeOutputs } from './outputs.ts';
 import { Claimed, keptBecause } from './kept.ts';
 import { removePath } from '../util/mounts.ts';
 import { realPath } from '../util/realpath.ts';
-import { collectAsHeapGrows, collectGarbage, collectIfGrown } from '../util/gc.ts';
 import { holds, type OutputGuard } from '../graph/analyze.ts';
 import type { ProcessRunner } from './runner.ts';
 
@@ -94,10 +93,6 @@ export async function execute(options: ExecuteOptions): Promise<ExecuteSummary> 
     summary.upToDate = options.selected.length - selected.length;
     if (selected.length === 0) return summary;
   }
-  // A long run holds more with each task it runs: collect as the heap grows (util/gc.ts), and
-  // compact it every so many tasks (see settle).
-  const longRun = selected.length >= COLLECT_OFTEN_FROM;
-  if (longRun) collectAsHeapGrows('executing');
   // Each task that runs leaves a record kept as where it went (RecordMap.setWritten): room for all at once.
   if (records instanceof RecordMap) records.reserveWritten(selected.length);
   // A task's state in this run, in arrays by its order in the graph rather than
@@ -143,17 +138,8 @@ export async function execute(options: ExecuteOptions): Promise<ExecuteSummary> 
     wake?.();
   };
 
-  // A long run compacts its heap every so many tasks (util/gc.ts): V8's own full collections free
-  // what each task left but keep its pages, and a 50,000-task build's resident set grew by about
-  // 15 MiB from its start to its end that way (BENCHMARKS.md, the twelfth sitting). In between it
-  // collects whenever the heap has grown by so much (LOOK_EVERY below).
-  let settledCount = 0;
   const settle = (node: TaskNode, outcome: TaskOutcome): void => {
     settled[node.order] = OUTCOMES.indexOf(outcome) + 1;
-    if (longRun && ++settledCount % LOOK_EVERY === 0) {
-      if (settledCount % COMPACT_EVERY === 0) collectGarbage({ compact: true });
-      else collectIfGrown(COLLECT_AFTER_BYTES);
-    }
     options.observations.delete(node.id);
     planned?.delete(node.id);
     forgetDefinition(node);
@@ -421,22 +407,6 @@ export async function execute(options: ExecuteOptions): Promise<ExecuteSummary> 
 const OUTCOMES: readonly TaskOutcome[] = ['ran', 'up-to-date', 'failed', 'skipped', 'canceled'];
 
 const okOutputHash = (record: TaskRecord | undefined): ContentHash | undefined => (record?.status === 'ok' ? record.outputHash : undefined);
-
-/** Tasks to run from which a run collects as its heap grows: below, what they hold at the end is small beside a full collection's cost. */
-const COLLECT_OFTEN_FROM = 1000;
-/** Tasks settled between two compactions of the heap in such a run: ten in a 50,000-task build. */
-const COMPACT_EVERY = 5000;
-/**
- * In such a run, every so many tasks settled, a full collection if the heap has grown
- * by COLLECT_AFTER_BYTES since the last one. A task's objects that outlive two
- * scavenges are promoted (about 0.75 KB a leaf task of the benchmark, 20 KB or more a
- * task of a hundred inputs), and V8 collects the old generation on its own only once
- * it has grown by 8 MB or more: a 50,000-leaf build's resident set climbed 7-10 MiB
- * between compactions, and its last 500 tasks 7.5 MiB. Collected as it grows (about
- * 50 ms each), the space freed is used again (BENCHMARKS.md, the fifteenth sitting).
- */
-const LOOK_EVERY = 100;
-const COLLECT_AFTER_BYTES = 2 * 1024 * 1024;
 
 const isSettledUnchanged = (decision: Decision | undefined): boolean =>
   decision !== undefined && decision.complete && decision.action === 'unchanged';
