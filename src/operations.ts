@@ -9,16 +9,14 @@ import { execute, type ExecuteSummary } from './execute/executor.ts';
 import { teardown, type TeardownSummary } from './execute/teardown.ts';
 import { LocalRunner } from './execute/runner.ts';
 import { appender } from './execute/appender.ts';
-import { observeAndPlan, openSession, resolveTargets, stateDirOf, withSession, type EngineOptions, type SealedSession, type Session } from './engine.ts';
+import { observeAndPlan, resolveTargets, stateDirOf, withSession, type EngineOptions, type Session } from './engine.ts';
 import { OutputGuard } from './graph/analyze.ts';
 import type { TaskGraph } from './graph/graph.ts';
 import type { TaskId } from './ids.ts';
-import { makePlan, teardownOrder, unchangedPlan, wholePlan, type DecidedPlan, type Plan } from './plan/plan.ts';
-import { observe } from './plan/observe.ts';
+import { teardownOrder, type Plan, type RecordReader } from './plan/plan.ts';
 import { bindPlan, planChanges, readSavedPlan, type SavedPlan } from './plan/saved.ts';
 import { openState } from './state/open.ts';
-import { writeSeal } from './state/seal.ts';
-import type { TaskRecord } from './state/record.ts';
+import type { Records } from './state/records.ts';
 import { err, ok, type Result } from './util/result.ts';
 
 /** What a run cost in file-system work (stats, and files whose content was read), and state records it decoded. */
@@ -26,36 +24,13 @@ export interface IoCounters {
   readonly stats: number;
   readonly contentReads: number;
   readonly bytesRead: number;
-  /** Records the journal kept as text that something read (state/records.ts); a no-op reads none. */
+  /** Records whose JSON was parsed (state/records.ts): a no-op parses none. */
   readonly recordsDecoded: number;
-  /** Records this run kept as where it wrote them, not as records (state/records.ts, RecordMap.setWritten), and how many of them it read back. */
-  readonly recordsWritten: number;
-  readonly recordsReadBack: number;
-  /** The state's seal vouched for the whole graph: neither the journal nor the hash cache was loaded (state/seal.ts). */
-  readonly sealed: boolean;
-  /** The run was planned from the seal: only what the changed files reach was loaded (state/delta.ts). */
-  readonly delta: boolean;
 }
 
-const ioOf = (session: Session | SealedSession): IoCounters => {
-  if ('sealed' in session) return { ...session.io, recordsDecoded: 0, recordsWritten: 0, recordsReadBack: 0, sealed: true, delta: false };
+const ioOf = (session: Session): IoCounters => {
   const { stats, contentReads, bytesRead } = session.cache.counters;
-  const { records } = session.state;
-  return {
-    stats,
-    contentReads,
-    bytesRead,
-    recordsDecoded: records.decoded,
-    recordsWritten: records.written,
-    recordsReadBack: records.readBacks,
-    sealed: false,
-    delta: session.delta !== undefined,
-  };
-};
-
-/** The plan as the whole graph's: a run planned from the seal planned only some tasks, and the rest are unchanged. */
-const shownPlan = (session: Session, plan: DecidedPlan): Plan => {
-  return session.delta === undefined ? plan.undecided : wholePlan(session.delta.ids, plan);
+  return { stats, contentReads, bytesRead, recordsDecoded: session.state.records.decoded };
 };
 
 export interface PlanResult {
@@ -66,12 +41,10 @@ export interface PlanResult {
 }
 
 export async function planNodefile(options: EngineOptions & { readonly out?: string }): Promise<Result<PlanResult, Failure[]>> {
-  // A saved plan is bound to observations, which a sealed run does not make.
-  const sealed = options.out === undefined ? (session: SealedSession) => ok({ plan: unchangedPlan(session.ids), io: ioOf(session) }) : undefined;
   return withSession(options, { lock: false }, async (session) => {
     const observed = await observeAndPlan(session);
     if (!observed.ok) return observed;
-    const plan = shownPlan(session, observed.value.plan);
+    const plan = observed.value.plan.undecided;
     // Binding digests every task's definition and observations: only for a plan that is saved.
     if (options.out === undefined) return ok({ plan, io: ioOf(session) });
     const saved = bindPlan(session.graph, observed.value.selected, observed.value.observations, session.state.records, observed.value.plan, {
@@ -80,7 +53,7 @@ export async function planNodefile(options: EngineOptions & { readonly out?: str
     });
     writeFileSync(options.out, `${JSON.stringify(saved)}\n`);
     return ok({ plan, saved, io: ioOf(session) });
-  }, sealed);
+  });
 }
 
 export interface ApplySummary extends ExecuteSummary {
@@ -103,46 +76,16 @@ export async function applyNodefile(options: EngineOptions & { readonly planFile
     effective = { ...options, nodefile: saved.nodefile, targets: saved.targets, replace: saved.replace };
   }
   const started = Date.now();
-  const sealed = (session: SealedSession): Result<ApplySummary, Failure[]> => {
-    const plan = unchangedPlan(session.ids);
-    session.emit({ type: 'plan', plan });
-    const durationMs = Date.now() - started;
-    const upToDate = session.ids.length;
-    session.emit({
-      type: 'summary',
-      command: 'apply',
-      durationMs,
-      counts: { ran: 0, failed: 0, skipped: 0, canceled: 0, 'up to date': upToDate, destroyed: 0 },
-    });
-    return ok({
-      ran: [],
-      failed: [],
-      skipped: [],
-      canceled: [],
-      upToDate,
-      // Analysed only if asked for (watch asks, to know what to watch).
-      get graph() {
-        return session.graph();
-      },
-      plan,
-      destroyed: [],
-      durationMs,
-      io: ioOf(session),
-    });
-  };
   return withSession(effective, { lock: true }, async (session) => {
     const observed = await observeAndPlan(session);
     if (!observed.ok) return observed;
     const { plan, selected, observations } = observed.value;
-    // Only a run that finds every task unchanged seals with them (writeSeal below): a build lets
-    // what observing looked at go before it starts (the paths, 1.5 MB at 50,000 leaves).
-    if (plan.counts.unchanged !== plan.size) session.files = undefined;
     if (saved !== undefined) {
       const now = bindPlan(session.graph, selected, observations, session.state.records, plan, { targets: saved.targets, replace: saved.replace });
       const changes = planChanges(saved, now);
       if (changes.length > 0) return err([{ reason: 'plan-stale', path: options.planFile!, changes }]);
     }
-    const shown = shownPlan(session, plan);
+    const shown = plan.undecided;
     session.emit({ type: 'plan', plan: shown });
 
     const destroyed: TaskId[] = [];
@@ -173,49 +116,8 @@ export async function applyNodefile(options: EngineOptions & { readonly planFile
     session.store.sync();
     // A whole-graph run saw every file that matters: forget the rest, so the cache does not only grow.
     if (session.targets === undefined && summary.failed.length === 0 && !session.signal.aborted && session.store.failure === undefined) session.cache.prune();
-    // A whole-graph run that found everything as it was, and said nothing about it: the next one need not load the state (state/seal.ts).
-    if (
-      saved === undefined &&
-      session.delta === undefined &&
-      session.targets === undefined &&
-      session.replace.size === 0 &&
-      session.files !== undefined &&
-      plan.counts.unchanged === plan.size &&
-      summary.upToDate === plan.size &&
-      !session.store.appended &&
-      session.warnings() === 0 &&
-      session.state.records.lateWarnings.length === 0 &&
-      !session.signal.aborted
-    ) {
-      writeSeal({
-        stateDir: session.state.dir,
-        declarations: session.declarations,
-        graph: session.graph,
-        files: session.files,
-        cache: session.cache,
-        env: session.env,
-        now: session.now,
-        lines: session.state.lines,
-      });
-    }
-    // A run planned from the seal that did all it had to: sealed again, if a second look finds it all settled.
-    if (
-      session.delta !== undefined &&
-      summary.failed.length === 0 &&
-      summary.skipped.length === 0 &&
-      summary.canceled.length === 0 &&
-      session.store.failure === undefined &&
-      session.warnings() === 0 &&
-      session.state.records.lateWarnings.length === 0 &&
-      !session.signal.aborted
-    ) {
-      const again = await observe({ graph: session.graph, nodes: selected, records: session.state.records, cache: session.cache, runner: session.runner, jobs: session.jobs, signal: session.signal, env: session.env });
-      const settled = again.ok && makePlan(session.graph, again.value, session.state.records, { only: { nodes: selected, settled: session.delta.settled } }).counts.unchanged === selected.length;
-      if (settled) session.delta.seal(summary.ran);
-    }
     const durationMs = Date.now() - started;
-    // A run planned from the seal ran only some tasks: the others are up to date, as the seal vouched.
-    const upToDate = summary.upToDate + (session.delta === undefined ? 0 : session.delta.ids.length - selected.length);
+    const upToDate = summary.upToDate;
     session.emit({
       type: 'summary',
       command: 'apply',
@@ -231,20 +133,16 @@ export async function applyNodefile(options: EngineOptions & { readonly planFile
     });
     // After the summary: what ran is said either way, and then why the run stopped.
     if (session.store.failure !== undefined) return err([session.store.failure]);
-    const delta = session.delta;
     return ok({
       ...summary,
       upToDate,
-      // The whole graph (watch follows its inputs), analysed only if asked for after a run planned from the seal.
-      get graph() {
-        return delta === undefined ? session.graph : delta.wholeGraph();
-      },
+      graph: session.graph,
       plan: shown,
       destroyed,
       durationMs,
       io: ioOf(session),
     });
-  }, saved === undefined ? sealed : undefined);
+  });
 }
 
 /**
@@ -286,7 +184,7 @@ export interface TeardownResult extends TeardownSummary {
  * Chooses what a destroy of `targets` takes: the targets, everything that
  * depends on them, and then any upstream task nothing else needs any more.
  */
-export function destroySet(targets: ReadonlySet<TaskId> | undefined, records: ReadonlyMap<TaskId, TaskRecord>): TaskId[] {
+export function destroySet(targets: ReadonlySet<TaskId> | undefined, records: Records): TaskId[] {
   if (targets === undefined) return teardownOrder([...records.keys()], records);
   const dependents = new Map<TaskId, TaskId[]>();
   for (const record of records.values()) {
@@ -332,14 +230,7 @@ export async function teardownNodefile(
   const stateDir = stateDirOf(options);
   if (existsSync(path.resolve(options.nodefile))) {
     // The Nodefile must at least load: a broken one may mean the user is mid-edit.
-    const session = await openSession({ ...options, targets: [] }, { lock: true, observe: false });
-    if (!session.ok) return session;
-    try {
-      return await teardownWith({ ...session.value, guard: guardOf(options) }, options, started);
-    } finally {
-      session.value.cache.save();
-      session.value.state.close();
-    }
+    return withSession({ ...options, targets: [] }, { lock: true }, (session) => teardownWith({ ...session, guard: guardOf(options) }, options, started));
   }
   const state = openState(stateDir, { lock: true, command: options.command ?? 'nodegraph' });
   if (!state.ok) return err([state.error]);
@@ -355,7 +246,12 @@ export async function teardownNodefile(
       emit,
       guard: guardOf(options),
     };
-    return await teardownWith(session, options, started);
+    const result = await teardownWith(session, options, started);
+    if (result.ok && session.store.appended) {
+      const tidied = state.value.store.tidy(state.value.records.size);
+      if (!tidied.ok) emit({ type: 'warning', message: `state: compaction skipped: ${tidied.error.message}` });
+    }
+    return result;
   } finally {
     state.value.close();
   }
@@ -387,7 +283,7 @@ async function teardownWith(
 }
 
 /** Stopping a task stops what depends on it first, and nothing upstream. */
-function stopSet(targets: ReadonlySet<TaskId>, records: ReadonlyMap<TaskId, TaskRecord>): TaskId[] {
+function stopSet(targets: ReadonlySet<TaskId>, records: Records): TaskId[] {
   const chosen = new Set<TaskId>(targets);
   let grew = true;
   while (grew) {

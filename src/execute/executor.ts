@@ -23,7 +23,7 @@ import { definitionOf, forgetDefinition } from '../plan/definition.ts';
 import { verbFor } from '../plan/plan.ts';
 import { reasonsLine } from '../plan/reasons.ts';
 import type { TaskRecord } from '../state/record.ts';
-import { RecordMap } from '../state/records.ts';
+import type { RecordTable } from '../state/records.ts';
 import type { Appender } from './appender.ts';
 import { Queue } from '../util/queue.ts';
 import { runAction, runCheck, type ActionResult } from './action.ts';
@@ -46,7 +46,7 @@ export interface ExecuteOptions {
    */
   readonly observations: Map<TaskId, TaskObservation>;
   /** The live records; updated as tasks finish. */
-  readonly records: Map<TaskId, TaskRecord>;
+  readonly records: RecordTable;
   readonly store: Appender;
   readonly cache: HashCache;
   readonly runner: ProcessRunner;
@@ -93,8 +93,6 @@ export async function execute(options: ExecuteOptions): Promise<ExecuteSummary> 
     summary.upToDate = options.selected.length - selected.length;
     if (selected.length === 0) return summary;
   }
-  // Each task that runs leaves a record kept as where it went (RecordMap.setWritten): room for all at once.
-  if (records instanceof RecordMap) records.reserveWritten(selected.length);
   // A task's state in this run, in arrays by its order in the graph rather than
   // Maps by id: at 50,000 tasks, four Maps and Sets were some 6 MiB to the end.
   const span = graph.span;
@@ -128,9 +126,9 @@ export async function execute(options: ExecuteOptions): Promise<ExecuteSummary> 
   const upstreamOf = (id: TaskId): UpstreamState => {
     const known = options.settled?.get(id);
     if (known !== undefined) return known;
-    const outputHash = records instanceof RecordMap ? records.okOutputHash(id) : okOutputHash(records.get(id));
-    if (outputHash === undefined) return { settled: false };
-    return { settled: true, outputHash, ran: ran(id) };
+    const head = records.head(id);
+    if (head?.status !== 'ok') return { settled: false };
+    return { settled: true, outputHash: head.outputHash, ran: ran(id) };
   };
 
   let wake: (() => void) | undefined;
@@ -342,8 +340,8 @@ export async function execute(options: ExecuteOptions): Promise<ExecuteSummary> 
   const record = (r: TaskRecord): void => {
     const where = options.store.append(r);
     // A build keeps where each record went, not the record: nothing this run does reads it again.
-    if (where !== undefined && records instanceof RecordMap) records.setWritten(r, where, options.store.readBack);
-    else records.set(r.id, r);
+    if (where !== undefined) records.setWritten(r, where, options.store.readBack);
+    else records.set(r);
     // A state that cannot be written must not be run ahead of.
     if (options.store.failure !== undefined) stopping = true;
   };
@@ -368,7 +366,7 @@ export async function execute(options: ExecuteOptions): Promise<ExecuteSummary> 
       const decision =
         plannedNow !== undefined && plannedNow.complete && !node.needs.some(ran)
           ? plannedNow
-          : decide(node, () => definitionOf(node, graph.dir), options.observations.get(node.id)!, records.get(node.id), upstreamOf, options.replace.has(node.id));
+          : decide(node, () => definitionOf(node, graph.dir), options.observations.get(node.id)!, records, upstreamOf, options.replace.has(node.id));
       if (decision.action === 'unchanged') {
         summary.upToDate++;
         // Worth saying only when something it depends on ran: that is early cutoff at work.
@@ -406,7 +404,6 @@ export async function execute(options: ExecuteOptions): Promise<ExecuteSummary> 
 /** What `settled` holds of a task, by index (plus one). */
 const OUTCOMES: readonly TaskOutcome[] = ['ran', 'up-to-date', 'failed', 'skipped', 'canceled'];
 
-const okOutputHash = (record: TaskRecord | undefined): ContentHash | undefined => (record?.status === 'ok' ? record.outputHash : undefined);
 
 const isSettledUnchanged = (decision: Decision | undefined): boolean =>
   decision !== undefined && decision.complete && decision.action === 'unchanged';

@@ -2,7 +2,6 @@
 
 import type { ContentHash } from '../ids.ts';
 import type { HashCache } from '../hash/cache.ts';
-import type { StatPrefetch } from '../hash/prefetch.ts';
 import { hashTree } from '../hash/tree.ts';
 import { unreachable } from '../util/unreachable.ts';
 
@@ -12,9 +11,8 @@ export function observeOutputs(outputs: readonly string[], cache: HashCache): Ma
   return seen;
 }
 
-/** `prefetched`, `slot`: a stat of `file` taken ahead, for observing before a run (see HashCache.hashFile). */
-export function observePath(file: string, cache: HashCache, prefetched?: StatPrefetch, slot?: number): ContentHash | 'missing' {
-  const observation = cache.hashFile(file, prefetched, slot);
+export function observePath(file: string, cache: HashCache): ContentHash | 'missing' {
+  const observation = cache.hashFile(file);
   switch (observation.kind) {
     case 'file':
       return observation.hash;

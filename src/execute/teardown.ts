@@ -12,6 +12,7 @@ import type { OutputGuard } from '../graph/analyze.ts';
 import type { TaskGraph } from '../graph/graph.ts';
 import type { TaskId } from '../ids.ts';
 import { STOPPED, type TaskRecord } from '../state/record.ts';
+import type { RecordTable } from '../state/records.ts';
 import { removePath } from '../util/mounts.ts';
 import type { Appender } from './appender.ts';
 import type { EventSink } from '../events.ts';
@@ -22,7 +23,7 @@ import { describeCommand, type ProcessRunner } from './runner.ts';
 export interface TeardownOptions {
   /** In teardown order: dependents first. */
   readonly order: readonly TaskId[];
-  readonly records: Map<TaskId, TaskRecord>;
+  readonly records: RecordTable;
   readonly store: Appender;
   readonly runner: ProcessRunner;
   readonly signal: AbortSignal;
@@ -78,7 +79,7 @@ export async function teardown(options: TeardownOptions): Promise<TeardownSummar
       // What the task made is no longer running: the next apply starts it again,
       // whether or not a check would have noticed.
       const stopped: TaskRecord = { ...record, status: 'failed', error: STOPPED };
-      records.set(id, stopped);
+      records.set(stopped);
       options.store.append(stopped);
     }
     summary.done.push(id);

@@ -87,8 +87,6 @@ import {
 import path from 'node:path';
 import { contentHash, HASH_PREFIX, type ContentHash } from '../ids.ts';
 import { sha256FdSync, sha256HandleAsync, type FileDigest } from './file.ts';
-import type { StatFields, StatPrefetch } from './prefetch.ts';
-
 const crypto = process.getBuiltinModule('node:crypto');
 
 export type FileObservation =
@@ -207,6 +205,16 @@ const defaultNow = (): bigint => BigInt(Date.now()) * 1_000_000n;
  * `started` (wall clock, ns), can be known by its stat from now on. `margin`: a
  * fixed one, else 3 s on a whole-second filesystem and 100 ms on any other.
  */
+/** What the cache keys a file by, from one stat (bigint: nanosecond times). */
+export interface StatFields {
+  readonly dev: bigint;
+  readonly ino: bigint;
+  readonly size: bigint;
+  readonly mtimeNs: bigint;
+  readonly ctimeNs: bigint;
+  readonly mode: bigint;
+}
+
 export function settledAt(st: Pick<StatFields, 'mtimeNs' | 'ctimeNs'>, started: bigint = defaultNow(), margin?: bigint): boolean {
   const changed = st.mtimeNs > st.ctimeNs ? st.mtimeNs : st.ctimeNs;
   return changed < started - (margin ?? (st.ctimeNs % SECOND_NS === 0n ? COARSE_MARGIN_NS : FINE_MARGIN_NS));
@@ -460,20 +468,11 @@ export class HashCache {
   /**
    * Observes `file` (following symlinks): one stat, and a read of its content only
    * if the cache cannot vouch for it. Reads synchronously; see hashFileAsync for
-   * large files when the event loop must stay free. `prefetched` and `slot`: where
-   * a stat of `file` was taken ahead (observe.ts), to use instead of taking one.
+   * large files when the event loop must stay free.
    */
-  hashFile(file: string, prefetched?: StatPrefetch, slot = -1): FileObservation {
+  hashFile(file: string): FileObservation {
     const key = keyOf(file);
-    let st: StatFields | undefined;
-    // The stat taken ahead of `file` (prefetch.ts, its slot) stands for this one; a test's simulated stats are taken here.
-    if (prefetched === undefined || this.#simulate !== undefined || !prefetched.ready(slot)) st = this.#statOf(key);
-    else {
-      this.counters.stats++;
-      const hit = this.#prefetchedHit(key, prefetched, slot);
-      if (hit !== undefined) return hit;
-      st = prefetched.stat(slot);
-    }
+    let st = this.#statOf(key);
     if (st === undefined || !isRegular(st)) return this.#notFile(key, st);
     const hit = this.#lookup(key, st);
     if (hit !== undefined) return hit;
@@ -508,55 +507,6 @@ export class HashCache {
       st = this.#statOf(key);
       if (st === undefined || !isRegular(st)) return this.#notFile(key, st);
     }
-  }
-
-  /**
-   * What the cache knows of `file` after this run looked at it: its stat (dev,
-   * ino, size, mtime ns, ctime ns, int64 little-endian: 40 bytes) then its
-   * digest (32 bytes), written into `out` at `at`. A racy entry's stat is not to
-   * be trusted (see RACY ENTRIES): it is written as zeros, which no file's stat
-   * is, and only its digest — the content as this run read it — counts.
-   * False, and nothing written, when this run did not look at it or it is not a file.
-   */
-  vouch(file: string, out: Buffer, at: number): boolean {
-    const entry = this.#entries.get(keyOf(file));
-    if (entry === undefined) return false;
-    if (!this.#isMade(entry)) {
-      if (entry >= 0) return false;
-      const record = ~entry;
-      const f = fixedAt(this.#body, record);
-      // Recorded racy, it was read again and replaced (#record): left as loaded, it was not.
-      if (racyAt(this.#body, f)) return false;
-      copyBytes(this.#body, f + 33, 40, out, at);
-      copyBytes(this.#body, f, 32, out, at + 40);
-      return true;
-    }
-    if ((this.#flagsOf(entry) & SEEN) === 0) return false;
-    const arena = this.#arena.bytes;
-    const slot = this.#slotOf(entry);
-    if (racyAt(arena, slot)) out.fill(0, at, at + 40);
-    else copyBytes(arena, slot + 33, 40, out, at);
-    copyBytes(arena, slot, 32, out, at + 40);
-    return true;
-  }
-
-  /**
-   * Takes a stat and digest as vouch() writes them (72 bytes at `at`) for what
-   * this cache knows of `file`: a later hashFile that finds the file at that
-   * stat reads nothing. For what a seal vouched for (state/seal.ts) and the
-   * file was found at since; a racy one (its stat zeros) is not taken.
-   */
-  know(file: string, from: Buffer, at: number): void {
-    let zero = true;
-    for (let i = at; i < at + 40 && zero; i++) zero = from[i] === 0;
-    if (zero) return;
-    const slot = this.#arena.take();
-    const arena = this.#arena.bytes;
-    copyBytes(from, at + 40, 32, arena, slot);
-    arena[slot + 32] = 0;
-    copyBytes(from, at, 40, arena, slot + 33);
-    const key = keyOf(file);
-    this.#put(key, this.#entries.get(key), slot, false);
   }
 
   /**
@@ -799,24 +749,6 @@ export class HashCache {
     if (racyAt(arena, slot) || !storedStatIs(arena, slot + 33, st)) return undefined;
     this.counters.hits++;
     return { kind: 'file', hash: contentHash(arena.toString('hex', slot, slot + 32)), size: Number(st.size), mode: permissions(st) };
-  }
-
-  /**
-   * A hit from a stat taken ahead, compared byte for byte where both lie (a
-   * loaded record and the shared slot): no bigint is made. Undefined for
-   * anything else, which then takes the stat as its own (see hashFile).
-   */
-  #prefetchedHit(key: string, prefetched: StatPrefetch, slot: number): FileObservation | undefined {
-    const entry = this.#entries.get(key);
-    const mode = prefetched.mode(slot);
-    if (entry === undefined || this.#isMade(entry) || !LITTLE_ENDIAN || (mode & S_IFMT) !== S_IFREG) return undefined;
-    const f = this.#loadedFields(key, entry);
-    if (f < 0) return undefined;
-    const body = this.#body;
-    const bytes = prefetched.bytes;
-    const at = prefetched.statOffset(slot);
-    for (let i = 0; i < 40; i++) if (body[f + 33 + i] !== bytes[at + i]) return undefined;
-    return this.#loadedHit(f, prefetched.size(slot), mode & 0o7777);
   }
 
   /** Marks a loaded record seen; where its fields start in the body, or -1 when it is recorded racy. */

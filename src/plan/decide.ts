@@ -5,7 +5,8 @@
 import { shortHash, type ContentHash, type TaskId } from '../ids.ts';
 import type { TaskNode } from '../graph/graph.ts';
 import { hashParts } from '../hash/value.ts';
-import { STOPPED, type TaskRecord } from '../state/record.ts';
+import { outputsDigest, STOPPED, type TaskRecord } from '../state/record.ts';
+import type { Records } from '../state/records.ts';
 
 export type Action = 'create' | 'update' | 'replace' | 'drift' | 'maybe' | 'unchanged';
 
@@ -66,7 +67,7 @@ export function decide(
    */
   definitionOf: () => ContentHash,
   observation: TaskObservation,
-  record: TaskRecord | undefined,
+  records: Records,
   upstreamOf: (id: TaskId) => UpstreamState,
   forced: boolean,
 ): Decision {
@@ -100,11 +101,23 @@ export function decide(
   // A first run of a task that consumes no other's output decides the same for all: one
   // object, not one a task (a build of 50,000 new tasks plans 50,000 of them at once).
   if (forced) return node.needs.length === 0 ? REPLACE_ALONE : result('replace', FORCED);
-  if (record === undefined) return node.needs.length === 0 ? CREATE_ALONE : result('create', NEVER_RAN);
-  if (record.status === 'failed') {
-    const decision = result('update', [lastRunFailed(record.error)]);
-    return record.error === STOPPED ? { ...decision, stopped: true } : decision;
+  const head = records.head(node.id);
+  if (head === undefined) return node.needs.length === 0 ? CREATE_ALONE : result('create', NEVER_RAN);
+  if (head.status === 'failed') {
+    const error = records.get(node.id)?.error;
+    const decision = result('update', [lastRunFailed(error)]);
+    return error === STOPPED ? { ...decision, stopped: true } : decision;
   }
+
+  // The common case, from the record's fixed fields alone: the fingerprint covers the
+  // definition, the inputs and the upstream outputs; the outputs digest covers the outputs.
+  if (pending.length === 0 && fingerprintOf(definitionOf(), observation.inputs, upstream) === head.fingerprint) {
+    if (!hasMissing(observation.outputs) && outputsDigest(observation.outputs) === head.outputs) {
+      if (observation.check === undefined || observation.check.ok) return result('unchanged', NONE, NONE, NONE);
+    }
+  }
+  const record = records.get(node.id);
+  if (record === undefined) return node.needs.length === 0 ? CREATE_ALONE : result('create', NEVER_RAN);
 
   // What changed among the task's own definition and inputs is known now.
   const reasons: string[] = [];
@@ -175,6 +188,11 @@ export function lastRunFailed(error: string | undefined): string {
   return `last run failed: ${line.length > 80 ? `${line.slice(0, 79)}…` : line}`;
 }
 
+function hasMissing(outputs: ReadonlyMap<string, ContentHash | 'missing'>): boolean {
+  for (const hash of outputs.values()) if (hash === 'missing') return true;
+  return false;
+}
+
 const NONE: readonly never[] = Object.freeze([]);
 const NEVER_RAN: readonly string[] = Object.freeze(['never ran']);
 const NO_UPSTREAM: Readonly<Record<string, ContentHash>> = Object.freeze(Object.create(null));
@@ -183,20 +201,3 @@ const firstAlone = (action: 'create' | 'replace', reasons: readonly string[]): D
   Object.freeze({ action, reasons, upstream: NO_UPSTREAM, changedInputs: undefined, changedUpstream: NONE, onlyBecauseOf: undefined, complete: true });
 const CREATE_ALONE = firstAlone('create', NEVER_RAN);
 const REPLACE_ALONE = firstAlone('replace', FORCED);
-const UNCHANGED_ALONE: Decision = Object.freeze({
-  action: 'unchanged',
-  reasons: NONE,
-  upstream: Object.freeze({}),
-  changedInputs: NONE,
-  changedUpstream: NONE,
-  onlyBecauseOf: undefined,
-  complete: true,
-});
-
-/** The decision `decide` makes for a task found unchanged with every upstream settled (see unchanged.ts). */
-export function unchangedDecision(node: TaskNode, upstreamHashes: readonly ContentHash[]): Decision {
-  if (node.needs.length === 0) return UNCHANGED_ALONE;
-  const upstream: Record<string, ContentHash> = Object.create(null); // a task may be called __proto__
-  for (let i = 0; i < node.needs.length; i++) upstream[node.needs[i]!] = upstreamHashes[i]!;
-  return { action: 'unchanged', reasons: NONE, upstream, changedInputs: NONE, changedUpstream: NONE, onlyBecauseOf: undefined, complete: true };
-}

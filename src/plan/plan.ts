@@ -1,14 +1,13 @@
 // The planner: graph + observations + state in, a plan with a reason per
 // task out. Pure and synchronous; observe.ts does the reading.
 
-import type { ContentHash, IdList, TaskId } from '../ids.ts';
+import type { TaskId } from '../ids.ts';
 import type { TaskGraph, TaskNode } from '../graph/graph.ts';
 import { TaskMap } from '../graph/task-map.ts';
 import type { TaskRecord } from '../state/record.ts';
-import { RecordMap } from '../state/records.ts';
-import { decide, unchangedDecision, type Action, type Decision, type TaskObservation, type UpstreamState } from './decide.ts';
+import type { Records } from '../state/records.ts';
+import { decide, type Action, type Decision, type TaskObservation, type UpstreamState } from './decide.ts';
 import { definitionOf } from './definition.ts';
-import { unchangedOutputHash } from './unchanged.ts';
 
 export type PlanAction = Action | 'destroy';
 
@@ -34,11 +33,7 @@ export interface Plan {
   /** How many entries: every selected task in topological order, then orphans to destroy. */
   readonly size: number;
   readonly counts: PlanCounts;
-  /**
-   * The entries, each made as it is reached. A plan keeps them in columns, not
-   * as an object each: at 50,000 tasks those objects were 3 MiB that a build
-   * and a no-op kept to their end (BENCHMARKS.md, fifteenth sitting).
-   */
+  /** The entries, each made as it is reached (a plan keeps them in columns, not as an object each). */
   [Symbol.iterator](): Iterator<PlanEntry>;
   /** The entries as a list, made on each call. */
   entries(): PlanEntry[];
@@ -53,7 +48,6 @@ export interface PlanDocument {
 }
 
 const ACTIONS: readonly PlanAction[] = ['create', 'update', 'replace', 'drift', 'maybe', 'destroy', 'unchanged'];
-const UNCHANGED = ACTIONS.indexOf('unchanged');
 const NO_REASONS: readonly string[] = Object.freeze([]);
 
 /**
@@ -144,7 +138,7 @@ class PlanColumns implements Columns {
 export interface DecidedPlan extends Plan {
   /** The executor drops each task's decision once the task is settled (execute/executor.ts). */
   readonly decisions: Map<TaskId, Decision>;
-  /** What a dependent learns of each task settled unchanged: its recorded output hash, without decoding its record. */
+  /** What a dependent learns of each task settled unchanged: its recorded output hash. */
   readonly settled: ReadonlyMap<TaskId, UpstreamState>;
   /** The same plan without the decisions: what events and summaries carry (its columns are shared). */
   readonly undecided: Plan;
@@ -154,12 +148,6 @@ export interface PlanOptions {
   /** Only these tasks and what they need; all tasks when empty. */
   readonly targets?: ReadonlySet<TaskId>;
   readonly replace?: ReadonlySet<TaskId>;
-  /**
-   * Exactly these tasks (in order), with `settled` saying what their upstream
-   * outside them is: a run planned from the seal (state/delta.ts). No orphans
-   * are looked for: the seal vouched that the records are the declared tasks'.
-   */
-  readonly only?: { readonly nodes: readonly TaskNode[]; readonly settled: ReadonlyMap<TaskId, UpstreamState> };
 }
 
 export function verbFor(node: TaskNode | undefined, action: PlanAction, onlyBecauseOf?: readonly TaskId[], stopped?: boolean): string {
@@ -191,17 +179,6 @@ export function verbFor(node: TaskNode | undefined, action: PlanAction, onlyBeca
 
 const PENDING: UpstreamState = Object.freeze({ settled: false });
 
-/** Fills `into` with the output hash of each of the node's needs; false when one is not settled. */
-function settledHashes(node: TaskNode, upstreamOf: (id: TaskId) => UpstreamState, into: ContentHash[]): boolean {
-  into.length = node.needs.length;
-  for (let i = 0; i < node.needs.length; i++) {
-    const state = upstreamOf(node.needs[i]!);
-    if (!state.settled) return false;
-    into[i] = state.outputHash;
-  }
-  return true;
-}
-
 /** The tasks to plan, in order: the graph's own list when there are no targets (a plan keeps it for its ids). */
 export function selectTasks(graph: TaskGraph, targets: ReadonlySet<TaskId> | undefined): readonly TaskNode[] {
   if (targets === undefined || targets.size === 0) return graph.ordered;
@@ -212,51 +189,35 @@ export function selectTasks(graph: TaskGraph, targets: ReadonlySet<TaskId> | und
 export function makePlan(
   graph: TaskGraph,
   observations: ReadonlyMap<TaskId, TaskObservation>,
-  records: ReadonlyMap<TaskId, TaskRecord>,
+  records: Records,
   options: PlanOptions = {},
 ): DecidedPlan {
-  const nodes = options.only?.nodes ?? selectTasks(graph, options.targets);
+  const nodes = selectTasks(graph, options.targets);
   const columns = new PlanColumns(nodes.length);
   const orphans: TaskId[] = [];
   const decisions = new TaskMap<Decision>(graph);
   // What a dependent learns of each task settled unchanged: made once per task, not per edge.
-  const settled = new Map<TaskId, UpstreamState>(options.only?.settled ?? []);
+  const settled = new Map<TaskId, UpstreamState>();
   const upstreamOf = (id: TaskId): UpstreamState => settled.get(id) ?? PENDING;
   let recorded = 0;
   const counts = { create: 0, update: 0, replace: 0, drift: 0, maybe: 0, destroy: 0, unchanged: 0 };
 
-  const texts = records instanceof RecordMap ? records : undefined;
-  const upstreamHashes: ContentHash[] = [];
-
   for (const node of nodes) {
     const observation = observations.get(node.id);
     if (observation === undefined) throw new Error(`no observation for ${node.id}`);
-    const definition = (): ContentHash => definitionOf(node, graph.dir);
-    const forced = options.replace?.has(node.id) ?? false;
-    // The shortcut: a record not decoded yet that says exactly what was observed (unchanged.ts).
-    const text = texts?.textOf(node.id);
-    let outputHash =
-      text !== undefined && !forced && settledHashes(node, upstreamOf, upstreamHashes)
-        ? unchangedOutputHash(text, node, definition(), observation, upstreamHashes)
-        : undefined;
-    let decision: Decision;
-    if (outputHash !== undefined) {
-      recorded++;
-      decision = unchangedDecision(node, upstreamHashes);
-    } else {
-      const record = records.get(node.id);
-      if (record !== undefined) recorded++;
-      decision = decide(node, definition, observation, record, upstreamOf, forced);
-      outputHash = record?.outputHash;
-    }
+    if (records.has(node.id)) recorded++;
+    const decision = decide(node, () => definitionOf(node, graph.dir), observation, records, upstreamOf, options.replace?.has(node.id) ?? false);
     decisions.set(node.id, decision);
-    if (decision.action === 'unchanged' && outputHash !== undefined) settled.set(node.id, { settled: true, outputHash, ran: false });
+    if (decision.action === 'unchanged') {
+      const outputHash = records.head(node.id)?.outputHash;
+      if (outputHash !== undefined) settled.set(node.id, { settled: true, outputHash, ran: false });
+    }
     counts[decision.action]++;
     columns.add(decision.action, verbFor(node, decision.action, decision.onlyBecauseOf, decision.stopped), decision.reasons);
   }
 
   // Every record belongs to a declared task when as many were met above as there are: no orphans to look for.
-  if ((options.targets === undefined || options.targets.size === 0) && options.only === undefined && recorded < records.size) {
+  if ((options.targets === undefined || options.targets.size === 0) && recorded < records.size) {
     for (const id of orphansOf(graph, records)) {
       counts.destroy++;
       orphans.push(id);
@@ -267,7 +228,7 @@ export function makePlan(
 }
 
 /** Recorded tasks the Nodefile no longer declares, dependents first (the order to destroy them in). */
-export function orphansOf(graph: TaskGraph, records: ReadonlyMap<TaskId, TaskRecord>): TaskId[] {
+export function orphansOf(graph: TaskGraph, records: RecordReader): TaskId[] {
   const orphans = [...records.keys()].filter((id) => !graph.has(id));
   return teardownOrder(orphans, records);
 }
@@ -276,7 +237,7 @@ export function orphansOf(graph: TaskGraph, records: ReadonlyMap<TaskId, TaskRec
  * Orders recorded tasks for teardown: a task before anything it needed, using
  * the edges recorded in state (the Nodefile may no longer have them).
  */
-export function teardownOrder(ids: readonly TaskId[], records: ReadonlyMap<TaskId, TaskRecord>): TaskId[] {
+export function teardownOrder(ids: readonly TaskId[], records: RecordReader): TaskId[] {
   const chosen = new Set(ids);
   const dependents = new Map<TaskId, number>();
   for (const id of chosen) dependents.set(id, 0);
@@ -319,27 +280,11 @@ export function listedPlan(entries: readonly PlanEntry[]): Plan {
   return new PlanTable(columns, (i) => entries[i]!.id, counts);
 }
 
+/** What teardown orders read of records: the state's, or a plain map of them. */
+export interface RecordReader {
+  get(id: TaskId): TaskRecord | undefined;
+  keys(): Iterable<TaskId>;
+}
+
 const ORPHAN: readonly string[] = Object.freeze(['orphan: no longer in the Nodefile']);
 
-/** The plan of a whole graph found unchanged, as makePlan makes it (for a run the state's seal vouched for). */
-export function unchangedPlan(ids: IdList): Plan {
-  const actions = new Uint8Array(ids.length).fill(UNCHANGED);
-  const counts = { create: 0, update: 0, replace: 0, drift: 0, maybe: 0, destroy: 0, unchanged: ids.length };
-  return new PlanTable({ size: ids.length, actions, verbs: new Map(), reasons: undefined }, (i) => ids.at(i)!, counts);
-}
-
-/**
- * The whole graph's plan from one of some of its tasks (a run planned from the
- * seal, state/delta.ts): every other task is unchanged, in the order of `ids`.
- */
-export function wholePlan(ids: readonly TaskId[], part: Plan): Plan {
-  const planned = new Map<TaskId, PlanEntry>();
-  for (const e of part) planned.set(e.id, e);
-  const columns = new PlanColumns(ids.length);
-  for (const id of ids) {
-    const e = planned.get(id);
-    if (e === undefined) columns.add('unchanged', 'unchanged', NO_REASONS);
-    else columns.add(e.action, e.verb, e.reasons);
-  }
-  return new PlanTable(columns, (i) => ids[i]!, { ...part.counts, unchanged: part.counts.unchanged + ids.length - part.size });
-}

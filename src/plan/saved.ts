@@ -7,7 +7,7 @@ import type { Failure } from '../error.ts';
 import type { ContentHash, TaskId } from '../ids.ts';
 import type { TaskGraph, TaskNode } from '../graph/graph.ts';
 import { hashValue } from '../hash/value.ts';
-import type { TaskRecord } from '../state/record.ts';
+import type { Records } from '../state/records.ts';
 import { err, ok, type Result } from '../util/result.ts';
 import type { TaskObservation } from './decide.ts';
 import { definitionOf } from './definition.ts';
@@ -37,7 +37,7 @@ export function observedDigest(graph: TaskGraph, node: TaskNode, observation: Ta
   });
 }
 
-export function stateDigest(records: ReadonlyMap<TaskId, TaskRecord>): ContentHash {
+export function stateDigest(records: Records): ContentHash {
   const entries = [...records.values()]
     .map((r) => [r.id, r.status, r.fingerprint, r.outputHash])
     .sort((a, b) => (a[0]! < b[0]! ? -1 : a[0]! > b[0]! ? 1 : 0));
@@ -48,7 +48,7 @@ export function bindPlan(
   graph: TaskGraph,
   selected: readonly TaskNode[],
   observations: ReadonlyMap<TaskId, TaskObservation>,
-  records: ReadonlyMap<TaskId, TaskRecord>,
+  records: Records,
   plan: Plan,
   options: { targets: readonly string[]; replace: readonly string[] },
 ): SavedPlan {

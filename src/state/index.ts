@@ -10,7 +10,10 @@ export {
   type StoredRecord,
   type TaskRecord,
   type TaskTombstone,
+  outputsDigest,
+  type RecordHead,
 } from './record.ts';
+export { RecordTable, type Records } from './records.ts';
 export {
   JOURNAL_FILE,
   JOURNAL_FORMAT,

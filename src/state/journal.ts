@@ -2,10 +2,13 @@
 // and then. "State is sacred": a crash, kill -9, Ctrl-C or a second run must
 // never corrupt it or make the tool trust something it did not verify.
 //
-// Format. One record per line, each line `<crc32 as 8 hex> <json>\n`, where
-// the CRC-32 (node:zlib) covers the JSON's UTF-8 bytes. Line 1 is a header
-// `{"format":"nodegraph-state","version":1}` in the same framing. JSON never
-// contains a raw newline, so a line is exactly one record.
+// Format. One record per line, each line `<crc32 as 8 hex> <payload>\n`,
+// where the CRC-32 (node:zlib) covers the payload's UTF-8 bytes. Line 1 is a
+// header `{"format":"nodegraph-state","version":2}` in the same framing. A
+// payload (record.ts, the line format) is a record's fixed fields, its id and
+// the rest as JSON, which never contains a raw newline: a line is exactly one
+// record. A load checks each line's checksum and framing and keeps where it
+// lies (records.ts); the JSON is parsed when the record is read whole.
 //
 // Appends. One writeSync() of the whole line on an fd opened O_APPEND, and no
 // fsync per record:
@@ -23,20 +26,19 @@
 //    a task and is newer than that task's last good record, that record is
 //    loaded as 'failed' ("distrusted"), because the task did run again and
 //    the record no longer describes what was applied — so it re-runs.
-//  - A plain `ok` record is kept as its checksummed text and validated when
-//    first read (records.ts), with the same outcome as above for a bad one.
-//    The planner's shortcut (plan/unchanged.ts) reads no record: it trusts
-//    only the fields whose text it found equal to what it observed.
+//  - A record whose JSON turns out invalid when first read (only a writer's
+//    bug can make one: its checksum matched) counts as never run.
 //
 // Torn tails. A torn last line has no newline. Before the first append the
 // writer terminates it with a newline, so the next record starts on a fresh
 // line instead of being glued to the garbage (which would corrupt both). The
-// torn bytes are kept as a line of their own — dropped with a warning on each
-// load until the next compaction — rather than truncated: the evidence keeps
-// the "distrusted" verdict stable, and truncation could discard a complete
-// record that only lost its newline.
+// torn bytes are kept as a line of their own rather than truncated, since
+// truncation could discard a complete record that only lost its newline; the
+// run that found them compacts the journal when it ends (tidy), so a damaged
+// line warns once and the verdict it led to is kept as a 'failed' record.
 //
-// Compaction rewrites the journal as one line per live task into a temp
+// Compaction rewrites the journal as one line per live task (each line's
+// bytes as they were, but for records a load had to change) into a temp
 // file, fsyncs it, renames it over the journal and fsyncs the directory.
 // Until the rename the old file is untouched; after it the new file is
 // complete (it was fsynced first). A crash at any point leaves one of the
@@ -58,8 +60,7 @@ import {
   writeSync,
 } from 'node:fs';
 import { join, resolve } from 'node:path';
-import type { ContentHash, TaskId } from '../ids.ts';
-import { crc32 } from '../util/crc32.ts';
+import type { TaskId } from '../ids.ts';
 import { randomId } from '../util/random.ts';
 import { err, ok, type Result } from '../util/result.ts';
 import {
@@ -73,8 +74,8 @@ import {
   type StateUnreadable,
 } from './errors.ts';
 import { readLock, type Lock, type Locked } from './lock.ts';
-import { RecordMap } from './records.ts';
-import { checkRecord, isTombstone, RECORD_VERSION, validForAppend, type StoredRecord, type TaskRecord } from './record.ts';
+import { RecordTable } from './records.ts';
+import { checkRecord, encodePayload, isTombstone, lineKind, RECORD_VERSION, validForAppend, type StoredRecord, type TaskRecord } from './record.ts';
 import type {
   LoadedState,
   LoadStats,
@@ -83,22 +84,28 @@ import type {
 } from './store.ts';
 
 // Built-ins by getBuiltinModule rather than import: see cli/main.ts.
-const { constants: bufferConstants } = process.getBuiltinModule('node:buffer');
+const { crc32 } = process.getBuiltinModule('node:zlib');
 
 export const JOURNAL_FILE = 'state.jsonl';
 export const JOURNAL_FORMAT = 'nodegraph-state';
 /** The newest journal format this build reads and writes. */
-export const JOURNAL_VERSION = 1;
+export const JOURNAL_VERSION = 2;
 
 const NEWLINE = 0x0a;
+const NEWLINE_BYTE = Buffer.of(0x0a);
 const SPACE = 0x20;
 const COMPACT_TMP_PREFIX = `${JOURNAL_FILE}.compact-`;
 
 export const journalPath = (stateDir: string): string => join(resolve(stateDir), JOURNAL_FILE);
 
-/** Frames one value as a journal line: `<crc32 hex> <json>\n`. */
-export function encodeLine(value: unknown): Buffer {
-  const json = Buffer.from(JSON.stringify(value), 'utf8');
+/** A record's journal line: `<crc32 hex> <payload>\n` (record.ts, the line format). */
+export function encodeLine(record: StoredRecord): Buffer {
+  return frame(encodePayload(validForAppend(record)));
+}
+
+/** Frames a payload as a journal line. */
+export function frame(payload: string): Buffer {
+  const json = Buffer.from(payload, 'utf8');
   const line = Buffer.allocUnsafe(json.length + 10);
   line.write(crc32(json).toString(16).padStart(8, '0'), 0, 'latin1');
   line[8] = SPACE;
@@ -107,7 +114,7 @@ export function encodeLine(value: unknown): Buffer {
   return line;
 }
 
-const headerLine = (): Buffer => encodeLine({ format: JOURNAL_FORMAT, version: JOURNAL_VERSION });
+const headerLine = (): Buffer => frame(JSON.stringify({ format: JOURNAL_FORMAT, version: JOURNAL_VERSION }));
 
 /** The 8 hex digits at buf[at..at+8] as a number, or -1. */
 function hex8(buf: Buffer, at: number): number {
@@ -121,36 +128,22 @@ function hex8(buf: Buffer, at: number): number {
   return n;
 }
 
-/**
- * The JSON text of a framed line whose checksum matches, or undefined.
- * `ascii`, when given, is the whole buffer decoded and known to be pure
- * ASCII (byte offsets are character offsets): slicing it is much cheaper
- * than decoding every line on its own.
- */
-function verifiedPayload(buf: Buffer, start: number, end: number, ascii?: string): string | undefined {
-  if (end - start < 10 || buf[start + 8] !== SPACE) return undefined;
+/** Whether buf[start..end) is a framed line whose checksum matches its payload (from start + 9). */
+function verified(buf: Buffer, start: number, end: number): boolean {
+  if (end - start < 10 || buf[start + 8] !== SPACE) return false;
   const want = hex8(buf, start);
-  if (want < 0 || crc32(buf.subarray(start + 9, end)) !== want) return undefined;
-  return ascii === undefined ? buf.toString('utf8', start + 9, end) : ascii.slice(start + 9, end);
+  return want >= 0 && crc32(buf.subarray(start + 9, end)) === want;
 }
 
-const MAX_STRING_LENGTH = bufferConstants.MAX_STRING_LENGTH;
-
-/** The buffer as a string when it is pure ASCII, else undefined. */
-function asciiText(buf: Buffer): string | undefined {
-  // UTF-8 decoding never yields more UTF-16 units than bytes, and yields
-  // exactly as many only when every byte is its own character. A stray
-  // byte >= 0x80 could still decode 1:1 (to U+FFFD); the text is only used
-  // for lines whose CRC over the raw bytes matched, and a writer only ever
-  // writes valid UTF-8, so such a line cannot pass.
-  // A journal longer than a string may be (512 MiB) is decoded line by line.
-  if (buf.length > MAX_STRING_LENGTH) return undefined;
-  const text = buf.toString('utf8');
-  return text.length === buf.length ? text : undefined;
-}
+const verifiedPayload = (buf: Buffer, start: number, end: number): string | undefined => (verified(buf, start, end) ? buf.toString('utf8', start + 9, end) : undefined);
 
 /** Best effort: which task a dropped line was about. */
 function guessId(buf: Buffer, start: number, end: number): TaskId | undefined {
+  const line = end - start > 9 ? lineKind(buf, start + 9, end) : undefined;
+  if (line !== undefined) return buf.toString('latin1', line.idStart, line.idEnd) as TaskId;
+  // A v2 record cut short of its JSON: the id stands after the fixed fields.
+  const v2 = /^[0-9a-f]{8} [of] (?:[0-9a-f]{64} ){3}(\S+)/.exec(buf.toString('latin1', start, Math.min(end, start + 9 + 1024)));
+  if (v2 !== null) return v2[1] as TaskId;
   const text = buf.toString('utf8', start, end);
   const brace = text.indexOf('{');
   if (brace >= 0) {
@@ -188,7 +181,7 @@ function isTornHeader(buf: Buffer): boolean {
   return true;
 }
 
-type HeaderCheck = { ok: true } | { ok: false; error: StateUnreadable };
+type HeaderCheck = { ok: true; version: number } | { ok: false; error: StateUnreadable };
 
 function checkHeader(buf: Buffer, start: number, end: number, path: string): HeaderCheck {
   const bad = (message: string): HeaderCheck => ({
@@ -213,7 +206,7 @@ function checkHeader(buf: Buffer, start: number, end: number, path: string): Hea
   if (format !== JOURNAL_FORMAT) return bad(`unknown format ${JSON.stringify(format)}`);
   if (typeof version !== 'number' || !Number.isInteger(version) || version < 1) return bad('invalid version');
   if (version > JOURNAL_VERSION) return { ok: false, error: newerFormat(path, version) };
-  return { ok: true };
+  return { ok: true, version };
 }
 
 const newerFormat = (path: string, found: number): StateUnreadable => ({
@@ -226,11 +219,13 @@ const newerFormat = (path: string, found: number): StateUnreadable => ({
 });
 
 export interface DecodedJournal {
-  readonly records: RecordMap;
+  readonly records: RecordTable;
   readonly warnings: StateWarning[];
   /** Record lines (not the header, not empty lines). */
   readonly lines: number;
   readonly dropped: number;
+  /** The header's format version; 0 for a journal with no header yet. */
+  readonly version: number;
   /** Every accepted record in file order, when asked for (diagnostics and tests). */
   readonly entries?: { readonly line: number; readonly record: StoredRecord }[];
 }
@@ -245,15 +240,17 @@ export function decodeJournal(
   path: string,
   options: { readonly keepEntries?: boolean } = {},
 ): Result<DecodedJournal, StateUnreadable> {
-  const records = new RecordMap();
+  const records = new RecordTable();
+  records.useBytes(buf);
   const warnings: StateWarning[] = [];
   const entries: { line: number; record: StoredRecord }[] | undefined = options.keepEntries ? [] : undefined;
   const size = buf.length;
+  const empty = (version: number): DecodedJournal => ({ records, warnings, lines: 0, dropped: 0, version, ...(entries ? { entries } : {}) });
   if (size === 0) {
     // A journal is created with its header: an empty one was emptied (or its creation torn).
     // Nothing can be read from it, and every task counts as never run: say so.
     warnings.push({ kind: 'empty-journal', message: `the journal is empty, not even its header: starting from empty state (a task applied before counts as never run)` });
-    return ok({ records, warnings, lines: 0, dropped: 0, ...(entries ? { entries } : {}) });
+    return ok(empty(0));
   }
 
   const first = buf.indexOf(NEWLINE);
@@ -263,15 +260,14 @@ export function decodeJournal(
     const header = checkHeader(buf, 0, size, path);
     if (!header.ok && (header.error.kind === 'newer-format' || !isTornHeader(buf))) return err(header.error);
     if (!header.ok) warnings.push({ kind: 'torn-header', line: 1, message: `line 1: the journal header was cut off; starting from empty state` });
-    return ok({ records, warnings, lines: 0, dropped: 0, ...(entries ? { entries } : {}) });
+    return ok(empty(header.ok ? header.version : 0));
   }
   const header = checkHeader(buf, 0, first, path);
   if (!header.ok) return err(header.error);
 
-  const ascii = asciiText(buf);
   // Line number of each id's last good record, and dropped lines attributed to an id.
   // Only a good line after a dropped one can clear it, so lines are noted from the
-  // first drop on: a clean journal of 50,000 records fills no map for it.
+  // first drop on: a clean journal fills no map for it.
   const lastGood = new Map<string, number>();
   const suspects: { id: TaskId; line: number }[] = [];
   let lines = 0;
@@ -302,22 +298,32 @@ export function decodeJournal(
     lines++;
     const start = pos;
     pos = end + 1;
-    const payload = verifiedPayload(buf, start, end, ascii);
-    if (payload === undefined) {
+    if (!verified(buf, start, end)) {
       if (terminated) drop('corrupt-line', start, end, 'checksum mismatch (corrupted, or cut off by an earlier crash)');
       else drop('torn-line', start, end, 'the last line was cut off mid-write');
       continue;
     }
-    // A plain `ok` record is kept as text until something reads it (records.ts).
-    const lazyId = entries === undefined ? plainOkId(payload) : undefined;
-    if (lazyId !== undefined) {
-      if (suspects.length > 0) lastGood.set(lazyId, lineNo);
-      records.setText(lazyId, payload, lineNo);
+    const at = start + 9;
+    const line = buf[at] === 0x7b ? undefined : lineKind(buf, at, end);
+    if (line !== undefined) {
+      const id = buf.toString('latin1', line.idStart, line.idEnd) as TaskId;
+      if (suspects.length > 0) lastGood.set(id, lineNo);
+      if (line.kind === 'tombstone') records.delete(id);
+      else records.setLine(id, at, end - at);
+      if (entries !== undefined) {
+        const record = line.kind === 'tombstone' ? ({ v: 1, id, deleted: true } as const) : records.get(id);
+        if (record !== undefined) entries.push({ line: lineNo, record });
+      }
       continue;
     }
+    if (buf[at] !== 0x7b) {
+      drop('invalid-record', start, end, 'not a record line despite a good checksum');
+      continue;
+    }
+    // A v1 line: one JSON object.
     let value: unknown;
     try {
-      value = JSON.parse(payload);
+      value = JSON.parse(buf.toString('utf8', at, end));
     } catch {
       drop('invalid-record', start, end, 'not JSON despite a good checksum');
       continue;
@@ -333,7 +339,7 @@ export function decodeJournal(
     const record = check.record;
     if (suspects.length > 0) lastGood.set(record.id, lineNo);
     if (isTombstone(record)) records.delete(record.id);
-    else records.set(record.id, record);
+    else records.set(record);
     entries?.push({ line: lineNo, record });
   }
 
@@ -351,7 +357,7 @@ export function decodeJournal(
       });
       continue;
     }
-    records.set(id, {
+    records.set({
       ...record,
       status: 'failed',
       error: `state record lost (journal line ${line} was unreadable); the task must run again`,
@@ -363,109 +369,7 @@ export function decodeJournal(
       message: `${id}: its newest record (line ${line}) was lost; its previous record is kept as 'failed' so it runs again`,
     });
   }
-  return ok({ records, warnings, lines, dropped, ...(entries ? { entries } : {}) });
-}
-
-const LAZY_HEAD = '{"v":1,"id":"';
-const LAZY_STATUS = '","status":"ok","fingerprint":"';
-
-/**
- * The id of a record line written as `{"v":1,"id":"<id>","status":"ok","fingerprint":…`
- * with an id that needs no JSON escape, or undefined: any other line (a
- * failed record, a tombstone, another format version) is decoded at once.
- */
-function plainOkId(payload: string): TaskId | undefined {
-  if (!payload.startsWith(LAZY_HEAD)) return undefined;
-  const close = payload.indexOf('"', LAZY_HEAD.length);
-  if (close <= LAZY_HEAD.length || !payload.startsWith(LAZY_STATUS, close)) return undefined;
-  if (payload.lastIndexOf('\\', close) >= LAZY_HEAD.length) return undefined;
-  return payload.slice(LAZY_HEAD.length, close) as TaskId;
-}
-
-/** Where a task's last line lies in the journal: byte offset and length, without its newline. */
-export interface RecordLine {
-  readonly offset: number;
-  readonly length: number;
-}
-
-/**
- * Where each task's last line is in a journal's bytes, for a line written as a
- * plain `ok` record (plainOkId) — what the seal keeps, so that a run it plans
- * from reads only the records it needs (state/delta.ts). A task whose last
- * line is another kind (a tombstone, a failed record, an escaped id) is left
- * out. Read by the lock holder after a load that found every line good: no
- * checksum here; the reader checks each line it reads (recordTextAt).
- */
-export function recordLines(journal: Buffer): Map<string, RecordLine> {
-  const lines = new Map<string, RecordLine>();
-  const first = journal.indexOf(NEWLINE) + 1;
-  if (first > 0) scanRecordLines(journal, first, 0, lines);
-  return lines;
-}
-
-/** As recordLines, over whole lines from `from` in `buf`, which starts at byte `base` of the journal; into `lines`. */
-export function scanRecordLines(buf: Buffer, from: number, base: number, lines: Map<string, RecordLine>): void {
-  const head = LAZY_HEAD_BYTES;
-  let pos = from;
-  while (pos < buf.length) {
-    let end = buf.indexOf(NEWLINE, pos);
-    if (end === -1) end = buf.length;
-    const at = pos + 9;
-    const close = buf.indexOf(0x22, at + head.length);
-    if (end - pos > 9 && buf.compare(head, 0, head.length, at, at + head.length) === 0 && close > at + head.length && close < end) {
-      const id = buf.toString('utf8', at + head.length, close);
-      const plain = buf.compare(LAZY_STATUS_BYTES, 0, LAZY_STATUS_BYTES.length, close, close + LAZY_STATUS_BYTES.length) === 0 && !id.includes('\\');
-      if (plain) lines.set(id, { offset: base + pos, length: end - pos });
-      else lines.delete(id);
-    } else {
-      // A line that is no plain record (a tombstone, a failed record): the task's last line is not one the seal can point at.
-      const id = guessId(buf, pos, end);
-      if (id !== undefined) lines.delete(id);
-    }
-    pos = end + 1;
-  }
-}
-
-// plainOkId's two pieces, as bytes: a line is looked at where it lies, not decoded.
-const LAZY_HEAD_BYTES = Buffer.from(LAZY_HEAD, 'latin1');
-const LAZY_STATUS_BYTES = Buffer.from(LAZY_STATUS, 'latin1');
-
-/**
- * The text of task `id`'s record from the line at `offset` (`length` bytes,
- * without its newline) of the journal open on `fd`: undefined unless the line
- * is whole, its checksum matches, and it is a plain `ok` record of that task.
- */
-export function recordTextAt(fd: number, offset: number, length: number, id: TaskId): string | undefined {
-  const buf = Buffer.allocUnsafe(length);
-  let got = 0;
-  try {
-    while (got < length) {
-      const n = readSync(fd, buf, got, length - got, offset + got);
-      if (n === 0) return undefined;
-      got += n;
-    }
-  } catch {
-    return undefined;
-  }
-  const payload = verifiedPayload(buf, 0, length);
-  return payload !== undefined && plainOkId(payload) === id ? payload : undefined;
-}
-
-/**
- * The output hash a plain `ok` record's text holds, without parsing the rest
- * (a task that consumes 500 others reads 500 records for this alone). The
- * writer's keys come in a fixed order, and a quote inside a JSON string is
- * escaped, so the first `},"outputHash":"` closes `outputs`: the top-level field.
- */
-export function outputHashOf(text: string): ContentHash | undefined {
-  const key = '},"outputHash":"sha256:';
-  const at = text.indexOf(key);
-  if (at < 0) return undefined;
-  const start = at + key.length - 'sha256:'.length;
-  const end = start + 'sha256:'.length + 64;
-  if (text.charCodeAt(end) !== 0x22) return undefined;
-  const hash = text.slice(start, end);
-  return /^sha256:[0-9a-f]{64}$/.test(hash) ? (hash as ContentHash) : undefined;
+  return ok({ records, warnings, lines, dropped, version: header.version, ...(entries ? { entries } : {}) });
 }
 
 const toLoaded = (decoded: DecodedJournal, bytes: number, compacted: boolean, extra: StateWarning[] = []): LoadedState => {
@@ -483,7 +387,7 @@ export function readState(stateDir: string): Result<LoadedState, StateUnreadable
   try {
     buf = readFileSync(path);
   } catch (e) {
-    if (errnoCode(e) === 'ENOENT') return ok(toLoaded({ records: new RecordMap(), warnings: [], lines: 0, dropped: 0 }, 0, false));
+    if (errnoCode(e) === 'ENOENT') return ok(toLoaded({ records: new RecordTable(), warnings: [], lines: 0, dropped: 0, version: JOURNAL_VERSION }, 0, false));
     return err({ reason: 'state-unreadable', path, kind: 'io', code: errnoCode(e), message: `cannot read ${path}: ${errnoMessage(e)}` });
   }
   const decoded = decodeJournal(buf, path);
@@ -499,7 +403,7 @@ export interface CompactionStats {
 }
 
 export interface JournalOptions {
-  /** When load() compacts. Default: more than 2 × live + 1000 lines. */
+  /** When tidy() compacts, besides after a load that dropped lines. Default: more than 2 × live + 1000 lines. */
   readonly compactWhen?: (stats: { readonly lines: number; readonly live: number }) => boolean;
   /**
    * Test hook for crash injection: called after the temp file is written and
@@ -510,7 +414,7 @@ export interface JournalOptions {
 
 export interface JournalStore extends StateStore {
   readonly path: string;
-  /** Rewrites the journal as one line per live task (also done by load() past the threshold). */
+  /** Rewrites the journal as one line per live task. */
   compact(): Result<CompactionStats, StateError>;
 }
 
@@ -633,11 +537,16 @@ export function openJournal(lock: Lock, options: JournalOptions = {}): Result<Jo
   // so); undefined until an append asks, and again after a failed write.
   let end: number | undefined;
   const compactWhen = options.compactWhen ?? defaultCompactWhen;
+  // What the last load found, and what was appended since: what tidy() decides from.
+  let version = JOURNAL_VERSION;
+  let loadedLines = 0;
+  let appendedLines = 0;
+  let dropped = 0;
 
   const guard = (): void => {
     if (!open) throw new Error('state journal used after close()');
   };
-  const decodeCurrent = (fd: number): Result<{ decoded: DecodedJournal; bytes: number }, StateError> => {
+  const decodeCurrent = (fd: number): Result<{ decoded: DecodedJournal; buf: Buffer; bytes: number }, StateError> => {
     let buf: Buffer;
     try {
       buf = readAll(fd);
@@ -645,13 +554,23 @@ export function openJournal(lock: Lock, options: JournalOptions = {}): Result<Jo
       return err({ reason: 'state-unreadable', path, kind: 'io', code: errnoCode(e), message: `cannot read ${path}: ${errnoMessage(e)}` });
     }
     const decoded = decodeJournal(buf, path);
-    return decoded.ok ? ok({ decoded: decoded.value, bytes: buf.length }) : decoded;
+    return decoded.ok ? ok({ decoded: decoded.value, buf, bytes: buf.length }) : decoded;
   };
 
-  const rewrite = (records: ReadonlyMap<TaskId, TaskRecord>, linesBefore: number, bytesBefore: number): Result<CompactionStats, StateError> => {
+  const rewrite = (decoded: DecodedJournal, buf: Buffer, bytesBefore: number): Result<CompactionStats, StateError> => {
+    const { records } = decoded;
+    const linesBefore = decoded.lines;
     const tmp = join(dir, `${COMPACT_TMP_PREFIX}${process.pid}-${randomId().slice(0, 8)}.tmp`);
     const chunks = [headerLine()];
-    for (const record of records.values()) chunks.push(encodeLine(record));
+    // A line as it was, checksum and all, where the load kept it; a record the load changed, encoded anew.
+    for (const id of records.keys()) {
+      const line = records.lineOf(id);
+      if (line !== undefined) chunks.push(buf.subarray(line.at - 9, line.at + line.length), NEWLINE_BYTE);
+      else {
+        const record = records.get(id);
+        if (record !== undefined) chunks.push(encodeLine(record));
+      }
+    }
     const content = Buffer.concat(chunks);
     let tfd: number | undefined;
     try {
@@ -683,6 +602,10 @@ export function openJournal(lock: Lock, options: JournalOptions = {}): Result<Jo
     }
     needsNewline = false;
     end = undefined;
+    version = JOURNAL_VERSION;
+    loadedLines = records.size;
+    appendedLines = 0;
+    dropped = 0;
     return ok({ linesBefore, live: records.size, bytesBefore, bytesAfter: content.length });
   };
 
@@ -701,19 +624,35 @@ export function openJournal(lock: Lock, options: JournalOptions = {}): Result<Jo
       const read = decodeCurrent(current);
       if (!read.ok) return read;
       const { decoded, bytes } = read.value;
-      if (!compactWhen({ lines: decoded.lines, live: decoded.records.size })) return ok(toLoaded(decoded, bytes, false));
-      const compacted = rewrite(decoded.records, decoded.lines, bytes);
-      if (compacted.ok) return ok(toLoaded(decoded, bytes, true));
-      // The journal is intact (or already replaced by a complete copy); only tidying failed.
-      return ok(toLoaded(decoded, bytes, false, [{ kind: 'compaction-failed', message: `compaction skipped: ${compacted.error.message}` }]));
+      version = decoded.version;
+      loadedLines = decoded.lines;
+      appendedLines = 0;
+      dropped = decoded.dropped;
+      return ok(toLoaded(decoded, bytes, false));
+    },
+    tidy(live) {
+      guard();
+      if (current === undefined) return err(reopenError());
+      if (dropped === 0 && version === JOURNAL_VERSION && !compactWhen({ lines: loadedLines + appendedLines, live })) return ok(undefined);
+      const read = decodeCurrent(current);
+      if (!read.ok) return read;
+      return rewrite(read.value.decoded, read.value.buf, read.value.bytes);
     },
     append(record) {
       guard();
-      const line = encodeLine(validForAppend(record));
+      const line = encodeLine(record);
       if (current === undefined) return err(reopenError());
+      // A journal of an older format is rewritten in this one before a line of this one goes in.
+      if (version !== JOURNAL_VERSION) {
+        const read = decodeCurrent(current);
+        const rewritten = read.ok ? rewrite(read.value.decoded, read.value.buf, read.value.bytes) : read;
+        if (!rewritten.ok) return rewritten;
+        if (current === undefined) return err(reopenError());
+      }
+      appendedLines++;
       const buf = needsNewline ? Buffer.concat([Buffer.of(NEWLINE), line]) : line;
       unsynced = true;
-      // Where the line's JSON goes; not knowing it only means the record is kept whole (RecordMap).
+      // Where the line's payload goes; not knowing it only means the record is kept whole (RecordTable).
       let at: number | undefined;
       try {
         end ??= fstatSync(current).size;
@@ -758,7 +697,7 @@ export function openJournal(lock: Lock, options: JournalOptions = {}): Result<Jo
       if (current === undefined) return err(reopenError());
       const read = decodeCurrent(current);
       if (!read.ok) return read;
-      return rewrite(read.value.decoded.records, read.value.decoded.lines, read.value.bytes);
+      return rewrite(read.value.decoded, read.value.buf, read.value.bytes);
     },
     close() {
       if (!open) return;

@@ -7,7 +7,7 @@ import type { StateDirUnwritable, StateError, StateUnreadable } from './errors.t
 import { openJournal, readState } from './journal.ts';
 import { acquire, type Lock, type Locked } from './lock.ts';
 import type { LoadedState, StateStore, StateWarning } from './store.ts';
-import type { RecordMap } from './records.ts';
+import type { RecordTable } from './records.ts';
 
 /** Each of these is assignable to the matching Failure variant in src/error.ts. */
 export type OpenStateError = StateDirUnwritable | StateUnreadable | Locked;
@@ -16,7 +16,7 @@ export interface OpenState {
   /** The absolute state directory. */
   readonly dir: string;
   /** Task id → last record, as loaded; callers keep it current as they append. */
-  readonly records: RecordMap;
+  readonly records: RecordTable;
   /** What the load recovered from, as messages for the user. */
   readonly warnings: readonly string[];
   /** The detailed warnings behind `warnings`. */
@@ -41,7 +41,7 @@ export interface OpenStateOptions {
   readonly lock: boolean;
   /** Recorded as the lock holder's command. */
   readonly command?: string;
-  /** The lock, taken already (engine.ts takes it before deciding whether to load the state at all). */
+  /** The lock, taken already. */
   readonly held?: Lock;
 }
 
@@ -73,22 +73,6 @@ export function openState(stateDir: string, options: OpenStateOptions): Result<O
     return err(asFailure(loaded.error));
   }
   return ok(assemble(taken.stateDir, loaded.value, journal.value, taken, lockWarnings(taken)));
-}
-
-/**
- * The state of a run planned from the seal (delta.ts): `records` are what it
- * read of the journal, which is opened for appends but not loaded. Without
- * `held`, read-only (plan).
- */
-export function openStateWith(stateDir: string, records: RecordMap, held: Lock | undefined): Result<OpenState, OpenStateError> {
-  const loaded: LoadedState = { records, warnings: [], stats: { lines: 0, dropped: 0, live: records.size, bytes: 0, compacted: false } };
-  if (held === undefined) return ok(assemble(stateDir, loaded, readOnlyStore(loaded), undefined, []));
-  const journal = openJournal(held);
-  if (!journal.ok) {
-    held.release();
-    return err(asFailure(journal.error));
-  }
-  return ok(assemble(held.stateDir, loaded, journal.value, held, lockWarnings(held)));
 }
 
 /** What taking the lock had to clear away, as messages for the user. */
@@ -136,6 +120,7 @@ function readOnlyStore(loaded: LoadedState): StateStore {
       throw new Error('the state was opened read-only (without the lock); it cannot be appended to');
     },
     sync: () => ok(undefined),
+    tidy: () => ok(undefined),
     readBack: () => undefined,
     close() {},
   };

@@ -3,7 +3,8 @@
 // written and again when it is read back, so the planner never works from a
 // record whose shape it did not check.
 
-import type { ContentHash, TaskId } from '../ids.ts';
+import { contentHash, HASH_PREFIX, type ContentHash, type TaskId } from '../ids.ts';
+import { hashParts } from '../hash/value.ts';
 
 /**
  * The error a record carries when `nodegraph stop` stopped its task (status
@@ -57,8 +58,8 @@ export const isTombstone = (record: StoredRecord): record is TaskTombstone => 'd
 
 export type RecordCheck = { ok: true; record: StoredRecord } | { ok: false; message: string };
 
-const HASH_PREFIX = 'sha256:';
-const HASH_LENGTH = HASH_PREFIX.length + 64;
+const HASH_TAG = 'sha256:';
+const HASH_LENGTH = HASH_TAG.length + 64;
 const HEX64 = /^sha256:[0-9a-f]{64}$/;
 
 type Obj = Record<string, unknown>;
@@ -125,7 +126,7 @@ const hashWhat = 'expected sha256:<64 lowercase hex>';
 const keys = (o: Obj): number => Object.keys(o).length;
 /** A hash as an append checks it: `sha256:` and 64 lowercase hex digits. */
 export const isFullHash = (x: unknown): boolean => typeof x === 'string' && x.length === HASH_LENGTH && HEX64.test(x);
-const isHashForm = (x: unknown): boolean => typeof x === 'string' && x.length === HASH_LENGTH && x.startsWith(HASH_PREFIX);
+const isHashForm = (x: unknown): boolean => typeof x === 'string' && x.length === HASH_LENGTH && x.startsWith(HASH_TAG);
 
 function isStringList(x: unknown): boolean {
   if (!Array.isArray(x)) return false;
@@ -189,4 +190,125 @@ export function canonical(record: StoredRecord): StoredRecord {
     durationMs: r.durationMs,
     ...(r.error === undefined ? {} : { error: r.error }),
   };
+}
+
+// The line format. A record's line payload is its fixed fields, then its id,
+// then the rest as JSON:
+//
+//   o <fingerprint> <outputHash> <outputs digest> <id> {"definition":…}
+//   x <id>                                                  (a tombstone)
+//
+// `o` (ok) or `f` (failed), then three digests as 64 hex digits each, at fixed
+// offsets: a load checks the line's framing, not its JSON, and the planner
+// decides an unchanged task from these alone (plan/decide.ts). The digests stay
+// hex so that the journal is a text file one can read; an id has no white space
+// (nodefile/plain.ts, ID_PATTERN). A v1 line is one JSON object; a load still
+// reads one, and the first append rewrites the journal in this form.
+
+/** A record's fixed fields. */
+export interface RecordHead {
+  readonly status: 'ok' | 'failed';
+  readonly fingerprint: ContentHash;
+  readonly outputHash: ContentHash;
+  /** outputsDigest of the record's outputs. */
+  readonly outputs: ContentHash;
+}
+
+/** Where the id starts in a record's payload: the kind, and three digests each after a space, and a space. */
+export const HEAD_LENGTH = 1 + 3 * 65 + 1;
+const DIGEST_AT = [2, 67, 132] as const;
+
+/** One digest of a task's outputs by path (sorted), as a record and an observation both compute it. */
+export function outputsDigest(outputs: Iterable<readonly [string, string]>): ContentHash {
+  const sorted = [...outputs].sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
+  const parts: string[] = [];
+  for (const [path, hash] of sorted) parts.push(path, hash);
+  return hashParts(parts);
+}
+
+export function headOfRecord(record: TaskRecord): RecordHead {
+  return { status: record.status, fingerprint: record.fingerprint, outputHash: record.outputHash, outputs: outputsDigest(Object.entries(record.outputs)) };
+}
+
+/** The head of a payload whose framing a load checked (validLineHead): no copy of the rest. */
+export function headOfLine(head: string): RecordHead {
+  return {
+    status: head.charCodeAt(0) === OK ? 'ok' : 'failed',
+    fingerprint: contentHash(head.slice(DIGEST_AT[0], DIGEST_AT[0] + 64)),
+    outputHash: contentHash(head.slice(DIGEST_AT[1], DIGEST_AT[1] + 64)),
+    outputs: contentHash(head.slice(DIGEST_AT[2], DIGEST_AT[2] + 64)),
+  };
+}
+
+const OK = 0x6f; // o
+const FAILED = 0x66; // f
+const TOMBSTONE = 0x78; // x
+const SPACE = 0x20;
+
+/** A record line's payload as it is written; the record is checked first (validForAppend). */
+export function encodePayload(record: StoredRecord): string {
+  if (/\s/.test(record.id)) throw new TypeError(`refusing to record a task id with white space: ${JSON.stringify(record.id)}`);
+  if (isTombstone(record)) return `x ${record.id}`;
+  const r = record;
+  const head = [r.status === 'ok' ? 'o' : 'f', r.fingerprint.slice(HASH_PREFIX), r.outputHash.slice(HASH_PREFIX), outputsDigest(Object.entries(r.outputs)).slice(HASH_PREFIX), r.id].join(' ');
+  const detail = {
+    definition: r.definition,
+    inputs: r.inputs,
+    upstream: r.upstream,
+    outputs: r.outputs,
+    edges: r.edges,
+    recipe: r.recipe,
+    startedAt: r.startedAt,
+    durationMs: r.durationMs,
+    ...(r.error === undefined ? {} : { error: r.error }),
+  };
+  return `${head} ${JSON.stringify(detail)}`;
+}
+
+/** What kind of line a payload is, from its framing alone: the id, and whether it is a record or a tombstone; undefined when it is neither. */
+export function lineKind(buf: Uint8Array, start: number, end: number): { kind: 'record' | 'tombstone'; idStart: number; idEnd: number } | undefined {
+  const first = buf[start];
+  if (first === TOMBSTONE) {
+    if (end - start < 3 || buf[start + 1] !== SPACE) return undefined;
+    for (let i = start + 2; i < end; i++) if (buf[i]! <= SPACE) return undefined;
+    return { kind: 'tombstone', idStart: start + 2, idEnd: end };
+  }
+  if (first !== OK && first !== FAILED) return undefined;
+  if (end - start < HEAD_LENGTH + 3) return undefined;
+  for (const at of DIGEST_AT) if (buf[start + at - 1] !== SPACE) return undefined;
+  if (buf[start + HEAD_LENGTH - 1] !== SPACE) return undefined;
+  let idEnd = start + HEAD_LENGTH;
+  while (idEnd < end && buf[idEnd]! > SPACE) idEnd++;
+  if (idEnd === start + HEAD_LENGTH || buf[idEnd] !== SPACE || buf[idEnd + 1] !== 0x7b) return undefined;
+  return { kind: 'record', idStart: start + HEAD_LENGTH, idEnd };
+}
+
+const HEX = /^[0-9a-f]{64}$/;
+
+/** The record a payload holds, checked as an append checks it (but for full hashes); undefined when it is not a valid record line. */
+export function decodePayload(payload: string): TaskRecord | undefined {
+  const bytes = Buffer.from(payload, 'latin1');
+  const line = lineKind(bytes, 0, bytes.length);
+  if (line?.kind !== 'record') return undefined;
+  const digests = DIGEST_AT.map((at) => payload.slice(at, at + 64));
+  if (!digests.every((d) => HEX.test(d))) return undefined;
+  let detail: unknown;
+  try {
+    detail = JSON.parse(payload.slice(line.idEnd + 1));
+  } catch {
+    return undefined;
+  }
+  if (typeof detail !== 'object' || detail === null || Array.isArray(detail)) return undefined;
+  const keys = Object.keys(detail);
+  if (keys.length !== 8 + ('error' in detail ? 1 : 0) || 'outputHash' in detail || 'fingerprint' in detail) return undefined;
+  const record = {
+    v: 1,
+    id: payload.slice(line.idStart, line.idEnd),
+    status: payload.charCodeAt(0) === OK ? 'ok' : 'failed',
+    fingerprint: contentHash(digests[0]!),
+    outputHash: contentHash(digests[1]!),
+    ...(detail as Record<string, unknown>),
+  };
+  const check = checkRecord(record, false);
+  return check.ok && !isTombstone(check.record) ? check.record : undefined;
 }

@@ -1,327 +1,192 @@
-// The loaded state's records, decoded when first read.
+// The loaded state's records, by task, in dense arrays.
 //
-// A no-op reads nothing of most records: the planner compares a record's
-// text with the text that would be recorded for what it observed now
-// (plan/unchanged.ts), and a match is an unchanged task. So the journal keeps
-// the checksummed JSON text of each plain `ok` record and parses it only when
-// something asks for the record itself: a task that changed, teardown,
-// status, a compaction. At 50,000 tasks that spares parsing 45 MB into half a
-// million objects (about 0.45 s and 75 MiB of heap).
+// A record line keeps its fixed fields first (record.ts, the line format):
+// status, fingerprint, output hash and outputs digest at fixed offsets, then
+// the id, then the rest as JSON. The planner decides an unchanged task from the
+// fixed fields alone (plan/decide.ts), so a run parses the JSON only of the
+// records it reads whole: a task that changed, teardown, status, explain.
 //
-// Validation is the same as an eager load's, only later: a text that does not
-// parse into a valid record is handled as a dropped line would have been at
-// load. The task's previous good record, if the journal still has one, is kept
-// as 'failed' (it re-runs); otherwise the task counts as never run. Only a
-// writer's bug can produce such a line, since its checksum matched.
-//
-// A run keeps what it appends the same way, only more so: where the record's
-// line lies in the journal and the two fields the rest of the run reads (its
-// status and output hash), not the record (RecordMap.setWritten). A
-// 50,000-task build appends 50,000 records and reads back none of them; as
-// objects they were a quarter of its heap. One that is read after all (the
-// second look of a run planned from the seal) is read back and checked as a
-// load checks a line.
+// Each task has a slot, in the order an eagerly built map would have (first
+// appearance; a delete and a new set move a task to the end), so teardown
+// orders and listings do not depend on what was read before. A slot's record
+// is in one of three places: a line of the journal as loaded (an offset into
+// its bytes), a line this run appended (an offset into the file, read back
+// when asked for, its fixed fields kept), or an object (set by a caller, or
+// a record the load had to change: a v1 line, one kept as 'failed').
 
-import { type ContentHash, contentHash, HASH_PREFIX, type TaskId } from '../ids.ts';
-import { checkRecord, isFullHash, isTombstone, type TaskRecord } from './record.ts';
+import type { TaskId } from '../ids.ts';
+import { decodePayload, HEAD_LENGTH, headOfLine, headOfRecord, type RecordHead, type TaskRecord } from './record.ts';
 import type { Appended, StateWarning } from './store.ts';
 
-/** A record's text as the journal holds it, with its line. */
-class Pending {
-  readonly text: string;
-  readonly line: number;
-  /**
-   * The task's newest earlier record that is valid, if any: what an eager load
-   * falls back to (as 'failed') when this text turns out invalid.
-   */
-  readonly fallback: TaskRecord | undefined;
-  constructor(text: string, line: number, fallback: TaskRecord | undefined) {
-    this.text = text;
-    this.line = line;
-    this.fallback = fallback;
-  }
+/** What the planner, the executor and the commands read of the state. */
+export interface Records {
+  readonly size: number;
+  has(id: TaskId): boolean;
+  /** The task's last record, decoded and checked when first read; undefined once destroyed, or when its line turns out invalid. */
+  get(id: TaskId): TaskRecord | undefined;
+  /** The record's fixed fields, read without decoding it. */
+  head(id: TaskId): RecordHead | undefined;
+  /** Task ids in the order their records were first written. */
+  keys(): IterableIterator<TaskId>;
+  /** Every record, decoded. */
+  values(): IterableIterator<TaskRecord>;
+  entries(): IterableIterator<[TaskId, TaskRecord]>;
+  /** Records found invalid only when something read them: for the user, once. */
+  readonly lateWarnings: StateWarning[];
 }
 
-/**
- * The records this run appended, kept as where each one's text went
- * (StateStore.append) with the two fields the rest of the run asks of it: a
- * 50,000-task build keeps 50,000 records, about 1.2 KB each as objects, and
- * reads back none. One is a number, its index here (what the map of slots
- * holds for it): its place, size, status and digest lie in typed arrays, 45
- * bytes, where an object and its 71-character hash string were 144 (7 MB at 50,000).
- */
-class WrittenRecords {
-  #at = new Float64Array(0);
-  #bytes = new Uint32Array(0);
-  #ok = new Uint8Array(0);
-  #digests = Buffer.alloc(0);
-  #count = 0;
-  /** An output hash not of the full form (none this run's executor makes), by index: kept as it is. */
-  #unusual: Map<number, ContentHash> | undefined;
+const NONE = -1;
 
-  /** Makes room for `n` more at once (a build knows how many tasks it may run): no room left over from doubling. */
-  reserve(n: number): void {
-    if (this.#count + n > this.#ok.length) this.#grow(this.#count + n);
-  }
-
-  add(record: TaskRecord, where: Appended): number {
-    const i = this.#count++;
-    if (i === this.#ok.length) this.#grow(Math.max(64, 2 * i));
-    this.#at[i] = where.at;
-    this.#bytes[i] = where.bytes;
-    this.#ok[i] = record.status === 'ok' ? 1 : 0;
-    if (isFullHash(record.outputHash)) this.#digests.write(record.outputHash.slice(HASH_PREFIX), 32 * i, 32, 'hex');
-    else (this.#unusual ??= new Map()).set(i, record.outputHash);
-    return i;
-  }
-
-  isOk(i: number): boolean {
-    return this.#ok[i] === 1;
-  }
-
-  outputHash(i: number): ContentHash {
-    return this.#unusual?.get(i) ?? contentHash(this.#digests.toString('hex', 32 * i, 32 * i + 32));
-  }
-
-  where(i: number): Appended {
-    return { at: this.#at[i]!, bytes: this.#bytes[i]! };
-  }
-
-  #grow(capacity: number): void {
-    const at = new Float64Array(capacity);
-    at.set(this.#at);
-    this.#at = at;
-    const bytes = new Uint32Array(capacity);
-    bytes.set(this.#bytes);
-    this.#bytes = bytes;
-    const ok = new Uint8Array(capacity);
-    ok.set(this.#ok);
-    this.#ok = ok;
-    const digests = Buffer.alloc(32 * capacity);
-    this.#digests.copy(digests);
-    this.#digests = digests;
-  }
-}
-
-/**
- * A Map of task id → record that decodes a record's text when it is first
- * read. Everything lives in one map of slots, in the order an eagerly decoded
- * map would have (first appearance; a delete and a new set move a task to
- * the end), so teardown orders and listings do not depend on what was read
- * before. The Map it extends holds nothing: every method is its own.
- */
-export class RecordMap extends Map<TaskId, TaskRecord> {
-  /** A number is a record this run wrote: its index in #written. */
-  readonly #slots = new Map<TaskId, TaskRecord | Pending | number>();
-  readonly #written = new WrittenRecords();
-  /** Reads a written record's text back (StateStore.readBack); set with `setWritten`. */
+export class RecordTable implements Records {
+  readonly #slots = new Map<TaskId, number>();
+  /** The journal's bytes as loaded: offsets below its length point into it. */
+  #loaded: Buffer = Buffer.alloc(0);
+  /** Per slot: where the record's line payload starts (in the journal file) and its length; NONE for an object. */
+  #at = new Float64Array(64);
+  #length = new Uint32Array(64);
+  /** Per slot appended this run: its head, kept so that dependents need not read the line back. */
+  readonly #heads = new Map<number, RecordHead>();
+  /** Per slot: the record as an object, once decoded or when set as one. */
+  readonly #objects = new Map<number, TaskRecord>();
+  #next = 0;
   #readBack: ((where: Appended) => string | undefined) | undefined;
-  #pending = 0;
   #decoded = 0;
-  #readBacks = 0;
-  /** Warnings about texts found invalid when decoded (see above). */
   readonly lateWarnings: StateWarning[] = [];
 
-  /**
-   * Keeps a record's text, to decode when it is first read. Replaces what the
-   * map had for the id. A text this replaces is checked now (a journal that
-   * was not compacted has such lines), so that what a bad newer text falls
-   * back to is known without keeping every older line.
-   */
-  setText(id: TaskId, text: string, line: number): void {
-    const before = this.#slots.get(id);
-    let fallback: TaskRecord | undefined;
-    if (before instanceof Pending) {
-      this.#pending--;
-      fallback = parseRecord(before.text);
-      if (fallback === undefined) {
-        this.#invalid(id, before.line);
-        fallback = before.fallback;
-      }
-    } else fallback = typeof before === 'number' ? this.#readWritten(id, before) : before;
-    this.#slots.set(id, new Pending(text, line, fallback));
-    this.#pending++;
+  static of(records: Iterable<TaskRecord>): RecordTable {
+    const table = new RecordTable();
+    for (const record of records) table.set(record);
+    return table;
   }
 
-  /**
-   * Keeps a record the store just appended as where it went: `get` reads it
-   * back (checksum, id and shape checked as a load checks them); `isOk` and
-   * `okOutputHash` answer without reading.
-   */
+  /** The journal's bytes, which `setLine` offsets point into. */
+  useBytes(bytes: Buffer): void {
+    this.#loaded = bytes;
+  }
+
+  /** Sets the task's record to the line payload at `at` (`length` bytes) of the loaded journal. */
+  setLine(id: TaskId, at: number, length: number): void {
+    const slot = this.#slotFor(id);
+    this.#at[slot] = at;
+    this.#length[slot] = length;
+    this.#objects.delete(slot);
+  }
+
+  /** Sets the task's record to one this run appended where `where` says, read back through `readBack` if asked for whole. */
   setWritten(record: TaskRecord, where: Appended, readBack: (where: Appended) => string | undefined): void {
     this.#readBack = readBack;
-    if (this.#slots.get(record.id) instanceof Pending) this.#pending--;
-    this.#slots.set(record.id, this.#written.add(record, where));
+    const slot = this.#slotFor(record.id);
+    this.#at[slot] = where.at;
+    this.#length[slot] = where.bytes;
+    this.#objects.delete(slot);
+    this.#heads.set(slot, headOfRecord(record));
   }
 
-  /** Makes room for `n` more records kept as where they were written. */
-  reserveWritten(n: number): void {
-    this.#written.reserve(n);
+  set(record: TaskRecord): void {
+    const slot = this.#slotFor(record.id);
+    this.#at[slot] = NONE;
+    this.#heads.delete(slot);
+    this.#objects.set(slot, record);
   }
 
-  /** The output hash of the task's record when it says it ran successfully, read as `get` would (a written record is not read back). */
-  okOutputHash(id: TaskId): ContentHash | undefined {
+  delete(id: TaskId): boolean {
     const slot = this.#slots.get(id);
-    if (typeof slot === 'number') return this.#written.isOk(slot) ? this.#written.outputHash(slot) : undefined;
-    const record = slot instanceof Pending ? this.#decode(id, slot) : slot;
-    return record?.status === 'ok' ? record.outputHash : undefined;
+    if (slot === undefined) return false;
+    this.#slots.delete(id);
+    this.#objects.delete(slot);
+    this.#heads.delete(slot);
+    return true;
   }
 
-  /** The text of a record not decoded yet: an `ok` record as the journal wrote it. */
-  textOf(id: TaskId): string | undefined {
-    const slot = this.#slots.get(id);
-    return slot instanceof Pending ? slot.text : undefined;
+  get size(): number {
+    return this.#slots.size;
   }
 
-  /** Whether the task's record says it ran successfully, without decoding it. */
-  isOk(id: TaskId): boolean {
-    const slot = this.#slots.get(id);
-    return slot instanceof Pending || (typeof slot === 'number' ? this.#written.isOk(slot) : slot?.status === 'ok');
+  has(id: TaskId): boolean {
+    return this.#slots.has(id);
   }
 
-  /** How many written records were read back. */
-  get readBacks(): number {
-    return this.#readBacks;
-  }
-
-  /** How many records are kept as where they were written. */
-  get written(): number {
-    let n = 0;
-    for (const slot of this.#slots.values()) if (typeof slot === 'number') n++;
-    return n;
-  }
-
-  /** How many records are still text. */
-  get undecoded(): number {
-    return this.#pending;
-  }
-
-  /** How many texts were decoded since the load. */
+  /** How many records were decoded from their lines. */
   get decoded(): number {
     return this.#decoded;
   }
 
-  override get(id: TaskId): TaskRecord | undefined {
+  /** Where the task's record line lies in the journal as loaded, or undefined (appended this run, or an object). */
+  lineOf(id: TaskId): { readonly at: number; readonly length: number } | undefined {
     const slot = this.#slots.get(id);
-    return slot instanceof Pending ? this.#decode(id, slot) : typeof slot === 'number' ? this.#readWritten(id, slot) : slot;
+    if (slot === undefined || this.#objects.has(slot) || this.#heads.has(slot) || this.#at[slot]! === NONE) return undefined;
+    return { at: this.#at[slot]!, length: this.#length[slot]! };
   }
 
-  override has(id: TaskId): boolean {
-    return this.#slots.has(id);
+  head(id: TaskId): RecordHead | undefined {
+    const slot = this.#slots.get(id);
+    if (slot === undefined) return undefined;
+    const object = this.#objects.get(slot);
+    if (object !== undefined) return headOfRecord(object);
+    const kept = this.#heads.get(slot);
+    if (kept !== undefined) return kept;
+    const at = this.#at[slot]!;
+    // A line of the loaded journal: its head was checked as it loaded.
+    return headOfLine(this.#loaded.toString('latin1', at, at + HEAD_LENGTH));
   }
 
-  override get size(): number {
-    return this.#slots.size;
+  get(id: TaskId): TaskRecord | undefined {
+    const slot = this.#slots.get(id);
+    if (slot === undefined) return undefined;
+    const object = this.#objects.get(slot);
+    if (object !== undefined) return object;
+    const at = this.#at[slot]!;
+    const length = this.#length[slot]!;
+    const text = at + length <= this.#loaded.length ? this.#loaded.toString('utf8', at, at + length) : this.#readBack?.({ at, bytes: length });
+    const record = text === undefined ? undefined : decodePayload(text);
+    this.#decoded++;
+    if (record !== undefined && record.id === id) {
+      this.#objects.set(slot, record);
+      return record;
+    }
+    // Only a writer's bug, or a journal changed under the lock, gets here: its checksum matched.
+    this.delete(id);
+    this.lateWarnings.push({
+      kind: 'distrusted',
+      id,
+      message: `${id}: its record could not be read${text === undefined ? ' back from the journal' : ' (invalid despite a good checksum)'}; it is treated as never run`,
+    });
+    return undefined;
   }
 
-  override set(id: TaskId, record: TaskRecord): this {
-    if (this.#slots.get(id) instanceof Pending) this.#pending--;
-    this.#slots.set(id, record);
-    return this;
+  *keys(): IterableIterator<TaskId> {
+    yield* [...this.#slots.keys()];
   }
 
-  override delete(id: TaskId): boolean {
-    if (this.#slots.get(id) instanceof Pending) this.#pending--;
-    return this.#slots.delete(id);
-  }
-
-  override clear(): void {
-    this.#slots.clear();
-    this.#pending = 0;
-  }
-
-  override *keys(): MapIterator<TaskId> {
-    for (const [id] of this.entries()) yield id;
-  }
-
-  override *values(): MapIterator<TaskRecord> {
+  *values(): IterableIterator<TaskRecord> {
     for (const [, record] of this.entries()) yield record;
   }
 
-  override *entries(): MapIterator<[TaskId, TaskRecord]> {
-    this.#decodeAll();
-    for (const [id, slot] of this.#slots) yield [id, slot as TaskRecord];
+  *entries(): IterableIterator<[TaskId, TaskRecord]> {
+    for (const id of [...this.#slots.keys()]) {
+      const record = this.get(id);
+      if (record !== undefined) yield [id, record];
+    }
   }
 
-  override [Symbol.iterator](): MapIterator<[TaskId, TaskRecord]> {
+  [Symbol.iterator](): IterableIterator<[TaskId, TaskRecord]> {
     return this.entries();
   }
 
-  override forEach(callback: (value: TaskRecord, key: TaskId, map: Map<TaskId, TaskRecord>) => void, thisArg?: unknown): void {
-    for (const [id, record] of this.entries()) callback.call(thisArg, record, id, this);
-  }
-
-  #invalid(id: TaskId, line: number): void {
-    this.lateWarnings.push({ kind: 'invalid-record', line, id, message: `line ${line}: invalid record despite a good checksum (apparently for ${id}); dropped` });
-  }
-
-  #decodeAll(): void {
-    if (this.#pending === 0 && this.#readBack === undefined) return;
-    for (const [id, slot] of [...this.#slots]) {
-      if (slot instanceof Pending) this.#decode(id, slot);
-      else if (typeof slot === 'number') this.#readWritten(id, slot);
+  #slotFor(id: TaskId): number {
+    const known = this.#slots.get(id);
+    if (known !== undefined) return known;
+    const slot = this.#next++;
+    if (slot === this.#at.length) {
+      const at = new Float64Array(slot * 2);
+      at.set(this.#at);
+      this.#at = at;
+      const length = new Uint32Array(slot * 2);
+      length.set(this.#length);
+      this.#length = length;
     }
-  }
-
-  /**
-   * A written record read back. One that is not there as written (the disk
-   * lost it, or a compaction moved it) is not trusted: the task counts as
-   * never run in this process, and it is said. The journal is what the next
-   * run loads, and it decides from that.
-   */
-  #readWritten(id: TaskId, written: number): TaskRecord | undefined {
-    this.#readBacks++;
-    const text = this.#readBack?.(this.#written.where(written));
-    const record = text === undefined ? undefined : parseRecord(text);
-    if (record !== undefined && record.id === id) {
-      this.#slots.set(id, record);
-      return record;
-    }
-    this.#slots.delete(id);
-    this.lateWarnings.push({
-      kind: 'distrusted',
-      id,
-      message: `${id}: the record this run wrote could not be read back from the journal; it is treated as never run here`,
-    });
-    return undefined;
-  }
-
-  #decode(id: TaskId, pending: Pending): TaskRecord | undefined {
-    this.#pending--;
-    this.#decoded++;
-    const record = parseRecord(pending.text);
-    if (record !== undefined) {
-      this.#slots.set(id, record);
-      return record;
-    }
-    const line = pending.line;
-    this.#invalid(id, line);
-    const previous = pending.fallback;
-    if (previous !== undefined) {
-      const failed: TaskRecord = { ...previous, status: 'failed', error: `state record lost (journal line ${line} was unreadable); the task must run again` };
-      this.#slots.set(id, failed);
-      this.lateWarnings.push({ kind: 'distrusted', id, line, message: `${id}: its newest record (line ${line}) was lost; its previous record is kept as 'failed' so it runs again` });
-      return failed;
-    }
-    this.#slots.delete(id);
-    this.lateWarnings.push({
-      kind: 'distrusted',
-      id,
-      line,
-      message: `${id}: its newest record (line ${line}) was lost and there is no earlier record to fall back on; it is treated as never run`,
-    });
-    return undefined;
+    this.#slots.set(id, slot);
+    return slot;
   }
 }
 
-/** A record's text decoded and checked as a load checks it; undefined when it is not a valid live record. */
-export function parseRecord(text: string): TaskRecord | undefined {
-  let value: unknown;
-  try {
-    value = JSON.parse(text);
-  } catch {
-    return undefined;
-  }
-  const check = checkRecord(value, false);
-  return check.ok && !isTombstone(check.record) ? check.record : undefined;
-}

@@ -7,7 +7,8 @@ import type { TaskId } from '../ids.ts';
 import { ok, type Result } from '../util/result.ts';
 import type { StateError } from './errors.ts';
 import { isTombstone, validForAppend, type StoredRecord } from './record.ts';
-import { RecordMap } from './records.ts';
+import { RecordTable } from './records.ts';
+import type { CompactionStats } from './journal.ts';
 
 export { openJournal, readState } from './journal.ts';
 
@@ -53,7 +54,7 @@ export interface LoadStats {
 
 export interface LoadedState {
   /** Task id → its last record; destroyed tasks are absent. */
-  readonly records: RecordMap;
+  readonly records: RecordTable;
   readonly warnings: StateWarning[];
   readonly stats: LoadStats;
 }
@@ -80,17 +81,23 @@ export interface StateStore {
   readBack(where: Appended): string | undefined;
   /** Makes everything appended so far durable (fsync; none when nothing was written since the last). Call at the end of an apply. */
   sync(): Result<void, StateError>;
+  /**
+   * At the end of a run that wrote: compacts the journal if its last load
+   * dropped a line, found an older format, or it has grown past `live` tasks'
+   * worth (JournalOptions.compactWhen); undefined when it did not need to.
+   */
+  tidy(live: number): Result<CompactionStats | undefined, StateError>;
   close(): void;
 }
 
-/** Where an appended record's JSON text lies: its first byte and its length, in bytes. */
+/** Where an appended record's line payload lies: its first byte and its length, in bytes. */
 export interface Appended {
   readonly at: number;
   readonly bytes: number;
 }
 
 export const emptyLoad = (): LoadedState => ({
-  records: new RecordMap(),
+  records: new RecordTable(),
   warnings: [],
   stats: { lines: 0, dropped: 0, live: 0, bytes: 0, compacted: false },
 });
@@ -126,10 +133,10 @@ export function memoryStore(initial: Iterable<StoredRecord> = []): MemoryStore {
     },
     load() {
       guard();
-      const records = new RecordMap();
+      const records = new RecordTable();
       for (const r of log) {
         if (isTombstone(r)) records.delete(r.id);
-        else records.set(r.id, structuredClone(r));
+        else records.set(structuredClone(r));
       }
       return ok({
         records,
@@ -152,6 +159,7 @@ export function memoryStore(initial: Iterable<StoredRecord> = []): MemoryStore {
       syncs++;
       return ok(undefined);
     },
+    tidy: () => ok(undefined),
     close() {
       closed = true;
     },

@@ -1,5 +1,7 @@
 // Reads what the planner needs: the hash of every input, of every recorded
-// output, and the verdict of every check. The I/O half of planning.
+// output, and the verdict of every check. The I/O half of planning: one stat
+// per file through the hash cache (a file many tasks read is looked at once),
+// and the checks run in parallel, up to `jobs`, while the files are looked at.
 
 import type { Failure } from '../error.ts';
 import { contentHash, HASH_PREFIX, type ContentHash, type TaskId } from '../ids.ts';
@@ -8,18 +10,15 @@ import type { TaskGraph, TaskNode } from '../graph/graph.ts';
 import { TaskMap } from '../graph/task-map.ts';
 import type { FileObservation, HashCache } from '../hash/cache.ts';
 import { hashGlob } from '../hash/glob.ts';
-import type { StatPrefetch } from '../hash/prefetch.ts';
 import { hashTree } from '../hash/tree.ts';
 import { hashValue } from '../hash/value.ts';
 import { runCheck } from '../execute/action.ts';
 import { observePath } from '../execute/outputs.ts';
 import type { ProcessRunner } from '../execute/runner.ts';
-import type { TaskRecord } from '../state/record.ts';
-import { RecordMap } from '../state/records.ts';
-import { collectIfGrown, heapPhase } from '../util/gc.ts';
+import type { Records } from '../state/records.ts';
 import { PairMap, smallMap, WALK_MAX } from '../util/pairs.ts';
 import { err, ok, type Result } from '../util/result.ts';
-import type { TaskObservation } from './decide.ts';
+import type { TaskObservation } from '../plan/decide.ts';
 
 export interface ObserveOptions {
   /**
@@ -29,22 +28,15 @@ export interface ObserveOptions {
    */
   readonly graph: TaskGraph;
   readonly nodes: readonly TaskNode[];
-  readonly records: ReadonlyMap<TaskId, TaskRecord>;
+  readonly records: Records;
   readonly cache: HashCache;
   readonly runner: ProcessRunner;
   readonly jobs: number;
   readonly signal: AbortSignal;
   readonly env: Readonly<Record<string, string | undefined>>;
-  /** The files to look at, worked out beforehand (filesToObserve); for these nodes, or ignored. */
-  readonly files?: FilesToObserve | undefined;
-  /** Stats taken ahead of `files.paths` (hash/prefetch.ts). */
-  readonly prefetched?: StatPrefetch | undefined;
 }
 
-/**
- * The files an observing pass stats, worked out from the graph alone — before the
- * state is loaded, so that a StatPrefetch can stat them meanwhile.
- */
+/** The files an observing pass stats, worked out from the graph alone. */
 export interface FilesToObserve {
   readonly nodes: readonly TaskNode[];
   /**
@@ -81,9 +73,8 @@ export function filesToObserve(nodes: readonly TaskNode[], dir: string): FilesTo
 }
 
 /**
- * An observation that is its own map of input hashes: one object of 72 bytes
- * a task, held from the plan until the task has run, where an object and the
- * map it held were 152 (BENCHMARKS.md). A file's hash in it may be packed (see
+ * An observation that is its own map of input hashes: one object a task, held
+ * from the plan until the task has run. A file's hash in it may be packed (see
  * pack): it is given out as a ContentHash all the same.
  */
 class Observed extends PairMap<string, string> implements TaskObservation {
@@ -114,10 +105,9 @@ class Observed extends PairMap<string, string> implements TaskObservation {
 /**
  * A file's hash as an observation of a task with no record keeps it: its 32 bytes
  * as a string of 32 one-byte characters, 48 bytes of V8's heap where `sha256:` and
- * 64 hex digits take 88. Such a task runs, and its observation is held until then:
- * at 50,000 leaves, most of them through the build's first minute (BENCHMARKS.md,
- * the eighteenth sitting). Every other hash an observation holds is 71 characters
- * long, so the length tells a packed one.
+ * 64 hex digits take 88. Such a task runs, and its observation is held until then.
+ * Every other hash an observation holds is 71 characters long, so the length tells
+ * a packed one.
  */
 type Packed = string & { readonly __packed: true };
 const PACKED_LENGTH = 32;
@@ -133,39 +123,45 @@ export async function observe(options: ObserveOptions): Promise<Result<Map<TaskI
   const { nodes, records, cache } = options;
   const failures: Failure[] = [];
   const observations = new TaskMap<TaskObservation>(options.graph);
-  const checks: TaskNode[] = [];
-  const files = options.files?.nodes === nodes ? options.files : filesToObserve(nodes, options.graph.dir);
-  const prefetched = files === options.files ? options.prefetched : undefined;
+  const files = filesToObserve(nodes, options.graph.dir);
   const { paths, slots, starts } = files;
+
+  // Checks and outputs only matter when there is a record they could agree with. The checks
+  // (processes, most of them) start first, and run while the files are looked at below.
+  const verdicts = new Map<TaskId, { readonly ok: boolean; readonly detail: string }>();
+  const checks = nodes.filter((node) => node.decl.spec.check !== undefined && records.head(node.id)?.status === 'ok');
+  let next = 0;
+  const worker = async (): Promise<void> => {
+    while (next < checks.length && !options.signal.aborted) {
+      const node = checks[next++]!;
+      const verdict = await runCheck(node, options.runner, options.signal);
+      if (verdict !== undefined) verdicts.set(node.id, verdict);
+    }
+  };
+  const checking = Promise.all(Array.from({ length: Math.min(options.jobs, checks.length) }, worker));
+
   // One look per file in this pass (a header that is an input of a thousand tasks is
   // stat'ed once): by slot. Only here: the executor hashes outputs again after tasks write them.
-  // A file's hash, or what else was there: not the cache's FileObservation, which would live
-  // (and be promoted) to the end of this pass, 50,000 of them for as many leaves.
   const seenFiles: (ContentHash | Packed | Exclude<FileObservation['kind'], 'file'> | undefined)[] = new Array(paths.length);
   // And one walk per directory: a tree several tasks read is hashed once.
   const trees = new Map<string, ContentHash>();
   const scratch: string[] = [];
   // Files the cache knows nothing of are read below, one after another: many of them, the
-  // kernel is asked to read ahead first (a minute idle, and this machine has them on disk again).
+  // kernel is asked to read ahead first.
   let readingAhead = false;
   if (options.runner.readAhead !== undefined) {
     const unknown = unknownInputs(files, cache);
     readingAhead = unknown.length >= READ_AHEAD_MIN && options.runner.readAhead(unknown);
   }
 
-  // A large graph is collected as it is observed (see COLLECT_GROWN below), once its session has
-  // asked V8 to collect as the heap grows while planning (engine.ts, util/gc.ts).
-  const collecting = heapPhase() === 'planning';
   for (let n = 0; n < nodes.length; n++) {
-    // The read-ahead request goes out as spawnd takes it, which needs the event loop: a turn every so often.
-    if (readingAhead && n % READ_AHEAD_TURN === READ_AHEAD_TURN - 1) await new Promise<void>((resolve) => setImmediate(resolve));
-    if (collecting && n % COLLECT_LOOK_EVERY === COLLECT_LOOK_EVERY - 1) collectIfGrown(COLLECT_GROWN);
+    // The read-ahead request and the checks' output come in on the event loop: a turn every so often.
+    if ((readingAhead || checks.length > 0) && n % EVENT_LOOP_TURN === EVENT_LOOP_TURN - 1) await new Promise<void>((resolve) => setImmediate(resolve));
     const node = nodes[n]!;
     let at = starts[n]!;
     const inputs = scratch;
     inputs.length = 0;
-    // Without decoding a record the journal kept as text (state/records.ts).
-    const trusted = records instanceof RecordMap ? records.isOk(node.id) : records.get(node.id)?.status === 'ok';
+    const trusted = records.head(node.id)?.status === 'ok';
     for (const name in node.inputs) {
       const input = node.inputs[name]!;
       switch (input.kind) {
@@ -186,7 +182,7 @@ export async function observe(options: ObserveOptions): Promise<Result<Map<TaskI
           const absolute = paths[slot]!;
           let seen = seenFiles[slot];
           if (seen === undefined) {
-            const looked = cache.hashFile(absolute, prefetched, slot);
+            const looked = cache.hashFile(absolute);
             seenFiles[slot] = seen = looked.kind === 'file' ? looked.hash : looked.kind;
           }
           if (seen === 'missing' || seen === 'other') {
@@ -195,10 +191,9 @@ export async function observe(options: ObserveOptions): Promise<Result<Map<TaskI
             let tree = trees.get(absolute);
             if (tree === undefined) trees.set(absolute, (tree = hashTree(absolute, cache)));
             inputs.push(name, tree);
-          }
-          else {
+          } else {
             // Packed for a task with no record, whose observation is held until it runs; as the
-            // record has it for one with a record, which is compared with it now (unchanged.ts).
+            // record has it for one with a record, whose fingerprint is computed from it now.
             if (trusted === (seen.length === PACKED_LENGTH)) seenFiles[slot] = seen = trusted ? unpack(seen) : pack(seen as ContentHash);
             inputs.push(name, seen);
           }
@@ -206,14 +201,14 @@ export async function observe(options: ObserveOptions): Promise<Result<Map<TaskI
         }
       }
     }
-    // Outputs and checks only matter when there is a record they could agree with.
     let outputs: ReadonlyMap<string, ContentHash | 'missing'> = NO_OUTPUTS;
     if (trusted && node.outputs.length > 0) {
       const seen = new Array<string>(node.outputs.length * 2);
       // Declared outputs are each a different path (analysis refuses one declared twice).
       for (let o = 0; o < node.outputs.length; o++) {
         seen[2 * o] = node.outputs[o]!;
-        seen[2 * o + 1] = observePath(node.outputs[o]!, cache, prefetched, slots[at++]);
+        seen[2 * o + 1] = observePath(node.outputs[o]!, cache);
+        at++;
       }
       outputs = smallMap<string, ContentHash | 'missing'>(seen);
     }
@@ -223,43 +218,20 @@ export async function observe(options: ObserveOptions): Promise<Result<Map<TaskI
     else if (inputs.length <= 2 * WALK_MAX) observation = new Observed(inputs, outputs);
     else observation = { inputs: smallMap<string, ContentHash>(inputs.map((v, i) => ((i & 1) === 1 ? unpack(v) : v))), outputs };
     observations.set(node.id, observation);
-    if (trusted && node.decl.spec.check !== undefined) checks.push(node);
   }
-  // What the planner and the plan's writing promote then goes into the space this frees.
-  if (collecting) collectIfGrown(COLLECT_GROWN);
+  await checking;
   if (failures.length > 0) return err(failures);
-
-  // Checks may be processes: run them in parallel, as many as jobs allows.
-  let next = 0;
-  const worker = async (): Promise<void> => {
-    while (next < checks.length && !options.signal.aborted) {
-      const node = checks[next++]!;
-      const verdict = await runCheck(node, options.runner, options.signal);
-      const current = observations.get(node.id)!;
-      if (verdict !== undefined) observations.set(node.id, { inputs: current.inputs, outputs: current.outputs, check: verdict });
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(options.jobs, checks.length) }, worker));
+  for (const [id, check] of verdicts) {
+    const current = observations.get(id)!;
+    observations.set(id, { inputs: current.inputs, outputs: current.outputs, check });
+  }
   return ok(observations);
 }
 
-/**
- * While a large graph is observed, every COLLECT_LOOK_EVERY tasks the heap is looked at, and
- * collected (without compacting) once it has grown by COLLECT_GROWN since the last collection.
- * A first run reads and hashes every leaf here: at 50,000 leaves observing allocated 18.6 MB,
- * 7.6 of it garbage, with no full collection until the planner's end, by when the heap had
- * grown from 60 to 86-88 MB. V8 keeps the pages it frees then (pooled) until it compacts, so
- * that was the resident set's high-water mark for the first 5,000 tasks of the build. Collected
- * this way (three collections of about 60 ms), the heap reached 71 MB (BENCHMARKS.md, the
- * sixteenth sitting).
- */
-const COLLECT_LOOK_EVERY = 1024;
-const COLLECT_GROWN = 4 * 2 ** 20;
-
 /** Fewer files than this to read are not worth asking the kernel to read ahead. */
 export const READ_AHEAD_MIN = 256;
-/** Tasks observed between two turns of the event loop while a read-ahead request is going out. */
-const READ_AHEAD_TURN = 256;
+/** Tasks observed between two turns of the event loop while a read-ahead request goes out or checks run. */
+const EVENT_LOOP_TURN = 256;
 
 /** The file inputs the cache holds no entry for, each once, in the order observe looks at them. */
 function unknownInputs(files: FilesToObserve, cache: HashCache): string[] {
