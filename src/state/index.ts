@@ -21,6 +21,7 @@ export {
   decodeJournal,
   defaultCompactWhen,
   encodeLine,
+  frame,
   journalPath,
   openJournal,
   readState,

@@ -1,7 +1,7 @@
 // What keeps a no-op nearly free, asserted structurally (nothing here is
 // timed: the machines are shared and noisy). A no-op reads no file content,
-// stats each file once, writes no state, and loads no module it does not use;
-// a change after a sealed no-op loads only what it reaches.
+// stats each file once, parses no state record, writes no state, and loads no
+// module it does not use; a change parses the records of what it reaches only.
 
 import { createHash } from 'node:crypto';
 import { existsSync, readFileSync, rmSync, statSync } from 'node:fs';
@@ -11,7 +11,7 @@ import { applyNodefile } from '../../src/operations.ts';
 import { observeAndPlan, withSession } from '../../src/engine.ts';
 import { execute } from '../../src/execute/executor.ts';
 import { LocalRunner, type ProcessRunner } from '../../src/execute/runner.ts';
-import { READ_AHEAD_MIN } from '../../src/plan/observe.ts';
+import { READ_AHEAD_MIN } from '../../src/observe/observe.ts';
 import { repo, Rig } from '../support/rig.ts';
 
 let rig: Rig;
@@ -40,9 +40,7 @@ test('a no-op reads no content, stats each input and output file once, decodes n
   const first = await applyNodefile({ nodefile, jobs: 4 });
   if (!first.ok) throw new Error(JSON.stringify(first.error));
   expect(first.value.ran.length).toBe(TASKS);
-  // A build keeps where it wrote each record, not the record, and reads none of them back.
-  expect(first.value.io.recordsWritten).toBe(TASKS);
-  expect(first.value.io.recordsReadBack).toBe(0);
+  expect(first.value.io.recordsDecoded).toBe(0);
 
   // Files written moments ago are "racy" to the hash cache (they could change
   // again within the clock's tick): one more run re-reads them, then they settle.
@@ -51,25 +49,17 @@ test('a no-op reads no content, stats each input and output file once, decodes n
 
   const journal = path.join(rig.dir, '.nodegraph/state.jsonl');
   const cache = path.join(rig.dir, '.nodegraph/hashcache');
-  const seal = path.join(rig.dir, '.nodegraph/seal');
   const stamps = (files: string[]): string[] => files.map((f) => statSync(f)).map((s) => `${s.size} ${s.mtimeMs} ${s.ino}`);
-  // Twice: once as the state's seal vouches for it (state/seal.ts, written by the
-  // settled run just above), once the whole way, without the seal.
-  for (const sealed of [true, false]) {
-    if (!sealed) rmSync(seal);
-    const before = stamps(sealed ? [journal, cache, seal] : [journal, cache]);
-    const noop = await applyNodefile({ nodefile });
-    if (!noop.ok) throw new Error(JSON.stringify(noop.error));
-    expect(noop.value.io.sealed).toBe(sealed);
-    expect(noop.value.ran).toEqual([]);
-    expect(noop.value.io.contentReads).toBe(0);
-    // The journal's text of each record matched what was observed (plan/unchanged.ts).
-    expect(noop.value.io.recordsDecoded).toBe(0);
-    // Each file once: every task's own input and output, and the header that all of them read.
-    expect(noop.value.io.stats).toBe(TASKS * 2 + 1);
-    expect(stamps(sealed ? [journal, cache, seal] : [journal, cache])).toEqual(before);
-  }
-
+  const before = stamps([journal, cache]);
+  const noop = await applyNodefile({ nodefile });
+  if (!noop.ok) throw new Error(JSON.stringify(noop.error));
+  expect(noop.value.ran).toEqual([]);
+  expect(noop.value.io.contentReads).toBe(0);
+  // Decided from each record's fixed fields (state/record.ts, the line format).
+  expect(noop.value.io.recordsDecoded).toBe(0);
+  // Each file once: every task's own input and output, and the header that all of them read.
+  expect(noop.value.io.stats).toBe(TASKS * 2 + 1);
+  expect(stamps([journal, cache])).toEqual(before);
 });
 
 test('one input changed: only the records of the tasks that act are decoded', async () => {
@@ -85,31 +75,8 @@ test('one input changed: only the records of the tasks that act are decoded', as
   const one = await applyNodefile({ nodefile });
   if (!one.ok) throw new Error(JSON.stringify(one.error));
   expect(one.value.ran).toEqual(['copy/3', 'all']);
-  // copy/3's and all's own: what the others output is known from the plan, not from their records.
+  // copy/3's and all's own: what the others output is known from their records' fixed fields.
   expect(one.value.io.recordsDecoded).toBe(2);
-
-  // Settled and sealed, the next change is planned from the seal (state/delta.ts): the journal is
-  // not loaded (two records read where they lie), the hash cache neither loaded nor written, and
-  // the seal written again, so the run after it is a sealed no-op.
-  await settle();
-  await applyNodefile({ nodefile });
-  const cache = path.join(rig.dir, '.nodegraph/hashcache');
-  const before = statSync(cache).mtimeMs;
-  rig.write('in/5.txt', 'five\n');
-  const delta = await applyNodefile({ nodefile });
-  if (!delta.ok) throw new Error(JSON.stringify(delta.error));
-  expect(delta.value.io.delta).toBe(true);
-  expect(delta.value.ran).toEqual(['copy/5', 'all']);
-  expect(delta.value.io.recordsDecoded).toBe(0);
-  // The second look before sealing it again reads back the two records it wrote.
-  expect(delta.value.io.recordsReadBack).toBe(2);
-  expect(statSync(cache).mtimeMs).toBe(before);
-  await settle();
-  const after = await applyNodefile({ nodefile });
-  if (!after.ok) throw new Error(JSON.stringify(after.error));
-  expect(after.value.io.sealed).toBe(true);
-  // At most what the last run wrote or found moments after it was written, sealed by content (seal.ts).
-  expect(after.value.io.contentReads).toBeLessThanOrEqual(3);
 });
 
 test('a tree that several tasks read is walked once per run', async () => {

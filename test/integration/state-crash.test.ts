@@ -12,6 +12,7 @@ import {
   acquire,
   decodeJournal,
   encodeLine,
+  frame,
   JOURNAL_FILE,
   openJournal,
   readState,
@@ -136,6 +137,7 @@ const j = state.openJournal(lock.value, {
 });
 if (!j.ok) process.exit(2);
 j.value.load();
+j.value.tidy(1);
 console.log('survived');
 `;
 
@@ -224,7 +226,7 @@ test('several runs racing to take over a stale lock: exactly one wins', async ()
 
 test('loading 50,000 records (measured)', () => {
   const h = (s: string): string => `sha256:${createHash('sha256').update(s).digest('hex')}`;
-  const chunks = [encodeLine({ format: 'nodegraph-state', version: 1 })];
+  const chunks = [frame(JSON.stringify({ format: 'nodegraph-state', version: 2 }))];
   for (let i = 0; i < 50_000; i++) {
     const id = `node${i % 50}/service-${i}.config`;
     chunks.push(
@@ -242,7 +244,7 @@ test('loading 50,000 records (measured)', () => {
         recipe: { cwd: '/srv/nodegraph', remove: [`/etc/service-${i}/config.toml`], destroy: [], stop: [['systemctl', 'stop', `service-${i}`]] },
         startedAt: '2026-11-29T08:00:00.000Z',
         durationMs: 12,
-      }),
+      } as unknown as TaskRecord),
     );
   }
   const buf = Buffer.concat(chunks);

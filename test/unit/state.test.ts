@@ -11,6 +11,7 @@ import {
   checkRecord,
   decodeJournal,
   encodeLine,
+  frame,
   JOURNAL_FILE,
   memoryStore,
   openJournal,
@@ -22,8 +23,9 @@ import {
   type StoredRecord,
   type TaskRecord,
   openState,
+  outputsDigest,
 } from '../../src/state/index.ts';
-import { RecordMap } from '../../src/state/records.ts';
+import { RecordTable } from '../../src/state/records.ts';
 
 const h = (s: string): ContentHash => contentHash(createHash('sha256').update(s).digest('hex'));
 
@@ -108,11 +110,13 @@ describe('journal', () => {
     expect(loaded.records.get(taskId('a'))).toEqual(aWithoutUndefined);
     expect(loaded.records.get(taskId('b'))).toEqual(b);
     expect(loaded.stats).toMatchObject({ lines: 2, dropped: 0, live: 2 });
-    expect(readOnly().records).toEqual(loaded.records);
+    expect([...readOnly().records.entries()]).toEqual([...loaded.records.entries()]);
 
     const lines = readFileSync(file(), 'utf8').split('\n');
-    expect(lines[0]).toMatch(/^[0-9a-f]{8} \{"format":"nodegraph-state","version":1\}$/);
-    expect(lines[1]).toMatch(/^[0-9a-f]{8} \{"v":1,"id":"a",/);
+    expect(lines[0]).toMatch(/^[0-9a-f]{8} \{"format":"nodegraph-state","version":2\}$/);
+    // Status, fingerprint, output hash, outputs digest, id, then the rest as JSON.
+    expect(lines[1]).toMatch(/^[0-9a-f]{8} o( [0-9a-f]{64}){3} a \{"definition":"sha256:/);
+    expect(lines[2]).toMatch(/^[0-9a-f]{8} f( [0-9a-f]{64}){3} b \{/);
     expect(lines).toHaveLength(4); // header, a, b, '' after the final newline
   });
 
@@ -184,11 +188,11 @@ describe('journal', () => {
     const after = load(j2);
     expect(after.records.get(taskId('c'))).toEqual(rec('c', 1));
     expect(after.records.get(taskId('a'))).toEqual(rec('a', 3)); // a newer good record supersedes the lost one
-    // The torn bytes stay as a line of their own (now newline-terminated) until compaction.
+    // The torn bytes stay as a line of their own (now newline-terminated) until the run's tidy() compacts.
     expect(after.warnings.map((w) => w.kind)).toEqual(['corrupt-line']);
     expect(after.warnings[0]?.message).toMatch(/line 4: checksum mismatch \(corrupted, or cut off by an earlier crash\)/);
     const lines = readFileSync(file(), 'utf8').split('\n');
-    expect(lines[4]).toMatch(/^[0-9a-f]{8} \{"v":1,"id":"c",/);
+    expect(lines[4]).toMatch(/^[0-9a-f]{8} o( [0-9a-f]{64}){3} c /);
   });
 
   test('a last line that lost only its newline is kept, and terminated before the next append', () => {
@@ -252,7 +256,7 @@ describe('journal', () => {
 
   test('a line with a good checksum but an invalid record is dropped with a warning', () => {
     open().append(rec('a', 1));
-    const bad = encodeLine({ ...rec('b', 1), status: 'maybe' });
+    const bad = frame(JSON.stringify({ ...rec('b', 1), status: 'maybe' }));
     writeFileSync(file(), Buffer.concat([readFileSync(file()), bad]));
     const s = readOnly();
     expect([...s.records.keys()]).toEqual(['a']);
@@ -261,12 +265,12 @@ describe('journal', () => {
   });
 
   test('a journal written by a newer format version is refused, not dropped or touched', () => {
-    const newer = Buffer.concat([encodeLine({ format: 'nodegraph-state', version: 2 }), encodeLine({ v: 2, id: 'a' })]);
+    const newer = Buffer.concat([frame(JSON.stringify({ format: 'nodegraph-state', version: 3 })), frame(JSON.stringify({ v: 2, id: 'a' }))]);
     writeFileSync(file(), newer);
     const r = readState(dir);
     expect(r.ok).toBe(false);
     if (!r.ok) {
-      expect(r.error).toMatchObject({ reason: 'state-unreadable', kind: 'newer-format', found: 2, supported: 1 });
+      expect(r.error).toMatchObject({ reason: 'state-unreadable', kind: 'newer-format', found: 3, supported: 2 });
       expect(r.error.message).toMatch(/newer nodegraph/);
     }
     const l = acquire(dir);
@@ -280,7 +284,7 @@ describe('journal', () => {
 
   test('a record of a newer version in a v1 journal is refused too', () => {
     open().append(rec('a', 1));
-    writeFileSync(file(), Buffer.concat([readFileSync(file()), encodeLine({ v: 3, id: 'b', whatever: true })]));
+    writeFileSync(file(), Buffer.concat([readFileSync(file()), frame(JSON.stringify({ v: 3, id: 'b', whatever: true }))]));
     const r = readState(dir);
     expect(!r.ok && r.error.kind).toBe('newer-format');
   });
@@ -298,7 +302,7 @@ describe('journal', () => {
   });
 
   test('a torn header (crash while creating the journal) is empty state and is rewritten', () => {
-    const header = encodeLine({ format: 'nodegraph-state', version: 1 });
+    const header = frame(JSON.stringify({ format: 'nodegraph-state', version: 2 }));
     writeFileSync(file(), header.subarray(0, 20));
     const s = readOnly();
     expect(s.records.size).toBe(0);
@@ -335,7 +339,7 @@ describe('compaction', () => {
     expect(c.ok).toBe(true);
     if (c.ok) expect(c.value).toMatchObject({ linesBefore: 16, live: 2 });
     const after = load(j);
-    expect(after.records).toEqual(before.records);
+    expect([...after.records.entries()]).toEqual([...before.records.entries()]);
     expect(after.stats.lines).toBe(2);
     expect(readFileSync(file(), 'utf8').trimEnd().split('\n')).toHaveLength(3);
     // Appends after compaction go to the new file.
@@ -344,17 +348,18 @@ describe('compaction', () => {
     expect(readdirSync(dir).filter((n) => n.includes('compact'))).toEqual([]);
   });
 
-  test('load compacts past the threshold (default: more than 2 × live + 1000 lines)', () => {
+  test('tidy compacts past the threshold (default: more than 2 × live + 1000 lines), and only then', () => {
     const j = open();
-    for (let n = 0; n < 1003; n++) j.append(rec('a', n));
-    const s = load(j);
-    expect(s.stats.compacted).toBe(true);
-    expect(s.stats.lines).toBe(1003);
-    expect(s.records.get(taskId('a'))?.durationMs).toBe(1002);
-    expect(load(j).stats).toMatchObject({ lines: 1, compacted: false });
+    for (let n = 0; n < 1000; n++) j.append(rec('a', n));
+    expect(j.tidy(1)).toEqual({ ok: true, value: undefined });
+    for (let n = 1000; n < 1003; n++) j.append(rec('a', n));
+    const t = j.tidy(1);
+    expect(t.ok && t.value).toMatchObject({ linesBefore: 1003, live: 1 });
+    expect(load(j).stats).toMatchObject({ lines: 1 });
+    expect(load(j).records.get(taskId('a'))?.durationMs).toBe(1002);
   });
 
-  test('distrusted records stay distrusted through compaction', () => {
+  test('a damaged line warns once: the run that found it compacts, and its verdict is kept as a failed record', () => {
     const j = open({ compactWhen: () => false });
     j.append(rec('a', 1));
     j.append(rec('a', 2));
@@ -362,13 +367,32 @@ describe('compaction', () => {
     j.close();
     lock?.release();
     lock = undefined;
-    const j2 = open({ compactWhen: () => true });
+    const j2 = open({ compactWhen: () => false });
     const s = load(j2);
-    expect(s.stats.compacted).toBe(true);
+    // Opening it for appends terminated the torn line: now a corrupt one.
+    expect(s.warnings.map((w) => w.kind)).toEqual(['corrupt-line', 'distrusted']);
     expect(s.records.get(taskId('a'))?.status).toBe('failed');
+    const t = j2.tidy(s.records.size);
+    expect(t.ok && t.value).toMatchObject({ live: 1 });
     const after = readOnly();
     expect(after.warnings).toEqual([]);
     expect(after.records.get(taskId('a'))).toMatchObject({ status: 'failed', durationMs: 1 });
+    expect(load(j2).warnings).toEqual([]);
+  });
+
+  test('a v1 journal is read, and rewritten in this format before the first append', () => {
+    const v1 = (r: StoredRecord): Buffer => frame(JSON.stringify(r));
+    const old = Buffer.concat([frame(JSON.stringify({ format: 'nodegraph-state', version: 1 })), v1(rec('a', 1)), v1(rec('b', 1)), v1(tomb('b'))]);
+    writeFileSync(file(), old);
+    expect(readOnly().records.get(taskId('a'))).toEqual(rec('a', 1));
+    expect(readFileSync(file())).toEqual(old);
+    const j = open();
+    expect(load(j).records.get(taskId('a'))).toEqual(rec('a', 1));
+    j.append(rec('c', 1));
+    const lines = readFileSync(file(), 'utf8').trimEnd().split('\n');
+    expect(lines[0]).toMatch(/"version":2/);
+    expect(lines.slice(1).map((l) => l.split(' ')[5])).toEqual(['a', 'c']);
+    expect([...readOnly().records.entries()]).toEqual([['a', rec('a', 1)], ['c', rec('c', 1)]]);
   });
 
   test('a temp file left by a crash mid-compaction does not affect loading and is swept by the next writer', () => {
@@ -379,7 +403,7 @@ describe('compaction', () => {
     lock?.release();
     lock = undefined;
     const leftover = join(dir, `${JOURNAL_FILE}.compact-12345-deadbeef.tmp`);
-    writeFileSync(leftover, encodeLine({ format: 'nodegraph-state', version: 1 }).toString() + 'garbage half wri');
+    writeFileSync(leftover, frame(JSON.stringify({ format: 'nodegraph-state', version: 2 })).toString() + 'garbage half wri');
     expect([...readOnly().records.keys()]).toEqual(['a', 'b']);
     expect(readOnly().warnings).toEqual([]);
     const j2 = open();
@@ -401,201 +425,67 @@ describe('decodeJournal', () => {
   });
 });
 
-describe('records kept as text until read (RecordMap)', () => {
-  const journalOf = (...lines: unknown[]): Buffer =>
-    Buffer.concat([encodeLine({ format: 'nodegraph-state', version: 1 }), ...lines.map((l) => encodeLine(l))]);
+describe('records in dense arrays (RecordTable)', () => {
+  const journalOf = (...records: StoredRecord[]): Buffer =>
+    Buffer.concat([frame(JSON.stringify({ format: 'nodegraph-state', version: 2 })), ...records.map((r) => encodeLine(r))]);
   const decoded = (buf: Buffer) => {
     const d = decodeJournal(buf, 'state.jsonl');
     if (!d.ok) throw new Error(JSON.stringify(d.error));
-    if (!(d.value.records instanceof RecordMap)) throw new Error('not a RecordMap');
-    return { ...d.value, records: d.value.records };
+    return d.value;
   };
 
-  test('a plain ok record is decoded only when read, and reads as an eager decode does', () => {
+  test("a record's JSON is parsed only when it is read; its head is read without", () => {
     const failed = rec('f', 1, { status: 'failed', error: 'exit 1' });
-    const buf = journalOf(rec('a', 1), rec('b', 1), failed, rec('a', 2), rec('c', 1), tomb('c'));
-    const { records, warnings } = decoded(buf);
+    const { records, warnings } = decoded(journalOf(rec('a', 1), rec('b', 1), failed, rec('a', 2), rec('c', 1), tomb('c')));
     expect(warnings).toEqual([]);
-    // a (its newer line), b: text; f: failed, decoded at once; c: deleted.
-    expect(records.undecoded).toBe(2);
-    expect(records.size).toBe(3);
-    expect(records.has(taskId('a')) && records.has(taskId('f')) && !records.has(taskId('c'))).toBe(true);
-    expect(records.isOk(taskId('a')) && !records.isOk(taskId('f')) && !records.isOk(taskId('c'))).toBe(true);
-    expect(records.textOf(taskId('b'))).toBe(JSON.stringify(rec('b', 1)));
-    expect(records.get(taskId('a'))).toEqual(rec('a', 2));
-    expect(records.undecoded).toBe(1);
-    expect(records.textOf(taskId('a'))).toBeUndefined();
-    // Order is the journal's (first appearance), whatever was read first.
     expect([...records.keys()]).toEqual(['a', 'b', 'f']);
-    expect(records.undecoded).toBe(0);
-    const eager = decodeJournal(buf, 'state.jsonl', { keepEntries: true });
-    expect(eager.ok && [...eager.value.records]).toEqual([...records]);
+    expect(records.head(taskId('a'))).toEqual({ status: 'ok', fingerprint: rec('a', 2).fingerprint, outputHash: rec('a', 2).outputHash, outputs: outputsDigest(Object.entries(rec('a', 2).outputs)) });
+    expect(records.head(taskId('f'))?.status).toBe('failed');
+    expect(records.decoded).toBe(0);
+    expect(records.get(taskId('a'))).toEqual(rec('a', 2));
+    expect(records.get(taskId('f'))).toEqual(failed);
+    expect(records.decoded).toBe(2);
+    expect(records.get(taskId('a'))).toEqual(rec('a', 2));
+    expect(records.decoded).toBe(2);
   });
 
-  test('set and delete replace a text that was never read', () => {
+  test('set and delete replace a line that was never read; a deleted task set again goes to the end', () => {
     const { records } = decoded(journalOf(rec('a', 1), rec('b', 1)));
-    records.set(taskId('a'), rec('a', 5));
+    records.set(rec('a', 5));
+    expect(records.get(taskId('a'))).toEqual(rec('a', 5));
     expect(records.delete(taskId('b'))).toBe(true);
-    expect(records.undecoded).toBe(0);
-    expect([...records.values()]).toEqual([rec('a', 5)]);
+    records.set(rec('b', 6));
+    records.set(rec('z', 1));
+    expect([...records.keys()]).toEqual(['a', 'b', 'z']);
+    expect(records.decoded).toBe(0);
   });
 
-  // Only a writer's bug can put such a line there: its checksum is good.
-  const broken = { ...rec('a', 2), recipe: { cwd: 7 } };
-
-  test('a text that is not a valid record, found when read, is dropped as a load would have: the previous record kept as failed', () => {
-    const { records, warnings } = decoded(journalOf(rec('a', 1), broken, rec('b', 1)));
+  test('a line whose JSON is invalid despite its checksum (a writer bug) counts as never run, and is said', () => {
+    const good = encodeLine(rec('a', 1)).toString('utf8');
+    const payload = good.slice(9, -1).replace('"durationMs":1', '"durationMs":-1');
+    const { records, warnings } = decoded(Buffer.concat([frame(JSON.stringify({ format: 'nodegraph-state', version: 2 })), frame(payload)]));
     expect(warnings).toEqual([]);
-    expect(records.isOk(taskId('a'))).toBe(true);
-    const a = records.get(taskId('a'));
-    expect(a).toEqual({ ...rec('a', 1), status: 'failed', error: 'state record lost (journal line 3 was unreadable); the task must run again' });
-    expect(records.lateWarnings.map((w) => w.kind)).toEqual(['invalid-record', 'distrusted']);
-    // An eager decode of the same bytes agrees.
-    const eager = decodeJournal(journalOf(rec('a', 1), broken, rec('b', 1)), 'state.jsonl', { keepEntries: true });
-    expect(eager.ok && eager.value.records.get(taskId('a'))).toEqual(a);
-  });
-
-  test('a bad text between good ones is passed over, as a load passes over it', () => {
-    const between = decoded(journalOf(rec('a', 1), broken, rec('a', 3)));
-    expect(between.records.get(taskId('a'))).toEqual(rec('a', 3));
-    expect(between.records.lateWarnings.map((w) => [w.kind, w.line])).toEqual([['invalid-record', 3]]);
-    // Two bad ones in a row fall back past both.
-    const twice = decoded(journalOf(rec('a', 1), broken, { ...broken, durationMs: 9 }));
-    expect(twice.records.get(taskId('a'))).toMatchObject({ ...rec('a', 1), status: 'failed' });
-    const eager = decodeJournal(journalOf(rec('a', 1), broken, { ...broken, durationMs: 9 }), 'state.jsonl', { keepEntries: true });
-    // (The eager load names the first bad line in the error; this, the newest.)
-    const { error: _e, ...lazyRecord } = twice.records.get(taskId('a'))!;
-    if (!eager.ok) throw new Error('eager decode failed');
-    const { error: _f, ...eagerRecord } = eager.value.records.get(taskId('a'))!;
-    expect(lazyRecord).toEqual(eagerRecord);
-  });
-
-  test('...and with no previous record the task counts as never run', () => {
-    const { records } = decoded(journalOf(broken, rec('b', 1)));
-    expect(records.size).toBe(2);
+    expect(records.head(taskId('a'))?.status).toBe('ok');
     expect(records.get(taskId('a'))).toBeUndefined();
     expect(records.has(taskId('a'))).toBe(false);
-    expect([...records.keys()]).toEqual(['b']);
-    expect(records.lateWarnings.map((w) => w.kind)).toEqual(['invalid-record', 'distrusted']);
+    expect(records.lateWarnings).toMatchObject([{ kind: 'distrusted', id: 'a' }]);
   });
 
-  test('a record whose id JSON escapes, or that is not ok, is decoded at once', () => {
-    const { records } = decoded(journalOf(rec('a"b', 1), rec('c\\d', 1), rec('é', 1), rec('g', 1, { status: 'failed' })));
-    expect(records.undecoded).toBe(1);
-    expect(records.textOf(taskId('é'))).toBeDefined();
-    expect([...records.keys()]).toEqual(['a"b', 'c\\d', 'é', 'g']);
-  });
-});
-
-describe('records kept as where they were written (RecordMap.setWritten)', () => {
-  test('append says where a record went; readBack gives its text, checked, after a torn line and a compaction too', () => {
-    const j = open({ compactWhen: () => false });
-    const a = rec('a', 1, { error: 'ünïcödé ☃' });
-    const first = j.append(a);
-    if (!first.ok || first.value === undefined) throw new Error('no place');
-    expect(j.readBack(first.value)).toBe(JSON.stringify(a));
-    // The bytes are where it says: the line's JSON, between its checksum and newline.
-    const bytes = readFileSync(file());
-    expect(bytes.subarray(first.value.at, first.value.at + first.value.bytes).toString()).toBe(JSON.stringify(a));
-    expect(bytes[first.value.at + first.value.bytes]).toBe(0x0a);
-    // Anything else there is not a record it wrote.
-    expect(j.readBack({ at: first.value.at + 1, bytes: first.value.bytes - 1 })).toBeUndefined();
-    expect(j.readBack({ at: first.value.at, bytes: first.value.bytes + 5 })).toBeUndefined();
-    // A journal opened after a torn line: the newline it adds comes before the place.
-    j.close();
-    writeFileSync(file(), Buffer.concat([readFileSync(file()), Buffer.from('0badc0de {"v":1,"id":"to')]));
-    const k = open({ compactWhen: () => false });
-    const b = k.append(rec('b', 1));
-    if (!b.ok || b.value === undefined) throw new Error('no place');
-    expect(k.readBack(b.value)).toBe(JSON.stringify(rec('b', 1)));
-    // A compaction moves every line: an old place no longer reads as a record.
-    const c = k.append(rec('c', 1));
-    if (!c.ok || c.value === undefined) throw new Error('no place');
-    expect(k.compact().ok).toBe(true);
-    expect(k.readBack(c.value)).toBeUndefined();
-    const d = k.append(rec('d', 1));
-    expect(d.ok && d.value !== undefined && k.readBack(d.value)).toBe(JSON.stringify(rec('d', 1)));
-    // The memory store keeps places too.
-    const m = memoryStore();
-    const e = m.append(rec('e', 1));
-    expect(e.ok && e.value !== undefined && m.readBack(e.value)).toBe(JSON.stringify(rec('e', 1)));
-  });
-
-  test('a written record answers isOk and okOutputHash without a read, and reads back as it was on get', () => {
+  test('a record this run appended is kept as where it went, with its head; read back whole when asked', () => {
     const j = open();
-    const records = new RecordMap();
-    const reads: number[] = [];
-    const readBack = (where: Appended): string | undefined => {
-      reads.push(where.at);
-      return j.readBack(where);
-    };
     const a = rec('a', 1);
-    const failed = rec('f', 1, { status: 'failed', error: 'exit 1' });
-    for (const r of [a, failed]) {
-      const where = j.append(r);
-      if (!where.ok || where.value === undefined) throw new Error('no place');
-      records.setWritten(r, where.value, readBack);
-    }
-    expect(records.written).toBe(2);
-    expect(records.isOk(taskId('a')) && !records.isOk(taskId('f'))).toBe(true);
-    expect(records.okOutputHash(taskId('a'))).toBe(a.outputHash);
-    expect(records.okOutputHash(taskId('f'))).toBeUndefined();
-    expect(records.textOf(taskId('a'))).toBeUndefined();
-    expect(reads).toEqual([]);
-    expect(records.get(taskId('a'))).toEqual(a);
-    expect(records.readBacks).toBe(1);
-    expect(records.get(taskId('a'))).toEqual(a); // kept once read
-    expect(records.readBacks).toBe(1);
-    expect([...records.values()]).toEqual([a, failed]);
-    expect(records.written).toBe(0);
-    expect(records.lateWarnings).toEqual([]);
-  });
-
-  test('many written records each keep their own place, status and output hash; one of another form is kept as given', () => {
-    const records = new RecordMap();
-    const m = memoryStore();
-    // Room for 100 made at once, then grown twice by doubling: what it copies as it grows is checked too.
-    records.reserveWritten(100);
-    const written = Array.from({ length: 300 }, (_, i) => rec(`t${i}`, i, i % 7 === 3 ? { status: 'failed', error: `exit ${i}` } : {}));
-    for (const r of written) {
-      const where = m.append(r);
-      if (!where.ok || where.value === undefined) throw new Error('no place');
-      records.setWritten(r, where.value, m.readBack);
-    }
-    // Not this run's form (uppercase digits): answered as given, not as 64 lowercase digits decoded.
-    const odd = { ...rec('odd', 1), outputHash: `sha256:${'AB'.repeat(32)}` as ContentHash };
-    records.setWritten(odd, { at: 0, bytes: 1 }, m.readBack);
-    expect(records.written).toBe(301);
-    for (const r of written) {
-      expect(records.isOk(r.id)).toBe(r.status === 'ok');
-      expect(records.okOutputHash(r.id)).toBe(r.status === 'ok' ? r.outputHash : undefined);
-    }
-    expect(records.okOutputHash(taskId('odd'))).toBe(odd.outputHash);
-    for (const r of written.filter((_, i) => i % 50 === 49)) expect(records.get(r.id)).toEqual(r);
-    expect(records.readBacks).toBe(6);
-    expect(records.lateWarnings).toEqual([]);
-  });
-
-  test('a written record that does not read back as itself is not trusted: never run here, and said', () => {
-    const records = new RecordMap();
-    const m = memoryStore();
-    const place = (r: TaskRecord): Appended => {
-      const where = m.append(r);
-      if (!where.ok || where.value === undefined) throw new Error('no place');
-      return where.value;
-    };
-    const a = place(rec('a', 1));
-    const b = place(rec('b', 1));
-    // a's place holds b's record (a moved line); b's place reads as nothing (a lost one).
-    records.setWritten(rec('a', 1), b, m.readBack);
-    records.setWritten(rec('b', 1), { at: a.at, bytes: 3 }, m.readBack);
-    expect(records.get(taskId('a'))).toBeUndefined();
-    expect(records.has(taskId('a'))).toBe(false);
-    expect([...records.keys()]).toEqual([]);
-    expect(records.lateWarnings.map((w) => [w.kind, w.id])).toEqual([
-      ['distrusted', 'a'],
-      ['distrusted', 'b'],
-    ]);
+    const where = j.append(a);
+    if (!where.ok || where.value === undefined) throw new Error('append');
+    const table = new RecordTable();
+    table.setWritten(a, where.value, j.readBack);
+    expect(table.head(taskId('a'))).toEqual({ status: 'ok', fingerprint: a.fingerprint, outputHash: a.outputHash, outputs: outputsDigest(Object.entries(a.outputs)) });
+    expect(table.decoded).toBe(0);
+    expect(table.get(taskId('a'))).toEqual(a);
+    // One that does not read back as itself is not trusted.
+    const b = rec('b', 1);
+    table.setWritten(b, where.value, j.readBack);
+    expect(table.get(taskId('b'))).toBeUndefined();
+    expect(table.lateWarnings).toMatchObject([{ kind: 'distrusted', id: 'b' }]);
   });
 });
 
