@@ -5,7 +5,7 @@
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import type { Failure } from './error.ts';
-import type { ExecuteSummary } from './execute/executor.ts';
+import type { ExecuteSummary } from './execute/scheduler.ts';
 import type { EventSink } from './events.ts';
 import { LocalRunner, type ProcessRunner } from './execute/runner.ts';
 import { analyze } from './graph/analyze.ts';

@@ -5,7 +5,7 @@
 import { existsSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Failure } from './error.ts';
-import { execute, type ExecuteSummary } from './execute/executor.ts';
+import { execute, type ExecuteSummary } from './execute/scheduler.ts';
 import { teardown, type TeardownSummary } from './execute/teardown.ts';
 import { LocalRunner } from './execute/runner.ts';
 import { appender } from './execute/appender.ts';

@@ -57,7 +57,7 @@ export class Claimed {
 /**
  * Why `target` must stay, or undefined: it is guarded, or another task's
  * output, or a folder that holds one. With `inside`, also a file that lies in
- * one (see removeStale in executor.ts); a teardown removes such a file, as it
+ * one (see removeStale in run-task.ts); a teardown removes such a file, as it
  * always did: a slot's rootfs goes, the layout folder it lies in stays.
  */
 export function keptBecause(target: string, guard: OutputGuard | undefined, claimed: Claimed, inside = false): string | undefined {

@@ -17,7 +17,7 @@ import { removePath } from '../util/mounts.ts';
 import type { Appender } from './appender.ts';
 import type { EventSink } from '../events.ts';
 import { Claimed, keptBecause } from './kept.ts';
-import { recipeOf } from './executor.ts';
+import { recipeOf } from './run-task.ts';
 import { describeCommand, type ProcessRunner } from './runner.ts';
 
 export interface TeardownOptions {
