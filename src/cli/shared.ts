@@ -1,14 +1,12 @@
 // What the commands share: turning flags into engine options, choosing a
 // reporter, printing failures.
 
-import { statSync } from 'node:fs';
 import path from 'node:path';
-import { stateDirOf, type EngineOptions } from '../engine.ts';
+import type { EngineOptions } from '../engine.ts';
 import type { Failure } from '../error.ts';
 import { colorEnabled, palette, type Palette } from '../report/color.ts';
 import { renderFailure } from '../report/diagnostic.ts';
 import type { Reporter } from '../report/reporter.ts';
-import { journalPath } from '../state/journal.ts';
 import type { CliIo } from './main.ts';
 
 export interface Args {
@@ -33,7 +31,6 @@ export function engineOptions(args: Args, io: CliIo, command: string): EngineOpt
   }
   const stateDir = str(args.values['state-dir']);
   const dirs = { nodefile, ...(stateDir === undefined ? {} : { stateDir: path.resolve(io.cwd, stateDir) }) };
-  sizeYoungGeneration(journalPath(stateDirOf(dirs)));
   return {
     ...dirs,
     ...(jobs === undefined ? {} : { jobs }),
@@ -44,31 +41,6 @@ export function engineOptions(args: Args, io: CliIo, command: string): EngineOpt
     command: `nodegraph ${command}`,
     env: io.env,
   };
-}
-
-/** A journal this large or larger means a graph large enough to keep the young generation small. */
-const LARGE_JOURNAL = 4 * 2 ** 20;
-
-/**
- * Keeps V8's young generation at its initial size for a large graph. Nearly
- * everything a run allocates lives to its end (declarations, the graph, the
- * state), so a young generation grown to its maximum only copies it more and
- * holds more memory: at 10,000 tasks a no-op peaked at 211 MiB without this and
- * 144 MiB with it, in the same time. The growth factor is a heap flag V8 still
- * reads after start-up. A small graph (a journal under LARGE_JOURNAL: 1,000
- * tasks write about 0.9 MiB) keeps V8's default: its young generation grows,
- * it is collected less often, and node:v8 is not loaded. A first run (no
- * journal) cannot tell, and keeps the young generation small.
- */
-function sizeYoungGeneration(journal: string): void {
-  let size: number | undefined;
-  try {
-    size = statSync(journal, { throwIfNoEntry: false })?.size;
-  } catch {
-    // EACCES, ELOOP…: opening the state says what is wrong, as one error.
-  }
-  if (size !== undefined && size < LARGE_JOURNAL) return;
-  process.getBuiltinModule('node:v8').setFlagsFromString('--semi-space-growth-factor=1');
 }
 
 /** Each failure on stderr as a person reads it; with --json, first on stdout as `{"v":1,"type":"error",…}` lines. */

@@ -80,8 +80,7 @@ export class Builder {
   /** Every declared output, with its task: made once, and only if a task left an output behind. */
   #declared: Claimed | undefined;
 
-  /** `tasks`: how many this run may record, to make room for their records at once. */
-  constructor(options: BuilderOptions, tasks: number, hooks: BuilderHooks) {
+  constructor(options: BuilderOptions, hooks: BuilderHooks) {
     this.#options = options;
     this.#hooks = hooks;
   }

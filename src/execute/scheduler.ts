@@ -50,7 +50,7 @@ export async function execute(options: ExecuteOptions): Promise<ExecuteSummary> 
     if (selected.length === 0) return summary;
   }
   const schedule = new Schedule(graph, selected, options.jobs, signal);
-  const builder = new Builder(options, selected.length, { ran: (id) => schedule.ran(id), stop: () => schedule.stop() });
+  const builder = new Builder(options, { ran: (id) => schedule.ran(id), stop: () => schedule.stop() });
 
   const settle = (node: TaskNode, outcome: TaskOutcome): void => {
     schedule.settle(node, outcome);

@@ -157,11 +157,8 @@ test('a no-op apply loads neither zod, nor graphology, nor execa, nor the termin
   const urls = await modulesLoaded(['apply']);
   for (const name of ['execa', 'listr2', 'chokidar', 'smol-toml', 'yaml', 'zod', 'graphology']) expect(loadedPackage(urls, name)).toBe(false);
   expect(urls.some((u) => u.includes('/src/report/tty.ts') || u.includes('/src/report/json.ts'))).toBe(false);
-  // Nor node:zlib: a small run checks its journal with util/crc32.ts. (node:fs/promises
-  // is not ours to spare here: Node's own glob, which the glob input uses, loads it.)
+  // (node:fs/promises is not ours to spare here: Node's own glob, which the glob input uses, loads it.)
   expect(builtinsLoaded).toContain('NativeModule fs');
-  expect(builtinsLoaded).not.toContain('NativeModule zlib');
-  // A small journal: V8's young generation keeps its default growth, and node:v8 is not needed (cli/shared.ts).
   expect(builtinsLoaded).not.toContain('NativeModule v8');
 });
 
