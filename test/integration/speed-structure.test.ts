@@ -146,8 +146,10 @@ test('a no-op apply loads neither zod, nor graphology, nor execa, nor the termin
       run: ['touch', 'out/render'],
       check: ['test', '-f', 'out/render'],
     });
-    // A function check that asks a program, as the node kit asks runc and systemctl.
+    // A function check that asks a program, as the node kit asks runc and systemctl; after
+    // render, whose output it asks about (unordered, its check could run before render's touch).
     ng.task('probe', {
+      after: ['render'],
       run: async () => {},
       version: '1',
       check: async (ctx) => (await ctx.exec(['test', '-f', 'out/render'], { reject: false })).exitCode === 0 || 'not rendered',
