@@ -171,7 +171,7 @@ export async function openSession(options: EngineOptions, mode: { readonly lock:
 
 export interface Observed {
   readonly selected: readonly TaskNode[];
-  /** The executor drops each task's observation once the task is settled (execute/executor.ts). */
+  /** The executor drops each task's observation once the task is settled (execute/scheduler.ts). */
   readonly observations: Map<TaskId, TaskObservation>;
   readonly plan: DecidedPlan;
 }
@@ -226,7 +226,7 @@ export async function withSession<T>(
       // A read-only command (plan, status, explain) keeps what it hashed for the next run,
       // but does not make the state folder for it: a dry run on a new project writes nothing.
       if (mode.lock || existsSync(session.state.dir)) session.cache.save();
-      if (mode.lock && session.store.appended) {
+      if (mode.lock) {
         const tidied = session.state.store.tidy(session.state.records.size);
         if (!tidied.ok) session.emit({ type: 'warning', message: `state: compaction skipped: ${tidied.error.message}` });
       }

@@ -247,7 +247,7 @@ export async function teardownNodefile(
       guard: guardOf(options),
     };
     const result = await teardownWith(session, options, started);
-    if (result.ok && session.store.appended) {
+    if (result.ok) {
       const tidied = state.value.store.tidy(state.value.records.size);
       if (!tidied.ok) emit({ type: 'warning', message: `state: compaction skipped: ${tidied.error.message}` });
     }

@@ -136,7 +136,7 @@ class PlanColumns implements Columns {
 }
 
 export interface DecidedPlan extends Plan {
-  /** The executor drops each task's decision once the task is settled (execute/executor.ts). */
+  /** The executor drops each task's decision once the task is settled (execute/scheduler.ts). */
   readonly decisions: Map<TaskId, Decision>;
   /** What a dependent learns of each task settled unchanged: its recorded output hash. */
   readonly settled: ReadonlyMap<TaskId, UpstreamState>;

@@ -451,14 +451,14 @@ function readAt(fd: number, position: number, length: number): Buffer {
  * and terminates a torn last line. Returns err without writing anything when
  * the journal must not be touched.
  */
-function prepare(fd: number, path: string, dir: string): Result<'synced' | 'unsynced', StateError> {
+function prepare(fd: number, path: string, dir: string): Result<{ readonly synced: boolean; readonly version: number }, StateError> {
   try {
     const size = fstatSync(fd).size;
     if (size === 0) {
       writeAll(fd, headerLine());
       fsyncSync(fd);
       fsyncDir(dir);
-      return ok('synced');
+      return ok({ synced: true, version: JOURNAL_VERSION });
     }
     const head = readAt(fd, 0, Math.min(size, 4096));
     const nl = head.indexOf(NEWLINE);
@@ -466,8 +466,10 @@ function prepare(fd: number, path: string, dir: string): Result<'synced' | 'unsy
       if (size > head.length) return err({ reason: 'state-unreadable', path, kind: 'bad-header', message: `${path} does not start with a nodegraph journal header; it was left untouched` });
       const header = checkHeader(head, 0, head.length, path);
       if (!header.ok && (header.error.kind === 'newer-format' || !isTornHeader(head))) return err(header.error);
+      let version = JOURNAL_VERSION;
       if (header.ok) {
         writeAll(fd, Buffer.of(NEWLINE)); // a complete header that only lost its newline
+        version = header.version;
       } else {
         // A torn header: no record can follow a header that was never
         // completed, so starting over loses nothing.
@@ -475,14 +477,14 @@ function prepare(fd: number, path: string, dir: string): Result<'synced' | 'unsy
         writeAll(fd, headerLine());
       }
       fsyncSync(fd);
-      return ok('synced');
+      return ok({ synced: true, version });
     }
     const header = checkHeader(head, 0, nl, path);
     if (!header.ok) return err(header.error);
     const last = readAt(fd, size - 1, 1);
-    if (last[0] === NEWLINE) return ok('synced');
+    if (last[0] === NEWLINE) return ok({ synced: true, version: header.version });
     writeAll(fd, Buffer.of(NEWLINE)); // see "Torn tails" above
-    return ok('unsynced');
+    return ok({ synced: false, version: header.version });
   } catch (e) {
     return err(writeFailed(path, e));
   }
@@ -532,13 +534,13 @@ export function openJournal(lock: Lock, options: JournalOptions = {}): Result<Jo
   let needsNewline = false;
   // Whether anything was written since the last fsync: a run that appended
   // nothing (a no-op) does not pay for one when it closes.
-  let unsynced = prepared.value === 'unsynced';
+  let unsynced = !prepared.value.synced;
   // Where the next line goes (the file's size: O_APPEND and the lock make it
   // so); undefined until an append asks, and again after a failed write.
   let end: number | undefined;
   const compactWhen = options.compactWhen ?? defaultCompactWhen;
-  // What the last load found, and what was appended since: what tidy() decides from.
-  let version = JOURNAL_VERSION;
+  // What the file's header and the last load found, and what was appended since: what tidy() decides from.
+  let version = prepared.value.version;
   let loadedLines = 0;
   let appendedLines = 0;
   let dropped = 0;

@@ -137,7 +137,8 @@ export class RecordTable implements Records {
     if (object !== undefined) return object;
     const at = this.#at[slot]!;
     const length = this.#length[slot]!;
-    const text = at + length <= this.#loaded.length ? this.#loaded.toString('utf8', at, at + length) : this.#readBack?.({ at, bytes: length });
+    // Appended this run (its head kept): in the file, read back; else a line of the journal as loaded.
+    const text = this.#heads.has(slot) ? this.#readBack?.({ at, bytes: length }) : this.#loaded.toString('utf8', at, at + length);
     const record = text === undefined ? undefined : decodePayload(text);
     this.#decoded++;
     if (record !== undefined && record.id === id) {
