@@ -114,8 +114,8 @@ export class Builder {
   readonly #upstreamOf = (id: TaskId): UpstreamState => {
     const known = this.#options.settled?.get(id);
     if (known !== undefined) return known;
-    const head = this.#options.records.head(id);
-    const outputHash = head?.status === 'ok' ? head.outputHash : undefined;
+    const records = this.#options.records;
+    const outputHash = records.status(id) === 'ok' ? records.outputHash(id) : undefined;
     if (outputHash === undefined) return { settled: false };
     return { settled: true, outputHash, ran: this.#hooks.ran(id) };
   };

@@ -129,7 +129,7 @@ export async function observe(options: ObserveOptions): Promise<Result<Map<TaskI
   // Checks and outputs only matter when there is a record they could agree with. The checks
   // (processes, most of them) start first, and run while the files are looked at below.
   const verdicts = new Map<TaskId, { readonly ok: boolean; readonly detail: string }>();
-  const checks = nodes.filter((node) => node.decl.spec.check !== undefined && records.head(node.id)?.status === 'ok');
+  const checks = nodes.filter((node) => node.decl.spec.check !== undefined && records.status(node.id) === 'ok');
   let next = 0;
   const worker = async (): Promise<void> => {
     while (next < checks.length && !options.signal.aborted) {
@@ -161,7 +161,7 @@ export async function observe(options: ObserveOptions): Promise<Result<Map<TaskI
     let at = starts[n]!;
     const inputs = scratch;
     inputs.length = 0;
-    const trusted = records.head(node.id)?.status === 'ok';
+    const trusted = records.status(node.id) === 'ok';
     for (const name in node.inputs) {
       const input = node.inputs[name]!;
       switch (input.kind) {

@@ -101,9 +101,9 @@ export function decide(
   // A first run of a task that consumes no other's output decides the same for all: one
   // object, not one a task (a build of 50,000 new tasks plans 50,000 of them at once).
   if (forced) return node.needs.length === 0 ? REPLACE_ALONE : result('replace', FORCED);
-  const head = records.head(node.id);
-  if (head === undefined) return node.needs.length === 0 ? CREATE_ALONE : result('create', NEVER_RAN);
-  if (head.status === 'failed') {
+  const status = records.status(node.id);
+  if (status === undefined) return node.needs.length === 0 ? CREATE_ALONE : result('create', NEVER_RAN);
+  if (status === 'failed') {
     const error = records.get(node.id)?.error;
     const decision = result('update', [lastRunFailed(error)]);
     return error === STOPPED ? { ...decision, stopped: true } : decision;
@@ -111,8 +111,8 @@ export function decide(
 
   // The common case, from the record's fixed fields alone: the fingerprint covers the
   // definition, the inputs and the upstream outputs; the outputs digest covers the outputs.
-  if (pending.length === 0 && fingerprintOf(definitionOf(), observation.inputs, upstream) === head.fingerprint) {
-    if (!hasMissing(observation.outputs) && outputsDigest(observation.outputs) === head.outputs) {
+  if (pending.length === 0 && records.holds(node.id, 'fingerprint', fingerprintOf(definitionOf(), observation.inputs, upstream))) {
+    if (!hasMissing(observation.outputs) && records.holds(node.id, 'outputs', outputsDigest(observation.outputs))) {
       if (observation.check === undefined || observation.check.ok) return result('unchanged', NONE, NONE, NONE);
     }
   }

@@ -209,7 +209,7 @@ export function makePlan(
     const decision = decide(node, () => definitionOf(node, graph.dir), observation, records, upstreamOf, options.replace?.has(node.id) ?? false);
     decisions.set(node.id, decision);
     if (decision.action === 'unchanged') {
-      const outputHash = records.head(node.id)?.outputHash;
+      const outputHash = records.outputHash(node.id);
       if (outputHash !== undefined) settled.set(node.id, { settled: true, outputHash, ran: false });
     }
     counts[decision.action]++;

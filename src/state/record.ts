@@ -216,9 +216,14 @@ export interface RecordHead {
 
 /** Where the id starts in a record's payload: the kind, and three digests each after a space, and a space. */
 export const HEAD_LENGTH = 1 + 3 * 65 + 1;
-const DIGEST_AT = [2, 67, 132] as const;
+/** Where each digest's 64 hex digits start in a payload: fingerprint, output hash, outputs digest. */
+export const DIGEST_AT = [2, 67, 132] as const;
 
-/** One digest of a task's outputs by path (sorted), as a record and an observation both compute it. */
+/**
+ * One digest of a task's outputs, as a record and an observation both compute it: of
+ * every output's absolute path and hash, sorted by path. The paths count: a project
+ * copied elsewhere with its state has the same definitions but other outputs.
+ */
 export function outputsDigest(outputs: Iterable<readonly [string, string]>): ContentHash {
   const sorted = [...outputs].sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
   const parts: string[] = [];

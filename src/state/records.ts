@@ -14,8 +14,8 @@
 // when asked for, its fixed fields kept), or an object (set by a caller, or
 // a record the load had to change: a v1 line, one kept as 'failed').
 
-import type { TaskId } from '../ids.ts';
-import { decodePayload, HEAD_LENGTH, headOfLine, headOfRecord, type RecordHead, type TaskRecord } from './record.ts';
+import { HASH_PREFIX, type ContentHash, type TaskId } from '../ids.ts';
+import { decodePayload, DIGEST_AT, HEAD_LENGTH, headOfLine, headOfRecord, type RecordHead, type TaskRecord } from './record.ts';
 import type { Appended, StateWarning } from './store.ts';
 
 /** What the planner, the executor and the commands read of the state. */
@@ -24,8 +24,12 @@ export interface Records {
   has(id: TaskId): boolean;
   /** The task's last record, decoded and checked when first read; undefined once destroyed, or when its line turns out invalid. */
   get(id: TaskId): TaskRecord | undefined;
-  /** The record's fixed fields, read without decoding it. */
+  /** The record's fixed fields, read without decoding it (the accessors below, without making them all). */
   head(id: TaskId): RecordHead | undefined;
+  status(id: TaskId): 'ok' | 'failed' | undefined;
+  outputHash(id: TaskId): ContentHash | undefined;
+  /** Whether the record's fingerprint, or its outputs digest, is `hash`: compared where it lies. */
+  holds(id: TaskId, field: 'fingerprint' | 'outputs', hash: ContentHash): boolean;
   /** Task ids in the order their records were first written. */
   keys(): IterableIterator<TaskId>;
   /** Every record, decoded. */
@@ -36,6 +40,7 @@ export interface Records {
 }
 
 const NONE = -1;
+const OK = 0x6f; // a line's status byte: `o`
 
 export class RecordTable implements Records {
   readonly #slots = new Map<TaskId, number>();
@@ -128,6 +133,45 @@ export class RecordTable implements Records {
     const at = this.#at[slot]!;
     // A line of the loaded journal: its head was checked as it loaded.
     return headOfLine(this.#loaded.toString('latin1', at, at + HEAD_LENGTH));
+  }
+
+  status(id: TaskId): 'ok' | 'failed' | undefined {
+    const slot = this.#slots.get(id);
+    if (slot === undefined) return undefined;
+    const line = this.#lineAt(slot);
+    if (line < 0) return this.#headOf(slot).status;
+    return this.#loaded[line] === OK ? 'ok' : 'failed';
+  }
+
+  outputHash(id: TaskId): ContentHash | undefined {
+    const slot = this.#slots.get(id);
+    if (slot === undefined) return undefined;
+    const line = this.#lineAt(slot);
+    if (line < 0) return this.#headOf(slot).outputHash;
+    const at = line + DIGEST_AT[1];
+    return `sha256:${this.#loaded.toString('latin1', at, at + 64)}` as ContentHash;
+  }
+
+  holds(id: TaskId, field: 'fingerprint' | 'outputs', hash: ContentHash): boolean {
+    const slot = this.#slots.get(id);
+    if (slot === undefined) return false;
+    const line = this.#lineAt(slot);
+    if (line < 0) return this.#headOf(slot)[field] === hash;
+    const bytes = this.#loaded;
+    const at = line + DIGEST_AT[field === 'fingerprint' ? 0 : 2];
+    if (hash.length !== HASH_PREFIX + 64) return false;
+    for (let i = 0; i < 64; i++) if (bytes[at + i] !== hash.charCodeAt(HASH_PREFIX + i)) return false;
+    return true;
+  }
+
+  /** Where the slot's line starts in the loaded bytes, or -1 for a record kept otherwise (appended, or an object). */
+  #lineAt(slot: number): number {
+    return this.#objects.has(slot) || this.#heads.has(slot) ? -1 : this.#at[slot]!;
+  }
+
+  /** The head of a slot kept otherwise than as a loaded line. */
+  #headOf(slot: number): RecordHead {
+    return this.#heads.get(slot) ?? headOfRecord(this.#objects.get(slot)!);
   }
 
   get(id: TaskId): TaskRecord | undefined {
