@@ -142,11 +142,11 @@ class Schedule {
     this.#graph = graph;
     this.#jobs = jobs;
     this.#signal = signal;
-    const span = graph.span;
-    this.#inPlan = new Uint8Array(span);
-    this.#waitingOn = new Int32Array(span);
-    this.#settled = new Uint8Array(span);
-    this.#ranNow = new Uint8Array(span);
+    const size = graph.size;
+    this.#inPlan = new Uint8Array(size);
+    this.#waitingOn = new Int32Array(size);
+    this.#settled = new Uint8Array(size);
+    this.#ranNow = new Uint8Array(size);
     for (const node of selected) this.#inPlan[node.order] = 1;
     for (const node of selected) {
       let count = 0;

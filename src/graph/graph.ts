@@ -22,7 +22,7 @@ export interface TaskNode {
   readonly outputs: readonly string[];
   /** The folder commands run in, absolute. */
   readonly cwd: string;
-  /** Position in topological order. */
+  /** Position in topological order: the node's index in TaskGraph.ordered, and its slot in arrays by task. */
   readonly order: number;
 }
 
@@ -35,10 +35,8 @@ export class TaskGraph {
   readonly #nodes: ReadonlyMap<TaskId, TaskNode>;
   readonly #order: readonly TaskNode[];
   #downstream: Downstream | undefined;
-  /** For a part of a graph: each node's slot by its order (−1 for an order not here); empty for a whole graph. */
-  #slots: Int32Array | undefined;
 
-  /** `nodes` in topological order; `byId` the same nodes by id, when the caller has it already. */
+  /** `nodes` in topological order, each at its `order`; `byId` the same nodes by id, when the caller has it already. */
   constructor(file: string, dir: string, pools: ReadonlyMap<string, number>, nodes: readonly TaskNode[], byId?: ReadonlyMap<TaskId, TaskNode>) {
     this.file = file;
     this.dir = dir;
@@ -54,34 +52,6 @@ export class TaskGraph {
   /** Every task, upstream before downstream. */
   get ordered(): readonly TaskNode[] {
     return this.#order;
-  }
-
-  /**
-   * One more than the highest `order` of a node here: an array this long holds
-   * a slot per node, by order. The graph's size, unless it is a part of a
-   * graph (a run planned from the seal), whose nodes keep their whole-graph order.
-   */
-  get span(): number {
-    return this.#order.length === 0 ? 0 : this.#order[this.#order.length - 1]!.order + 1;
-  }
-
-  /**
-   * Where `node` is in `ordered`: its order, unless this is a part of a graph;
-   * −1 for a node beyond a part's edge. An array of `size` holds a slot per node by it: a part of a
-   * 50,000-task graph made of a few hundred tasks needs no array of 50,000.
-   */
-  slotOf(node: TaskNode): number {
-    const slots = (this.#slots ??= this.#slotsByOrder());
-    return slots.length === 0 ? node.order : slots[node.order]!;
-  }
-
-  /** Each node's slot by its order; none (empty) where the two are the same, a whole graph. */
-  #slotsByOrder(): Int32Array {
-    const span = this.span;
-    if (span === this.#order.length) return new Int32Array(0);
-    const slots = new Int32Array(span).fill(-1);
-    this.#order.forEach((n, slot) => (slots[n.order] = slot));
-    return slots;
   }
 
   get(id: TaskId): TaskNode | undefined {
@@ -100,9 +70,8 @@ export class TaskGraph {
    */
   forEachDependent(node: TaskNode, visit: (dependent: TaskNode) => void): void {
     const { start, edges } = (this.#downstream ??= downstreamOf(this));
-    const slot = this.slotOf(node);
-    if (slot < 0) return;
-    for (let e = start[slot]!; e < start[slot + 1]!; e++) visit(this.#order[edges[e]!]!);
+    const { order } = node;
+    for (let e = start[order]!; e < start[order + 1]!; e++) visit(this.#order[edges[e]!]!);
   }
 
   /** `targets` and everything they need, transitively, over both kinds of edge. */
@@ -123,9 +92,9 @@ export class TaskGraph {
   }
 }
 
-/** The graph's edges from each task, in compressed rows by slot (see forEachDependent). */
+/** The graph's edges from each task, in compressed rows by order (see forEachDependent). */
 interface Downstream {
-  /** The dependents of the task in slot `s` are in the slots `edges[start[s]]` up to `edges[start[s + 1]]`. */
+  /** Task `o`'s dependents are the tasks of order `edges[start[o]]` up to `edges[start[o + 1]]`. */
   readonly start: Int32Array;
   readonly edges: Int32Array;
 }
@@ -133,21 +102,14 @@ interface Downstream {
 function downstreamOf(graph: TaskGraph): Downstream {
   const nodes = graph.ordered;
   const size = nodes.length;
-  // Two passes: count each task's dependents, then place them. An upstream not in
-  // the graph (beyond a part's edge) has no row, as it had no list before.
+  // Two passes: count each task's dependents, then place them.
   const start = new Int32Array(size + 1);
   let count = 0;
   const each = (visit: (up: number, down: number) => void): void => {
-    nodes.forEach((node, down) => {
-      for (const id of node.needs) {
-        const up = graph.get(id);
-        if (up !== undefined) visit(graph.slotOf(up), down);
-      }
-      for (const id of node.after) {
-        const up = graph.get(id);
-        if (up !== undefined) visit(graph.slotOf(up), down);
-      }
-    });
+    for (const node of nodes) {
+      for (const id of node.needs) visit(graph.get(id)!.order, node.order);
+      for (const id of node.after) visit(graph.get(id)!.order, node.order);
+    }
   };
   each((up) => {
     start[up + 1]!++;

@@ -1,18 +1,16 @@
 // A Map from task id to a value, kept as one slot per task in the graph's order.
 //
-// A build keeps what it observed of each task and what the plan decided for
-// it, from the plan until the task settles: two Maps of 50,000 entries, whose
-// hash tables were 1.75 MiB each, and kept that size until three quarters of
-// their entries were deleted. Here each is an array of 8 bytes a task. An id
-// is found through the graph's own Map of ids, which every run has anyway:
-// one lookup, as before.
+// A run keeps what it observed and decided of each task until the task
+// settles. A Map of 50,000 entries holds a hash table of some 1.75 MiB that
+// keeps its size as entries are deleted; this is an array of 8 bytes a task,
+// found through the graph's own Map of ids (one lookup, as a Map's).
 
 import type { TaskId } from '../ids.ts';
 import type { TaskGraph } from './graph.ts';
 
 export class TaskMap<V extends object> implements Map<TaskId, V> {
   readonly #graph: TaskGraph;
-  /** By the task's slot in the graph (TaskGraph.slotOf); undefined where the task has no value. */
+  /** By the task's order; undefined where the task has no value. */
   readonly #values: (V | undefined)[] = [];
   #size = 0;
 
@@ -23,8 +21,7 @@ export class TaskMap<V extends object> implements Map<TaskId, V> {
   }
 
   #slot(id: TaskId): number {
-    const node = this.#graph.get(id);
-    return node === undefined ? -1 : this.#graph.slotOf(node);
+    return this.#graph.get(id)?.order ?? -1;
   }
 
   get size(): number {
@@ -64,9 +61,9 @@ export class TaskMap<V extends object> implements Map<TaskId, V> {
   /** In the graph's order (the order a run sets them in, as a Map would give them). */
   *entries(): MapIterator<[TaskId, V]> {
     const nodes = this.#graph.ordered;
-    for (let slot = 0; slot < nodes.length; slot++) {
-      const value = this.#values[slot];
-      if (value !== undefined) yield [nodes[slot]!.id, value];
+    for (let order = 0; order < nodes.length; order++) {
+      const value = this.#values[order];
+      if (value !== undefined) yield [nodes[order]!.id, value];
     }
   }
 

@@ -2,7 +2,7 @@
 
 import { expect, test } from 'vitest';
 import { analyze } from '../../src/graph/analyze.ts';
-import { TaskGraph } from '../../src/graph/graph.ts';
+import type { TaskGraph } from '../../src/graph/graph.ts';
 import { TaskMap } from '../../src/graph/task-map.ts';
 import { taskId } from '../../src/ids.ts';
 import { Builder } from '../../src/nodefile/builder.ts';
@@ -43,18 +43,4 @@ test('an id the graph does not have: no value, and none can be set', () => {
   const other = taskId('elsewhere');
   expect([map.get(other), map.has(other), map.delete(other)]).toEqual([undefined, false, false]);
   expect(() => map.set(other, { n: 0 })).toThrow('elsewhere is not a task of this graph');
-});
-
-test('in a part of a graph (a run planned from the seal), whose tasks keep their whole-graph order, one slot a task of the part', () => {
-  const whole = chain();
-  const [a, b, c] = ['a', 'b', 'c'].map(taskId);
-  // b and c: orders 1 and 2, slots 0 and 1.
-  const part = new TaskGraph(whole.file, whole.dir, whole.pools, [whole.get(b!)!, whole.get(c!)!]);
-  expect([part.slotOf(whole.get(b!)!), part.slotOf(whole.get(c!)!), part.slotOf(whole.get(a!)!)]).toEqual([0, 1, -1]);
-  expect([whole.slotOf(whole.get(c!)!)]).toEqual([2]);
-  const map = new TaskMap<{ n: number }>(part);
-  map.set(c!, { n: 3 }).set(b!, { n: 2 });
-  expect([...map]).toEqual([[b, { n: 2 }], [c, { n: 3 }]]);
-  expect([map.get(a!), map.size]).toEqual([undefined, 2]);
-  expect(() => map.set(a!, { n: 1 })).toThrow('a is not a task of this graph');
 });
