@@ -3,12 +3,6 @@
 /** A task's stable, namespaced id, e.g. `kube1/containerd.config`. */
 export type TaskId = string & { readonly __brand: 'TaskId' };
 
-/** Task ids in an order, as an array gives them, or made only as they are asked for (state/seal.ts SealedIds). */
-export interface IdList {
-  readonly length: number;
-  at(index: number): TaskId | undefined;
-}
-
 /** A content digest in OCI form: `sha256:<64 hex>`. */
 export type ContentHash = string & { readonly __brand: 'ContentHash' };
 

@@ -15,7 +15,7 @@ export interface Appender {
   readBack(where: Appended): string | undefined;
   sync(): void;
   readonly failure: Failure | undefined;
-  /** Whether anything was appended (state/seal.ts seals only a run that appended nothing). */
+  /** Whether anything was appended: a run that appended nothing has nothing to compact. */
   readonly appended: boolean;
 }
 

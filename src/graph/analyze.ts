@@ -12,8 +12,8 @@ import { realPath } from '../util/realpath.ts';
 import { err, ok, type Result } from '../util/result.ts';
 import { TaskGraph, topologicalOrder, type TaskNode } from './graph.ts';
 
-/** A task as analysis builds it: one object per task, handed on as the graph's node (and as state/delta.ts builds one again from the seal). */
-export class Node implements TaskNode {
+/** A task as analysis builds it: one object per task, handed on as the graph's node. */
+class Node implements TaskNode {
   readonly id: TaskId;
   readonly decl: DeclaredTask;
   inputs: Readonly<Record<string, InputSpec>>;

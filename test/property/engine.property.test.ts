@@ -2,12 +2,9 @@
 // real files: after apply every output equals a from-scratch build's; only
 // what a real change reaches runs, each task at most once; unchanged outputs
 // stop propagation; a second apply runs nothing; plan predicts apply; and
-// none of it depends on -j — nor on the state's seal (state/seal.ts), which
-// the runs here write and trust as often as they can (a run after an edit
-// that leaves the declarations as they were runs what the edit reaches,
-// planned from the seal: state/delta.ts): every file this test
-// writes gets an mtime of its own, in the past, and the engine's clock is an
-// hour ahead, so no file is too new to be known by its stat.
+// none of it depends on -j. Every file this test writes gets an mtime of its
+// own, in the past, and the engine's clock is an hour ahead, so no file is too
+// new for the hash cache to know it by its stat.
 
 import fc from 'fast-check';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, utimesSync, writeFileSync, existsSync } from 'node:fs';
