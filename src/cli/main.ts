@@ -10,12 +10,11 @@ import { outputOf, type Output } from './output.ts';
 // and in the engine's modules, not imported: an ES import of a built-in builds
 // its whole namespace first (node:crypto's loads WebCrypto), and those of
 // node:crypto, node:util, node:zlib, node:fs/promises, node:os and node:buffer
-// cost 4-7 ms of CPU at each start (a one-task no-op: 70 ms of user CPU
-// against 66). node:fs stays an import in the sources, and the bundle takes it
-// the same way (scripts/build-dist.ts: its namespace loads fs/promises and the
-// streams). Two are not loaded at all by a small no-op: node:zlib (util/crc32.ts)
-// and node:fs/promises (only large files are read with it; Node's glob, behind a
-// glob input, loads it itself).
+// cost milliseconds of CPU at each start. node:fs stays an import in the
+// sources, and the bundle takes it the same way (scripts/build-dist.ts: its
+// namespace loads fs/promises and the streams). node:fs/promises is not loaded
+// at all by a small no-op (only large files are read with it; Node's glob,
+// behind a glob input, loads it itself).
 const { parseArgs } = process.getBuiltinModule('node:util');
 
 export interface CliIo {
