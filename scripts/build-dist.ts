@@ -5,8 +5,8 @@
 //
 // A bundle, not one JS file per source file: Node's module loader costs a
 // fraction of a millisecond per module (resolving, reading, linking), and a
-// no-op loads some fifty of ours. Bundled, a one-task no-op starts about 20 ms
-// sooner (BENCHMARKS.md). The dependencies stay packages of their own.
+// no-op loads some fifty of ours: bundled, it starts that much sooner. The
+// dependencies stay packages of their own.
 //
 // Every file lands in dist/lib/, two folders below the package root as the
 // sources are: the paths the code makes from import.meta.url (package.json,

@@ -117,7 +117,7 @@ const OUTCOMES: readonly TaskOutcome[] = ['ran', 'up-to-date', 'failed', 'skippe
  * What may run next: a task is ready once every upstream task of this run has
  * settled, and starts when one of `jobs` slots and one of its pool's are free.
  * A task's state is kept in arrays by its order in the graph rather than Maps
- * by id: at 50,000 tasks, Maps and Sets of it were some 6 MiB to the end.
+ * by id: at 50,000 tasks, Maps and Sets of it would be some 6 MiB to the end.
  */
 class Schedule {
   readonly #graph: TaskGraph;

@@ -66,7 +66,7 @@ export class TaskGraph {
    * Calls `visit` with each task that has an edge (either kind) from `node`,
    * in the order their edges were declared. Built on first use: loading a
    * graph and deciding a no-op never ask. In flat arrays by order rather than
-   * a list a task: at 50,000 tasks, 50,000 arrays and a Map were some 4 MiB.
+   * a list a task: at 50,000 tasks, 50,000 arrays and a Map would be some 4 MiB.
    */
   forEachDependent(node: TaskNode, visit: (dependent: TaskNode) => void): void {
     const { start, edges } = (this.#downstream ??= downstreamOf(this));

@@ -105,8 +105,6 @@ export interface HashCacheStats {
   /** hashFile calls answered from the cache. */
   hits: number;
 }
-/** @deprecated the earlier name of HashCacheStats */
-export type HashCacheCounters = HashCacheStats;
 
 export interface HashCacheOptions {
   /** Fixed racy margin in ns (see the rule above); default: 3 s on whole-second filesystems, else 100 ms. */
@@ -138,14 +136,14 @@ interface Read {
  * slot, and its number is past every loaded record's offset (the body's
  * length, `base`), by four times the slot's index plus its SEEN and UNSAVED
  * flags; whether it is racy is the fixed part's own flag. A build of 50,000
- * tasks makes 100,000 of these: as objects of a slot and flags they were 40
+ * tasks makes 100,000 of these: as objects of a slot and flags they would be 40
  * bytes each (4 MB), as five bigints and a hash string each about 300.
  */
 const made = (base: number, slot: number, flags: number): number => base + (slot / FIXED) * 4 + flags;
 
 /** Looked at in this run. */
 const SEEN = 1;
-/** Changed since the cache was last on disk: what a delta would append (a flag, not a set of keys beside the map: its table was 2.5 MiB at 100,000). */
+/** Changed since the cache was last on disk: what a delta would append (a flag, not a set of keys beside the map: its table would be 2.5 MiB at 100,000). */
 const UNSAVED = 2;
 
 /** Where entries' fixed parts go, FIXED bytes each, in a buffer that doubles when full (none until the first). */
@@ -293,9 +291,8 @@ const racyAt = (bytes: Buffer, fixed: number): boolean => (bytes[fixed + 32]! & 
 /**
  * Writes a record at `at`, its fixed part copied from the arena; returns where the next one starts.
  * Byte by byte, not with Buffer's write(string, offset) and copy(target, at, start, end): each
- * of those makes a view of the buffer per call, and a whole save of a 50,000-leaf build's cache
- * (100,000 records, at the run's end) made 9.7 MiB of them, where this makes none (BENCHMARKS.md,
- * the fourteenth sitting).
+ * of those makes a view of the buffer per call, megabytes of them over a whole save of a large
+ * cache (at a run's end, where the heap is at its largest); this makes none.
  */
 function writeRecord(out: Buffer, at: number, key: string, pathBytes: number, slot: number, arena: Arena): number {
   out.writeUInt32LE(pathBytes, at);
@@ -523,7 +520,7 @@ export class HashCache {
   /** Drops entries for paths not looked at in this run (a later save writes the smaller cache). */
   prune(): number {
     let dropped = 0;
-    // forEach, not for-of over entries: that made a [key, entry] pair per entry (11 MB at 100,000).
+    // forEach, not for-of over entries: that makes a [key, entry] pair per entry (11 MB at 100,000).
     const entries = this.#entries;
     entries.forEach((entry, key) => {
       if (this.#isMade(entry) ? (this.#flagsOf(entry) & SEEN) === 0 : entry >= 0) {
@@ -591,7 +588,7 @@ export class HashCache {
   #saveWhole(file: string): boolean {
     // Sizes first; then the records, copied as loaded or written from the arena, into one
     // buffer, or through a buffer of #saveChunk bytes when the body is larger: a whole save
-    // comes at a run's end, where a 50,000-leaf build's heap is at its largest (BENCHMARKS.md).
+    // comes at a run's end, where a large build's heap is at its largest.
     const body = this.#body;
     const arena = this.#arena;
     let total = 0;

@@ -1,10 +1,9 @@
 // Streamed SHA-256 of a file's content.
 //
 // Sync: one reused 256 KiB buffer, read(2) then hash, chunk by chunk; a file that
-// fits in the buffer is hashed one-shot (no Hash object). A buffer that fits the
-// core's L2 cache (512 KiB here) keeps the kernel's copy warm for the hash; on a
-// shared 2-vCPU EPYC with a 1 GiB file in the page cache, 128–256 KiB matched
-// 1–16 MiB in quiet runs (~1 GB/s) and was up to ~1.4× faster in some busy ones.
+// fits in the buffer is hashed one-shot (no Hash object). A buffer that fits a
+// core's L2 cache keeps the kernel's copy warm for the hash: as fast as a
+// buffer of megabytes on a quiet machine, faster on a busy one.
 // Async: two 1 MiB buffers, the next read (on libuv's thread pool) started
 // before this chunk is hashed; buffer size made no difference there.
 // OpenSSL's SHA-256 (SHA-NI where the CPU has it) does the hashing.

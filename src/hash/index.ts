@@ -5,7 +5,6 @@ export { ASYNC_CHUNK_BYTES, CHUNK_BYTES, sha256FdSync, sha256FileAsync, sha256Fi
 export {
   HashCache,
   type FileObservation,
-  type HashCacheCounters,
   type HashCacheOptions,
   type HashCacheStats,
 } from './cache.ts';

@@ -212,10 +212,8 @@ export class Builder {
  * (the last copied task's inputs) is that object: the header a thousand tasks
  * read, declared in a loop, is one object and one path instead of a thousand.
  * Other file and tree inputs are made anew, which V8 keeps smaller than the
- * Nodefile's own: with both, the heap after loading a 50,000-task graph is
- * 57.7 MiB instead of 62.3 (BENCHMARKS.md). An argv and the outputs are
- * arrays of their own, of flat strings, as input paths are (see flat). The
- * rest is kept as declared.
+ * Nodefile's own. An argv and the outputs are arrays of their own, of flat
+ * strings, as input paths are (see flat). The rest is kept as declared.
  */
 function ownSpec(spec: TaskSpec, previous: Readonly<Record<string, InputSpec>>): TaskSpec {
   const copy: Record<string, unknown> = {};

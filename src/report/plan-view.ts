@@ -44,9 +44,7 @@ export const PLAN_CHUNK = 64 * 1024;
  * The plan as renderPlan renders it (with its final newline), handed to
  * `write` a piece of about PLAN_CHUNK characters at a time. A first plan of
  * 50,000 tasks is some 3 MB of text; made whole, its lines, their join and the
- * bytes written were some 15 MiB alive at once, the largest resident set of a
- * first build's first seconds (BENCHMARKS.md, thirteenth sitting). In pieces,
- * one piece is.
+ * bytes written would be alive at once, some 15 MiB; in pieces, one piece is.
  */
 export function writePlan(plan: Plan, c: Palette, write: (text: string) => void, options: { verbose?: boolean } = {}): void {
   const shown = (e: PlanEntry): boolean => e.action !== 'unchanged' || options.verbose === true;

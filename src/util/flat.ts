@@ -4,8 +4,8 @@
  * `s` as one flat string. A path built by concatenation (`obj/${name}.o`, or a
  * folder joined to it) is a rope of V8 concatenation cells until something
  * flattens it, and a flattened rope keeps its top cell, 32 bytes, for as long
- * as anything holds it. Kept for every task of a 50,000-task graph, two or
- * three such cells a task are 3–5 MB (BENCHMARKS.md). normalize() flattens,
+ * as anything holds it: two or three such cells a task, kept for every task
+ * of a large graph, are megabytes. normalize() flattens,
  * and returns the flat string itself when it is in NFC already (every ASCII
  * string is); a string it would change is returned as it was.
  */
