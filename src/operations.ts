@@ -2,7 +2,7 @@
 // functions with typed options that return values. The CLI renders them;
 // tests and other programs call them directly.
 
-import { existsSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Failure } from './error.ts';
 import { execute, type ExecuteSummary } from './execute/scheduler.ts';
@@ -14,7 +14,7 @@ import { OutputGuard } from './graph/analyze.ts';
 import type { TaskGraph } from './graph/graph.ts';
 import type { TaskId } from './ids.ts';
 import { teardownOrder, type Plan, type RecordReader } from './plan/plan.ts';
-import { bindPlan, planChanges, readSavedPlan, type SavedPlan } from './plan/saved.ts';
+import { bindPlan, parseSavedPlan, planChanges, type SavedPlan } from './plan/saved.ts';
 import { openState } from './state/open.ts';
 import type { Records } from './state/records.ts';
 import { err, ok, type Result } from './util/result.ts';
@@ -50,6 +50,7 @@ export async function planNodefile(options: EngineOptions & { readonly out?: str
     const saved = bindPlan(session.graph, observed.value.selected, observed.value.observations, session.state.records, observed.value.plan, {
       targets: options.targets ?? [],
       replace: options.replace ?? [],
+      createdAt: new Date().toISOString(),
     });
     writeFileSync(options.out, `${JSON.stringify(saved)}\n`);
     return ok({ plan, saved, io: ioOf(session) });
@@ -81,7 +82,11 @@ export async function applyNodefile(options: EngineOptions & { readonly planFile
     if (!observed.ok) return observed;
     const { plan, selected, observations } = observed.value;
     if (saved !== undefined) {
-      const now = bindPlan(session.graph, selected, observations, session.state.records, plan, { targets: saved.targets, replace: saved.replace });
+      const now = bindPlan(session.graph, selected, observations, session.state.records, plan, {
+        targets: saved.targets,
+        replace: saved.replace,
+        createdAt: saved.createdAt,
+      });
       const changes = planChanges(saved, now);
       if (changes.length > 0) return err([{ reason: 'plan-stale', path: options.planFile!, changes }]);
     }
@@ -153,6 +158,17 @@ type TeardownSession = Pick<Session, 'state' | 'store' | 'runner' | 'signal' | '
   readonly graph?: TaskGraph | undefined;
   readonly guard: OutputGuard;
 };
+
+/** The plan that `plan --out` wrote to `file`. */
+function readSavedPlan(file: string): Result<SavedPlan, Failure> {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (error) {
+    return err({ reason: 'plan-file-invalid', path: file, message: (error as Error).message });
+  }
+  return parseSavedPlan(file, text);
+}
 
 function runTeardown(session: TeardownSession, order: readonly TaskId[], mode: 'stop' | 'destroy'): Promise<TeardownSummary> {
   return teardown({

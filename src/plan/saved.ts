@@ -1,8 +1,8 @@
 // A saved plan is bound to what it observed: every task's definition and
 // observed hashes, and the state. Applying it after any of that changed is
-// refused, with the list of what changed.
+// refused, with the list of what changed. Pure: operations.ts reads and
+// writes the plan file.
 
-import { readFileSync } from 'node:fs';
 import type { Failure } from '../error.ts';
 import type { ContentHash, TaskId } from '../ids.ts';
 import type { TaskGraph, TaskNode } from '../graph/graph.ts';
@@ -50,7 +50,7 @@ export function bindPlan(
   observations: ReadonlyMap<TaskId, TaskObservation>,
   records: Records,
   plan: Plan,
-  options: { targets: readonly string[]; replace: readonly string[] },
+  options: { targets: readonly string[]; replace: readonly string[]; createdAt: string },
 ): SavedPlan {
   const tasks: Record<string, ContentHash> = {};
   for (const node of selected) tasks[node.id] = observedDigest(graph, node, observations.get(node.id)!);
@@ -60,7 +60,7 @@ export function bindPlan(
     nodefile: graph.file,
     targets: options.targets,
     replace: options.replace,
-    createdAt: new Date().toISOString(),
+    createdAt: options.createdAt,
     state: stateDigest(records),
     tasks,
     plan: plan.toJSON(),
@@ -80,10 +80,11 @@ export function planChanges(saved: SavedPlan, current: SavedPlan): string[] {
   return changes;
 }
 
-export function readSavedPlan(file: string): Result<SavedPlan, Failure> {
+/** The saved plan in `text`, the content of the plan file `file`. */
+export function parseSavedPlan(file: string, text: string): Result<SavedPlan, Failure> {
   let parsed: unknown;
   try {
-    parsed = JSON.parse(readFileSync(file, 'utf8'));
+    parsed = JSON.parse(text);
   } catch (error) {
     return err({ reason: 'plan-file-invalid', path: file, message: (error as Error).message });
   }
