@@ -20,7 +20,7 @@ export type {
 } from './nodefile/types.ts';
 export type { Failure, FailureReason } from './error.ts';
 export type { EngineEvent, TaskOutcome } from './events.ts';
-export type { ProcessRunner, RunOptions, RunResult } from './execute/runner.ts';
+export type { ProcessRunner, RunOptions, RunResult } from './process-runner.ts';
 export type { Plan, PlanEntry } from './plan/plan.ts';
 export type { EngineOptions } from './engine.ts';
 export { applyNodefile, planNodefile, teardownNodefile, type ApplySummary, type PlanResult, type TeardownResult } from './operations.ts';

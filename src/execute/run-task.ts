@@ -28,11 +28,12 @@ import type { RecordTable } from '../state/records.ts';
 import type { Appended } from '../state/store.ts';
 import { removePath } from '../util/mounts.ts';
 import { realPath } from '../util/realpath.ts';
-import { runAction, runCheck, type ActionResult } from './action.ts';
+import { runCheck } from '../observe/check.ts';
+import { observeOutputs } from '../observe/outputs.ts';
+import { runAction, type ActionResult } from './action.ts';
 import type { Appender } from './appender.ts';
 import { Claimed, keptBecause } from './kept.ts';
-import { observeOutputs } from './outputs.ts';
-import type { ProcessRunner } from './runner.ts';
+import type { ProcessRunner } from '../process-runner.ts';
 
 export interface BuilderOptions {
   readonly graph: TaskGraph;

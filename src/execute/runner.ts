@@ -1,4 +1,4 @@
-// The process runner: the one module that starts processes on this machine.
+// The process runner (LocalRunner): the one module that starts processes on this machine.
 // Commands run without a shell unless a task asks for one; output is buffered
 // (stdout and stderr interleaved) so it can be shown with the command when it fails.
 //
@@ -12,50 +12,11 @@ import type { ChildProcessWithoutNullStreams } from 'node:child_process';
 import { statSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import type { Command } from '../nodefile/types.ts';
+import { describeCommand, type ProcessRunner, type RunOptions, type RunResult } from '../process-runner.ts';
 import { cancelOnAbort } from './group.ts';
 
 // Loaded on the first process: a no-op that starts none should not pay for node:child_process.
 const childProcess = (): typeof import('node:child_process') => process.getBuiltinModule('node:child_process');
-
-export interface RunOptions {
-  readonly cwd: string;
-  /** Added to the inherited environment. */
-  readonly env?: Readonly<Record<string, string>>;
-  readonly signal?: AbortSignal;
-  readonly input?: string;
-  /** 'ignore': stdout and stderr go nowhere (nothing is captured). */
-  readonly output?: 'capture' | 'ignore';
-}
-
-export interface RunResult {
-  /** The command as a user would type it. */
-  readonly command: string;
-  /** Null when the process did not exit by itself (killed, or never started). */
-  readonly exitCode: number | null;
-  readonly stdout: string;
-  readonly stderr: string;
-  /** stdout and stderr interleaved as they came. */
-  readonly output: string;
-  readonly ok: boolean;
-  readonly canceled: boolean;
-  /** Why it failed, in words, when it did. */
-  readonly failure: string | undefined;
-}
-
-export interface ProcessRunner {
-  run(command: Command, options: RunOptions): Promise<RunResult>;
-  /**
-   * A command the Nodefile declares for a task — its run, or its check, which a
-   * no-op runs for every task that has one: no input, output captured. Defaults to run().
-   */
-  runTask?(command: Command, options: RunOptions): Promise<RunResult>;
-  /**
-   * Has the kernel read `paths` (absolute) into the page cache ahead of the
-   * reads the caller will make, where it can do so off the main thread (spawnd);
-   * false when it cannot. Only a hint: nothing is read into the process.
-   */
-  readAhead?(paths: readonly string[]): boolean;
-}
 
 /** How long a canceled process gets between SIGTERM and SIGKILL. */
 const KILL_AFTER_MS = 5000;
@@ -131,11 +92,6 @@ function finished(
       : (end.error ?? (end.signal !== null ? `killed by ${end.signal}` : `exited with code ${end.code}`));
   // A process that never started has no exit code: Node gives the negative errno there.
   return { command, exitCode: typeof end.code === 'number' && end.code >= 0 ? end.code : null, ...streams, ok, canceled: end.canceled, failure };
-}
-
-export function describeCommand(command: Command): string {
-  if ('shell' in command) return command.shell;
-  return command.map((arg) => (/^[\w@%+=:,./-]+$/.test(arg) ? arg : `'${arg.replaceAll("'", `'\\''`)}'`)).join(' ');
 }
 
 export interface SpawndOptions {

@@ -18,7 +18,7 @@ import type { Appender } from './appender.ts';
 import type { EventSink } from '../events.ts';
 import { Claimed, keptBecause } from './kept.ts';
 import { recipeOf } from './run-task.ts';
-import { describeCommand, type ProcessRunner } from './runner.ts';
+import { describeCommand, type ProcessRunner } from '../process-runner.ts';
 
 export interface TeardownOptions {
   /** In teardown order: dependents first. */

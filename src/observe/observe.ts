@@ -12,13 +12,13 @@ import type { FileObservation, HashCache } from '../hash/cache.ts';
 import { hashGlob } from '../hash/glob.ts';
 import { hashTree } from '../hash/tree.ts';
 import { hashValue } from '../hash/value.ts';
-import { runCheck } from '../execute/action.ts';
-import { observePath } from '../execute/outputs.ts';
-import type { ProcessRunner } from '../execute/runner.ts';
+import type { ProcessRunner } from '../process-runner.ts';
 import type { Records } from '../state/records.ts';
 import { PairMap, smallMap, WALK_MAX } from '../util/pairs.ts';
 import { err, ok, type Result } from '../util/result.ts';
 import type { TaskObservation } from '../plan/decide.ts';
+import { runCheck } from './check.ts';
+import { observePath } from './outputs.ts';
 
 export interface ObserveOptions {
   /**

@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Command } from '../../src/nodefile/types.ts';
-import { describeCommand, type ProcessRunner, type RunOptions, type RunResult } from '../../src/execute/runner.ts';
+import { describeCommand, type ProcessRunner, type RunOptions, type RunResult } from '../../src/process-runner.ts';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 export const BUILD_IMAGE = path.join(HERE, 'image/build-image.sh');

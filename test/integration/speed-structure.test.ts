@@ -10,7 +10,8 @@ import { afterEach, beforeEach, expect, test } from 'vitest';
 import { applyNodefile } from '../../src/operations.ts';
 import { observeAndPlan, withSession } from '../../src/engine.ts';
 import { execute } from '../../src/execute/scheduler.ts';
-import { LocalRunner, type ProcessRunner } from '../../src/execute/runner.ts';
+import { LocalRunner } from '../../src/execute/runner.ts';
+import type { ProcessRunner } from '../../src/process-runner.ts';
 import { READ_AHEAD_MIN } from '../../src/observe/observe.ts';
 import { repo, Rig } from '../support/rig.ts';
 

@@ -7,7 +7,8 @@
 import { rmdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import type { Command } from '../../src/nodefile/types.ts';
-import { describeCommand, LocalRunner, type ProcessRunner, type RunOptions, type RunResult } from '../../src/execute/runner.ts';
+import { LocalRunner } from '../../src/execute/runner.ts';
+import { describeCommand, type ProcessRunner, type RunOptions, type RunResult } from '../../src/process-runner.ts';
 
 export interface FakeService {
   active: boolean;

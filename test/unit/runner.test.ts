@@ -8,7 +8,8 @@ import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest';
 import type { Command } from '../../src/nodefile/types.ts';
-import { LocalRunner, SPAWND, Spawnd, spawnCommand, type RunOptions } from '../../src/execute/runner.ts';
+import { LocalRunner, SPAWND, Spawnd, spawnCommand } from '../../src/execute/runner.ts';
+import type { RunOptions } from '../../src/process-runner.ts';
 
 let dir: string;
 const servers: Spawnd[] = [];
