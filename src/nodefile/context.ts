@@ -18,15 +18,9 @@ export interface ContextTask {
   readonly decl: { readonly spec: { readonly env?: Readonly<Record<string, string>> } };
 }
 
-/** Why the function runs, and where its commands and its log go. */
-export interface ContextOptions {
+/** Why the function runs, as the context tells it, and where its commands and its log go. */
+export interface ContextOptions extends Pick<TaskContext, 'signal' | 'reason' | 'firstRun' | 'changedInputs' | 'changedUpstream' | 'ran'> {
   readonly runner: ProcessRunner;
-  readonly signal: AbortSignal;
-  readonly reason: string;
-  readonly firstRun: boolean;
-  readonly changedInputs: readonly string[];
-  readonly changedUpstream: readonly TaskId[];
-  ran(id: string): boolean;
   /** Each message the function logs, as it logs it. */
   log(message: string): void;
 }
