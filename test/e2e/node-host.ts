@@ -326,18 +326,33 @@ export function reapStaleWorkDirs(runcRootOf: (dir: string) => string): string[]
 export class RecordingRunner implements ProcessRunner {
   readonly inner: ProcessRunner;
   commands: string[][] = [];
+  /** When each command ran, in ms (performance.now()), in the order of `commands`. */
+  spans: { start: number; end: number }[] = [];
 
   constructor(inner: ProcessRunner) {
     this.inner = inner;
   }
 
-  run(command: Command, options: RunOptions): Promise<RunResult> {
+  async run(command: Command, options: RunOptions): Promise<RunResult> {
     this.commands.push('shell' in command ? ['sh', '-c', command.shell] : [...command]);
-    return this.inner.run(command, options);
+    const span = { start: performance.now(), end: Number.NaN };
+    this.spans.push(span);
+    try {
+      return await this.inner.run(command, options);
+    } finally {
+      span.end = performance.now();
+    }
   }
 
   reset(): void {
     this.commands = [];
+    this.spans = [];
+  }
+
+  /** From the first command's start to the last one's end, in ms (0 with none). */
+  busy(): number {
+    if (this.spans.length === 0) return 0;
+    return Math.max(...this.spans.map((s) => s.end)) - Math.min(...this.spans.map((s) => s.start));
   }
 
   /** The recorded commands as lines, for messages. */
