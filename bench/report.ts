@@ -3,7 +3,7 @@
 
 import path from 'node:path';
 import { fmtMiB, fmtTime, median, medianOf, ratioPerRound, type BlockResult, type Cell } from './rounds.ts';
-import { blockOf, cellOf, leafGraphs, TOOLS, type GraphResult, type Summary } from './summary.ts';
+import { blockOf, cellOf, graphOf, leafGraphs, TOOLS, type GraphResult, type Summary } from './summary.ts';
 
 const fmtRatio = (r: number | undefined): string => (r === undefined || !Number.isFinite(r) ? '–' : `${r.toFixed(r < 10 ? 2 : 1)}×`);
 const n = (v: number): string => v.toLocaleString('en-US');
@@ -61,9 +61,22 @@ function targetsOf(s: Summary): Target[] {
     if (ratio === undefined || touch === undefined) out.push({ what, bound, figure: 'not measured', status: 'not measured' });
     else out.push({ what, bound, figure: `${ran.join(', ')} task(s); ${fmtRatio(ratio)} its no-op`, status: zero && ratio <= 1.05 ? 'met' : 'missed' });
   }
+  const cr = graphOf(s, 'chromium');
+  const crNoop = cellOf(blockOf(cr, 'noop'), 'nodegraph');
   out.push(
+    target('Chromium-shaped graph: no-op', ratioOf(cr, 'noop'), 2, 1.3, fmtRatio, '≤ 2.0× ninja (aim 1.3×)'),
+    target(
+      'Chromium-shaped graph: one source changed',
+      ratioPerRound(cellOf(blockOf(cr, 'source'), 'nodegraph'), crNoop),
+      1.5,
+      undefined,
+      fmtRatio,
+      "≤ 1.5× nodegraph's own no-op",
+    ),
+    target('Chromium-shaped graph: first `plan`', medianOf(cellOf(blockOf(cr, 'plan'), 'nodegraph')), 3, undefined, fmtTime, '≤ 3 s'),
     target(`full build${at}`, ratioOf(largest, 'full', 'make'), 1.1, undefined, fmtRatio, '≤ 1.1× make'),
     target(`peak memory${at} (the larger of full build and no-op)`, memoryRatio(largest), 3, undefined, fmtRatio, '≤ 3× ninja'),
+    target('peak memory, Chromium-shaped graph (the larger of full build and no-op)', memoryRatio(cr), 3, undefined, fmtRatio, '≤ 3× ninja'),
   );
   out.push({
     what: 'the container node no-op apply',

@@ -1,10 +1,11 @@
 // The benchmark: nodegraph side by side with ninja and make, on graphs each
-// tool describes in its own language (bench/generate.ts),
+// tool describes in its own language (bench/generate.ts, bench/chromium.ts),
 // measured in interleaved rounds (bench/rounds.ts). BENCHMARKS.md says what is
 // measured and why; this file is how.
 //
-//   npm run bench                                       # everything
-//   BENCH_SIZES=1000 npm run bench                      # a quick run
+//   npm run bench                                       # everything: about 40 minutes on 2 cores
+//   BENCH_SIZES=1000 BENCH_CHROMIUM=0 npm run bench     # a quick run
+//   BENCH_SIZES= BENCH_CHROMIUM=40 BENCH_HASH=0 npm run bench   # the Chromium-shaped scenarios, small
 //
 // Raw data (every run's time, per round; memory; counts; the machine) goes to
 // bench/results/<stamp>/summary.json; the report is spliced into BENCHMARKS.md
@@ -12,6 +13,7 @@
 //
 // Environment:
 //   BENCH_SIZES=1000,10000,50000  the leaf graph's sizes ('' for none)
+//   BENCH_CHROMIUM=1500           the Chromium-shaped graph's targets (0: not run)
 //   BENCH_STARTUP=0               skip `node -e 0` and `--version`
 //   BENCH_ROUNDS=5                interleaved rounds
 //   BENCH_RUNS=N                  measured runs per command and round, for every scenario
@@ -25,6 +27,7 @@
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { changedSource, chromiumGraph, DEFAULT_SEED, generateChromium } from './chromium.ts';
 import { folderName, generate, headerContent, headerPath, layout, leafContent, leafPath, PER_FOLDER, PER_LIB } from './generate.ts';
 import { snapshotEngine } from './engine.ts';
 import { elapsedMinutes, exec, log, must } from './process.ts';
@@ -48,6 +51,7 @@ const list = (s: string): number[] =>
     .filter((v) => v > 0);
 const sizes = list(env['BENCH_SIZES'] ?? '1000,10000,50000');
 for (const size of sizes) layout(size);
+const chromiumTargets = Number(env['BENCH_CHROMIUM'] ?? 1500);
 const withStartup = env['BENCH_STARTUP'] !== '0';
 const ROUNDS = Number(env['BENCH_ROUNDS'] ?? 5);
 const runsOverride = env['BENCH_RUNS'] === undefined ? undefined : Number(env['BENCH_RUNS']);
@@ -278,6 +282,78 @@ async function leafGraph(n: number): Promise<GraphResult> {
   };
 }
 
+/** The Chromium-shaped graph (bench/chromium.ts): first plan, a build (once), no-op and one source changed. */
+async function chromium(targets: number): Promise<GraphResult> {
+  const graph = chromiumGraph(targets, DEFAULT_SEED);
+  const { path: source, downstream } = changedSource(graph);
+  const base = path.join(workRoot, 'chromium');
+  rmSync(base, { recursive: true, force: true });
+  const dirs = {} as Record<ToolName, string>;
+  let tasks = 0;
+  for (const t of TOOLS) {
+    dirs[t] = path.join(base, t);
+    tasks = generateChromium(dirs[t], graph).tasks;
+    writeScripts(dirs[t], {
+      'prep-plan.sh': t === 'nodegraph' ? ['rm -rf .nodegraph'] : [':'],
+      'prep-source.sh': alternate(source, '', '// changed\n'),
+    });
+  }
+  log(`Chromium-shaped graph: ${targets} targets, ${tasks} commands; generated three copies under ${base}`);
+  const dryRun: Record<ToolName, string[]> = {
+    nodegraph: [NODEGRAPH, 'plan', '-f', 'Nodefile.ts'],
+    ninja: ['ninja', '-n'],
+    make: ['make', '-n'],
+  };
+  const plan: Block = {
+    key: 'plan',
+    title: 'first plan, before any build',
+    warmup: 0,
+    runs: 1,
+    capMs: 300_000,
+    commands: TOOLS.map((t) => command(t, dirs[t], tasks, { argv: dryRun[t], prepare: 'prep-plan.sh', memory: true })),
+  };
+  const full: Block = {
+    key: 'full',
+    title: 'full build, once',
+    warmup: 0,
+    runs: 1,
+    capMs: 600_000 + tasks * 30,
+    commands: TOOLS.map((t) => command(t, dirs[t], tasks, { memory: true })),
+  };
+  const steady: Block[] = [
+    { key: 'noop', title: 'no-op', warmup: 1, runs: runs(2), capMs: 300_000, commands: TOOLS.map((t) => command(t, dirs[t], 0)) },
+    {
+      key: 'source',
+      title: "one source's content changed",
+      warmup: 0,
+      runs: runs(2),
+      capMs: 300_000,
+      // nodegraph's early cutoff: `touch` leaves the object as it was, so nothing downstream runs.
+      commands: TOOLS.map((t) => command(t, dirs[t], t === 'nodegraph' ? 1 : downstream, { prepare: 'prep-source.sh' })),
+    },
+  ];
+  const blocks = await measureRounds('Chromium', [plan], Math.min(3, ROUNDS), base);
+  blocks.push(...(await measureRounds('Chromium', [full], 1, base)));
+  const steadyResults = await measureRounds('Chromium', steady, ROUNDS, base);
+  blocks.push(...steadyResults);
+  await verifyNodegraph(steadyResults, steady, dirs.nodegraph);
+  const memory = await noopMemory(dirs);
+  if (env['BENCH_KEEP'] !== '1') rmSync(base, { recursive: true, force: true });
+  const s = graph.targets.reduce((sum, t) => sum + t.sources.length, 0);
+  return {
+    key: 'chromium',
+    title: `Chromium-shaped graph (${targets.toLocaleString('en-US')} targets, ${tasks.toLocaleString('en-US')} commands)`,
+    tasks,
+    blocks,
+    noopMemory: memory,
+    notes: [
+      `bench/chromium.ts, seed ${DEFAULT_SEED}: ${s.toLocaleString('en-US')} empty sources, every command \`touch $out\`.`,
+      'first plan: `nodegraph plan` with no state, `ninja -n` and `make -n` on the fresh copies (dry runs that list every command); the full build that follows is each tool\'s state for the rest, so it is run once.',
+      `one source changed: \`${source}\` alternates between empty and one line. ninja and make re-run ${downstream.toLocaleString('en-US')} commands: its object, its library and every target that links that library, directly or through another; the object comes out the same (\`touch\`), so nodegraph's early cutoff stops there.`,
+    ],
+  };
+}
+
 // ---- extras: hashing, the machine, the engine ---------------------------------------------
 
 async function hashBench(): Promise<HashRun | undefined> {
@@ -361,7 +437,7 @@ async function main(): Promise<void> {
     const diff = await exec(['git', 'diff', 'HEAD', '--', 'src', 'bin', 'bench/hash.ts'], { cwd: REPO, timeoutMs: 60_000 });
     writeFileSync(path.join(resultsDir, 'engine.diff'), diff.stdout);
   }
-  log(`results in ${path.relative(REPO, resultsDir)}/; sizes ${sizes.join(', ') || 'none'}; ${ROUNDS} rounds; -j ${jobs}; copies under ${workRoot}`);
+  log(`results in ${path.relative(REPO, resultsDir)}/; sizes ${sizes.join(', ') || 'none'}; Chromium ${chromiumTargets || 'not run'}; ${ROUNDS} rounds; -j ${jobs}; copies under ${workRoot}`);
   const graphs: GraphResult[] = [];
   const summary = (extra: Partial<Summary> = {}): Summary => ({ format: 2, stamp, machine: m, rounds: ROUNDS, engine: ENGINE_TEXT, graphs, ...extra });
   const save = (s: Summary): void => writeFileSync(path.join(resultsDir, 'summary.json'), JSON.stringify(s, null, 1) + '\n');
@@ -369,6 +445,10 @@ async function main(): Promise<void> {
   save(summary());
   for (const size of sizes) {
     graphs.push(await leafGraph(size));
+    save(summary());
+  }
+  if (chromiumTargets > 0) {
+    graphs.push(await chromium(chromiumTargets));
     save(summary());
   }
   const hash = await hashBench();
