@@ -161,6 +161,27 @@ export function generate(n: number, dir: string): Layout {
   return shape;
 }
 
+/**
+ * The smallest graph, one `cp` task, three ways: its no-op is what a tool costs before any
+ * work that grows with the graph (the per-task cost is measured against it).
+ */
+export function generateOneTask(dir: string): void {
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(path.join(dir, 'in.txt'), 'one\n');
+  writeFileSync(
+    path.join(dir, 'Nodefile.ts'),
+    `// One task (bench/generate.ts).
+import type { NodefileApi } from 'nodegraph';
+
+export default (ng: NodefileApi): void => {
+  ng.task('one', { inputs: { src: ng.file('in.txt') }, outputs: ['out.txt'], run: ['cp', 'in.txt', 'out.txt'] });
+};
+`,
+  );
+  writeFileSync(path.join(dir, 'build.ninja'), 'rule cp\n  command = cp $in $out\nbuild out.txt: cp in.txt\n');
+  writeFileSync(path.join(dir, 'Makefile'), 'MAKEFLAGS += -rR\n.SUFFIXES:\nout.txt: in.txt\n\tcp $< $@\n');
+}
+
 if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(path.resolve(process.argv[1])).href) {
   const [nArg, dirArg] = process.argv.slice(2);
   if (nArg === undefined || dirArg === undefined) {

@@ -2,10 +2,12 @@
 // into BENCHMARKS.md: the targets of issue 35 and a table per graph.
 
 import path from 'node:path';
-import { fmtMiB, fmtTime, median, medianOf, ratioPerRound, type BlockResult, type Cell } from './rounds.ts';
+import { fmtMiB, fmtTime, median, medianOf, perRound, ratioPerRound, type BlockResult, type Cell } from './rounds.ts';
 import { blockOf, cellOf, graphOf, leafGraphs, TOOLS, type GraphResult, type Summary } from './summary.ts';
 
 const fmtRatio = (r: number | undefined): string => (r === undefined || !Number.isFinite(r) ? '–' : `${r.toFixed(r < 10 ? 2 : 1)}×`);
+const fmtMs = (s: number): string => `${(s * 1000).toFixed(1)} ms`;
+const fmtUs = (s: number): string => `${(s * 1e6).toFixed(2)} µs`;
 const n = (v: number): string => v.toLocaleString('en-US');
 
 // ---- targets -----------------------------------------------------------------------
@@ -42,6 +44,15 @@ function memoryRatio(g: GraphResult | undefined): number | undefined {
   return ratios.length === 0 ? undefined : Math.max(...ratios);
 }
 
+/** Per-task cost of a no-op: (t(largest graph) − t(one task)) / (its tasks − 1), for one tool. */
+export function perTaskCost(s: Summary, tool: string): number | undefined {
+  const largest = leafGraphs(s).at(-1);
+  const big = medianOf(cellOf(blockOf(largest, 'noop'), tool));
+  const one = medianOf(cellOf(blockOf(graphOf(s, 'startup'), 'one'), tool));
+  if (largest?.tasks === undefined || big === undefined || one === undefined) return undefined;
+  return (big - one) / (largest.tasks - 1);
+}
+
 function targetsOf(s: Summary): Target[] {
   const largest = leafGraphs(s).at(-1);
   const at = largest === undefined ? '' : ` at ${n(Number(largest.key.slice('leaves-'.length)))}`;
@@ -61,6 +72,19 @@ function targetsOf(s: Summary): Target[] {
     if (ratio === undefined || touch === undefined) out.push({ what, bound, figure: 'not measured', status: 'not measured' });
     else out.push({ what, bound, figure: `${ran.join(', ')} task(s); ${fmtRatio(ratio)} its no-op`, status: zero && ratio <= 1.05 ? 'met' : 'missed' });
   }
+  const ng = perTaskCost(s, 'nodegraph');
+  const nj = perTaskCost(s, 'ninja');
+  out.push(
+    target(
+      'per-task cost of a no-op, (t(largest) − t(1 task)) / (tasks − 1)',
+      ng === undefined || nj === undefined ? undefined : ng / nj,
+      2,
+      1,
+      fmtRatio,
+      "≤ 2× ninja's (aim 1×)",
+      ng === undefined || nj === undefined ? '' : ` (${fmtUs(ng)} against ${fmtUs(nj)})`,
+    ),
+  );
   const cr = graphOf(s, 'chromium');
   const crNoop = cellOf(blockOf(cr, 'noop'), 'nodegraph');
   out.push(
@@ -78,6 +102,9 @@ function targetsOf(s: Summary): Target[] {
     target(`peak memory${at} (the larger of full build and no-op)`, memoryRatio(largest), 3, undefined, fmtRatio, '≤ 3× ninja'),
     target('peak memory, Chromium-shaped graph (the larger of full build and no-op)', memoryRatio(cr), 3, undefined, fmtRatio, '≤ 3× ninja'),
   );
+  const start = graphOf(s, 'startup');
+  const overNode = perRound(cellOf(blockOf(start, 'one'), 'nodegraph'), cellOf(blockOf(start, 'start'), 'node -e 0'), (a, b) => a - b);
+  out.push(target('a one-task no-op', overNode, 0.04, undefined, (v) => `node -e 0 + ${fmtMs(v)}`, '≤ `node -e 0` + 40 ms'));
   out.push({
     what: 'the container node no-op apply',
     bound: "the checks' critical path + ≤ 100 ms",
@@ -146,7 +173,7 @@ function toolTable(g: GraphResult): string[] {
   return lines;
 }
 
-function startupTable(g: GraphResult): string[] {
+function startupTable(s: Summary, g: GraphResult): string[] {
   const lines = [`### ${g.title}`, '', '| command | rounds × runs | median | load average |', '| --- | --- | --- | --- |'];
   for (const b of g.blocks) {
     for (const c of b.cells) {
@@ -154,7 +181,19 @@ function startupTable(g: GraphResult): string[] {
       lines.push(`| ${name} | ${b.rounds} × ${b.runs} | ${timeText(c)} | ${loadText(b)} |`);
     }
   }
+  const over = perRound(cellOf(blockOf(g, 'one'), 'nodegraph'), cellOf(blockOf(g, 'start'), 'node -e 0'), (a, b) => a - b);
   lines.push('');
+  if (over !== undefined) lines.push(`nodegraph's one-task no-op takes \`node -e 0\` + ${fmtMs(over)} (the median of per-round differences).`, '');
+  const largest = leafGraphs(s).at(-1);
+  const costs = ['nodegraph', 'ninja', 'make'].map((t) => ({ t, cost: perTaskCost(s, t) }));
+  if (largest !== undefined && costs.some((c) => c.cost !== undefined)) {
+    lines.push(
+      `Per-task cost of a no-op, (t(${n(largest.tasks ?? 0)} tasks) − t(1 task)) / ${n((largest.tasks ?? 1) - 1)}, from the medians: ` +
+        costs.map((c) => `${c.t} ${c.cost === undefined ? '–' : fmtUs(c.cost)}`).join(', ') +
+        '.',
+      '',
+    );
+  }
   for (const note of g.notes) lines.push(`- ${note}`);
   if (g.notes.length > 0) lines.push('');
   return lines;
@@ -183,7 +222,7 @@ export function report(s: Summary, repo: string, resultsDir: string): string {
   ];
   for (const t of targetsOf(s)) lines.push(`| ${t.what} | ${t.bound} | ${t.figure} | ${t.status === 'missed' ? '**missed**' : t.status} |`);
   lines.push('');
-  for (const g of s.graphs) lines.push(...(g.key === 'startup' ? startupTable(g) : toolTable(g)));
+  for (const g of s.graphs) lines.push(...(g.key === 'startup' ? startupTable(s, g) : toolTable(g)));
   if (s.hash !== undefined) {
     // The lines that bound other figures: hashing against sha256sum, and what a stat per file costs.
     const headline = s.hash.output.split('\n').filter((l) => /^(#|sha256sum|sha256File|no-op:|bare statSync|load )/.test(l));

@@ -14,7 +14,7 @@
 // Environment:
 //   BENCH_SIZES=1000,10000,50000  the leaf graph's sizes ('' for none)
 //   BENCH_CHROMIUM=1500           the Chromium-shaped graph's targets (0: not run)
-//   BENCH_STARTUP=0               skip `node -e 0` and `--version`
+//   BENCH_STARTUP=0               skip `node -e 0`, `--version` and the one-task no-ops
 //   BENCH_ROUNDS=5                interleaved rounds
 //   BENCH_RUNS=N                  measured runs per command and round, for every scenario
 //   BENCH_SCENARIOS=noop,leaf     a subset of the leaf graph's (its full build always runs: the others need its state)
@@ -28,7 +28,7 @@ import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node
 import os from 'node:os';
 import path from 'node:path';
 import { changedSource, chromiumGraph, DEFAULT_SEED, generateChromium } from './chromium.ts';
-import { folderName, generate, headerContent, headerPath, layout, leafContent, leafPath, PER_FOLDER, PER_LIB } from './generate.ts';
+import { folderName, generate, generateOneTask, headerContent, headerPath, layout, leafContent, leafPath, PER_FOLDER, PER_LIB } from './generate.ts';
 import { snapshotEngine } from './engine.ts';
 import { elapsedMinutes, exec, log, must } from './process.ts';
 import { report } from './report.ts';
@@ -176,8 +176,16 @@ async function verifyNodegraph(results: readonly BlockResult[], blocks: readonly
 
 // ---- the graphs -------------------------------------------------------------------------
 
-/** `node -e 0` and `nodegraph --version`: what starting Node and nodegraph cost. */
+/** `node -e 0`, `nodegraph --version`, and each tool's no-op on a graph of one task. */
 async function startupGraph(): Promise<GraphResult> {
+  const base = path.join(workRoot, 'one');
+  rmSync(base, { recursive: true, force: true });
+  const dirs = {} as Record<ToolName, string>;
+  for (const t of TOOLS) {
+    dirs[t] = path.join(base, t);
+    generateOneTask(dirs[t]);
+    await must(applyArgv(t), dirs[t]);
+  }
   const start: Block = {
     key: 'start',
     title: 'start-up',
@@ -189,9 +197,16 @@ async function startupGraph(): Promise<GraphResult> {
       { label: 'nodegraph --version', cwd: REPO, argv: [NODEGRAPH, '--version'] },
     ],
   };
-  mkdirSync(path.join(workRoot, 'start'), { recursive: true });
-  const blocks = await measureRounds('start-up', [start], ROUNDS, path.join(workRoot, 'start'));
-  return { key: 'startup', title: 'Start-up', blocks, notes: [] };
+  const one: Block = { key: 'one', title: 'one-task no-op', warmup: 3, runs: runs(10), capMs: 30_000, commands: TOOLS.map((t) => command(t, dirs[t], 0)) };
+  const blocks = await measureRounds('start-up', [start, one], ROUNDS, base);
+  if (env['BENCH_KEEP'] !== '1') rmSync(base, { recursive: true, force: true });
+  return {
+    key: 'startup',
+    title: 'Start-up and a one-task no-op',
+    tasks: 1,
+    blocks,
+    notes: ['The one-task graph: `cp in.txt out.txt`, with `in.txt` its input (bench/generate.ts, generateOneTask), built once before the rounds.'],
+  };
 }
 
 /** The leaf graph at N leaves (bench/generate.ts): a full build, then the incremental scenarios. */
