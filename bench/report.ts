@@ -1,9 +1,10 @@
 // One run's raw data (summary.ts) as the Markdown that bench/run.ts splices
-// into BENCHMARKS.md: the targets of issue 35 and a table per graph.
+// into BENCHMARKS.md: the targets of issue 35, a table per graph, and, given
+// an earlier run, the two side by side figure by figure.
 
 import path from 'node:path';
 import { fmtMiB, fmtTime, median, medianOf, perRound, ratioPerRound, type BlockResult, type Cell } from './rounds.ts';
-import { blockOf, cellOf, graphOf, leafGraphs, TOOLS, type GraphResult, type Summary } from './summary.ts';
+import { blockOf, cellOf, figuresOf, graphOf, leafGraphs, TOOLS, type Figure, type GraphResult, type Run, type Summary } from './summary.ts';
 
 const fmtRatio = (r: number | undefined): string => (r === undefined || !Number.isFinite(r) ? '–' : `${r.toFixed(r < 10 ? 2 : 1)}×`);
 const fmtMs = (s: number): string => `${(s * 1000).toFixed(1)} ms`;
@@ -199,9 +200,62 @@ function startupTable(s: Summary, g: GraphResult): string[] {
   return lines;
 }
 
+// ---- side by side -------------------------------------------------------------------
+
+/**
+ * A row per graph and scenario: nodegraph's time and its ratios to ninja and make, before and
+ * after; and a row per peak-memory figure, nodegraph's and its ratio to ninja's. In `after`'s
+ * order, then what only `before` measured.
+ */
+export function sideBySide(before: Run, after: Run): string[] {
+  const index = (figures: readonly Figure[]): Map<string, number> => new Map(figures.map((f) => [`${f.section}|${f.scenario}|${f.kind}|${f.label}`, f.value]));
+  const b = index(before.figures);
+  const a = index(after.figures);
+  const rows: { section: string; scenario: string; kind: 'time' | 'peak'; label: string }[] = [];
+  const seen = new Set<string>();
+  for (const f of [...after.figures, ...before.figures]) {
+    if (f.kind === 'ratio') continue;
+    // One row per scenario, through nodegraph's figure (the start-up block's commands are their own).
+    if (f.label !== 'nodegraph' && f.label !== f.scenario) continue;
+    const key = `${f.section}|${f.scenario}|${f.kind}`;
+    if (seen.has(key)) continue;
+    seen.add(key);
+    rows.push({ section: f.section, scenario: f.scenario, kind: f.kind === 'peak' ? 'peak' : 'time', label: f.label });
+  }
+  const lines = [
+    `### Side by side: ${before.label} and ${after.label}`,
+    '',
+    `Each figure of this run beside the same figure of [${path.basename(before.folder)}](${before.folder}/)` +
+      (before.summary === undefined ? ', whose ratios are ratios of medians (it measured each tool in one block per scenario)' : '') +
+      '. nodegraph\'s time or peak RSS, then its ratio to ninja\'s and make\'s; before → after.',
+    '',
+    '| graph | figure | nodegraph | ÷ ninja | ÷ make |',
+    '| --- | --- | --- | --- | --- |',
+  ];
+  const pair = (x: string, y: string): string => (x === '–' && y === '–' ? '–' : `${x} → ${y}`);
+  for (const r of rows) {
+    const get = (m: Map<string, number>, kind: string, label: string): number | undefined => m.get(`${r.section}|${r.scenario}|${kind}|${label}`);
+    const value = (m: Map<string, number>): string => {
+      const v = get(m, r.kind, r.label);
+      return v === undefined ? '–' : r.kind === 'peak' ? fmtMiB(v) : fmtTime(v);
+    };
+    const ratio = (m: Map<string, number>, other: string): string => {
+      if (r.label !== 'nodegraph') return '–';
+      if (r.kind === 'time') return fmtRatio(get(m, 'ratio', other));
+      const x = get(m, 'peak', 'nodegraph');
+      const y = get(m, 'peak', other);
+      return fmtRatio(x === undefined || y === undefined ? undefined : x / y);
+    };
+    const what = r.kind === 'peak' ? `peak RSS, ${r.scenario}` : r.scenario;
+    lines.push(`| ${r.section} | ${what} | ${pair(value(b), value(a))} | ${pair(ratio(b, 'ninja'), ratio(a, 'ninja'))} | ${pair(ratio(b, 'make'), ratio(a, 'make'))} |`);
+  }
+  lines.push('');
+  return lines;
+}
+
 // ---- the whole report -----------------------------------------------------------------
 
-export function report(s: Summary, repo: string, resultsDir: string): string {
+export function report(s: Summary, repo: string, resultsDir: string, earlier: Run | undefined): string {
   const m = s.machine;
   const rel = path.relative(repo, resultsDir);
   const lines: string[] = [
@@ -223,6 +277,9 @@ export function report(s: Summary, repo: string, resultsDir: string): string {
   for (const t of targetsOf(s)) lines.push(`| ${t.what} | ${t.bound} | ${t.figure} | ${t.status === 'missed' ? '**missed**' : t.status} |`);
   lines.push('');
   for (const g of s.graphs) lines.push(...(g.key === 'startup' ? startupTable(s, g) : toolTable(g)));
+  if (earlier !== undefined) {
+    lines.push(...sideBySide(earlier, { folder: rel, label: `${path.basename(resultsDir)} (${m.commit})`, figures: figuresOf(s), summary: s }));
+  }
   if (s.hash !== undefined) {
     // The lines that bound other figures: hashing against sha256sum, and what a stat per file costs.
     const headline = s.hash.output.split('\n').filter((l) => /^(#|sha256sum|sha256File|no-op:|bare statSync|load )/.test(l));

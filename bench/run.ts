@@ -6,6 +6,9 @@
 //   npm run bench                                       # everything: about 40 minutes on 2 cores
 //   BENCH_SIZES=1000 BENCH_CHROMIUM=0 npm run bench     # a quick run
 //   BENCH_SIZES= BENCH_CHROMIUM=40 BENCH_HASH=0 npm run bench   # the Chromium-shaped scenarios, small
+//   BENCH_COMPARE=bench/results/<earlier> npm run bench # and this run beside an earlier one
+//   npm run bench -- --report bench/results/<run> [--compare bench/results/<earlier>]
+//                                                       # the report again from raw data, nothing measured
 //
 // Raw data (every run's time, per round; memory; counts; the machine) goes to
 // bench/results/<stamp>/summary.json; the report is spliced into BENCHMARKS.md
@@ -23,17 +26,19 @@
 //   BENCH_HASH=0                  skip bench/hash.ts
 //   BENCH_ENGINE=live             measure the checkout itself, not a snapshot taken at the start
 //   BENCH_KEEP=1                  keep the generated copies
+//   BENCH_COMPARE=DIR             an earlier run's results folder, put side by side with this one
 
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { parseArgs } from 'node:util';
 import { changedSource, chromiumGraph, DEFAULT_SEED, generateChromium } from './chromium.ts';
 import { folderName, generate, generateOneTask, headerContent, headerPath, layout, leafContent, leafPath, PER_FOLDER, PER_LIB } from './generate.ts';
 import { snapshotEngine } from './engine.ts';
 import { elapsedMinutes, exec, log, must } from './process.ts';
 import { report } from './report.ts';
 import { fmtMiB, GNU_TIME, HYPERFINE, measureRounds, median, type Block, type BlockResult, type Command } from './rounds.ts';
-import { TOOLS, type GraphResult, type HashRun, type Machine, type Summary } from './summary.ts';
+import { readRun, TOOLS, type GraphResult, type HashRun, type Machine, type Run, type Summary } from './summary.ts';
 
 const REPO = path.resolve(import.meta.dirname, '..');
 /** The pinned Node 24, called directly: `npx` would add about half a second of npm to every run. */
@@ -428,8 +433,8 @@ function splice(markdown: string): void {
   writeFileSync(file, i >= 0 && j > i ? existing.slice(0, i) + block + existing.slice(j + end.length) : `${existing.trimEnd()}\n\n${block}\n`);
 }
 
-function publish(summary: Summary, resultsDir: string): void {
-  const markdown = report(summary, REPO, resultsDir);
+function publish(summary: Summary, resultsDir: string, earlier: Run | undefined): void {
+  const markdown = report(summary, REPO, resultsDir, earlier);
   writeFileSync(path.join(resultsDir, 'report.md'), markdown + '\n');
   if (env['BENCH_NO_WRITE'] !== '1') splice(markdown);
   process.stdout.write(markdown + '\n');
@@ -438,6 +443,16 @@ function publish(summary: Summary, resultsDir: string): void {
 // ---- main -----------------------------------------------------------------------------------
 
 async function main(): Promise<void> {
+  const { values: args } = parseArgs({ options: { report: { type: 'string' }, compare: { type: 'string' } } });
+  const compare = args.compare ?? env['BENCH_COMPARE'];
+  const earlier = compare === undefined || compare === '' ? undefined : readRun(path.resolve(compare), REPO);
+  if (args.report !== undefined) {
+    const dir = path.resolve(args.report);
+    const summary = JSON.parse(readFileSync(path.join(dir, 'summary.json'), 'utf8')) as Summary;
+    if (summary.format !== 2) throw new Error(`${args.report}: not a run of this benchmark's format (it can only be compared with)`);
+    publish(summary, dir, earlier);
+    return;
+  }
   if (/\s/.test(workRoot) || /\s/.test(REPO)) throw new Error('the paths must not contain spaces (hyperfine -N splits commands on them)');
   for (const bin of [HYPERFINE, GNU_TIME, NODE]) {
     if (!existsSync(bin)) throw new Error(`${bin} is missing (hyperfine and time are Debian packages; npm ci installs node)`);
@@ -470,7 +485,7 @@ async function main(): Promise<void> {
   if (hash !== undefined) writeFileSync(path.join(resultsDir, 'hash.txt'), hash.output + '\n');
   const done = summary({ ...(hash === undefined ? {} : { hash }), minutes: elapsedMinutes() });
   save(done);
-  publish(done, resultsDir);
+  publish(done, resultsDir, earlier);
   log(`done in ${elapsedMinutes().toFixed(1)} min`);
 }
 
