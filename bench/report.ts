@@ -168,9 +168,9 @@ function toolTable(g: GraphResult): string[] {
   }
   if (g.noopMemory !== undefined) memRow('peak RSS, no-op (median of 3)', (t) => g.noopMemory?.[t]);
   lines.push('');
-  if (g.identicalOutputs !== undefined) lines.push(`out/all byte-identical across the three tools after the full build: ${g.identicalOutputs ? 'yes' : '**no**'}.`, '');
+  if (g.identicalOutputs !== undefined) lines.push(`- out/all byte-identical across the three tools after the full build: ${g.identicalOutputs ? 'yes' : '**no**'}.`);
   for (const note of g.notes) lines.push(`- ${note}`);
-  if (g.notes.length > 0) lines.push('');
+  if (g.notes.length > 0 || g.identicalOutputs !== undefined) lines.push('');
   return lines;
 }
 
@@ -203,51 +203,51 @@ function startupTable(s: Summary, g: GraphResult): string[] {
 // ---- side by side -------------------------------------------------------------------
 
 /**
- * A row per graph and scenario: nodegraph's time and its ratios to ninja and make, before and
- * after; and a row per peak-memory figure, nodegraph's and its ratio to ninja's. In `after`'s
- * order, then what only `before` measured.
+ * A row per graph and scenario: nodegraph's time and its ratios to ninja's and make's, and where
+ * measured its peak RSS and that ratio to ninja's, each before → after. In `after`'s order, then
+ * what only `before` measured.
  */
 export function sideBySide(before: Run, after: Run): string[] {
   const index = (figures: readonly Figure[]): Map<string, number> => new Map(figures.map((f) => [`${f.section}|${f.scenario}|${f.kind}|${f.label}`, f.value]));
   const b = index(before.figures);
   const a = index(after.figures);
-  const rows: { section: string; scenario: string; kind: 'time' | 'peak'; label: string }[] = [];
+  const rows: { section: string; scenario: string; label: string }[] = [];
   const seen = new Set<string>();
   for (const f of [...after.figures, ...before.figures]) {
-    if (f.kind === 'ratio') continue;
-    // One row per scenario, through nodegraph's figure (the start-up block's commands are their own).
-    if (f.label !== 'nodegraph' && f.label !== f.scenario) continue;
-    const key = `${f.section}|${f.scenario}|${f.kind}`;
+    // One row per scenario, through nodegraph's figures (the start-up block's commands are their own).
+    if (f.kind === 'ratio' || (f.label !== 'nodegraph' && f.label !== f.scenario)) continue;
+    const key = `${f.section}|${f.scenario}`;
     if (seen.has(key)) continue;
     seen.add(key);
-    rows.push({ section: f.section, scenario: f.scenario, kind: f.kind === 'peak' ? 'peak' : 'time', label: f.label });
+    rows.push({ section: f.section, scenario: f.scenario, label: f.label });
   }
   const lines = [
     `### Side by side: ${before.label} and ${after.label}`,
     '',
     `Each figure of this run beside the same figure of [${path.basename(before.folder)}](${before.folder}/)` +
       (before.summary === undefined ? ', whose ratios are ratios of medians (it measured each tool in one block per scenario)' : '') +
-      '. nodegraph\'s time or peak RSS, then its ratio to ninja\'s and make\'s; before → after.',
+      ': nodegraph\'s time, its ratio to ninja\'s and to make\'s, its peak RSS and that ratio to ninja\'s; before → after.',
     '',
-    '| graph | figure | nodegraph | ÷ ninja | ÷ make |',
-    '| --- | --- | --- | --- | --- |',
+    '| graph | scenario | nodegraph | ÷ ninja | ÷ make | peak RSS | ÷ ninja |',
+    '| --- | --- | --- | --- | --- | --- | --- |',
   ];
-  const pair = (x: string, y: string): string => (x === '–' && y === '–' ? '–' : `${x} → ${y}`);
+  const pair = (x: string, y: string): string => (x === '–' && y === '–' ? '' : `${x} → ${y}`);
   for (const r of rows) {
     const get = (m: Map<string, number>, kind: string, label: string): number | undefined => m.get(`${r.section}|${r.scenario}|${kind}|${label}`);
-    const value = (m: Map<string, number>): string => {
-      const v = get(m, r.kind, r.label);
-      return v === undefined ? '–' : r.kind === 'peak' ? fmtMiB(v) : fmtTime(v);
+    const show = (v: number | undefined, f: (v: number) => string): string => (v === undefined ? '–' : f(v));
+    const peakRatio = (m: Map<string, number>): number | undefined => {
+      const x = get(m, 'peak', r.label);
+      const y = get(m, 'peak', 'ninja');
+      return x === undefined || y === undefined || r.label !== 'nodegraph' ? undefined : x / y;
     };
-    const ratio = (m: Map<string, number>, other: string): string => {
-      if (r.label !== 'nodegraph') return '–';
-      if (r.kind === 'time') return fmtRatio(get(m, 'ratio', other));
-      const x = get(m, 'peak', 'nodegraph');
-      const y = get(m, 'peak', other);
-      return fmtRatio(x === undefined || y === undefined ? undefined : x / y);
-    };
-    const what = r.kind === 'peak' ? `peak RSS, ${r.scenario}` : r.scenario;
-    lines.push(`| ${r.section} | ${what} | ${pair(value(b), value(a))} | ${pair(ratio(b, 'ninja'), ratio(a, 'ninja'))} | ${pair(ratio(b, 'make'), ratio(a, 'make'))} |`);
+    const cells = [
+      pair(show(get(b, 'time', r.label), fmtTime), show(get(a, 'time', r.label), fmtTime)),
+      pair(show(get(b, 'ratio', 'ninja'), fmtRatio), show(get(a, 'ratio', 'ninja'), fmtRatio)),
+      pair(show(get(b, 'ratio', 'make'), fmtRatio), show(get(a, 'ratio', 'make'), fmtRatio)),
+      pair(show(get(b, 'peak', r.label), fmtMiB), show(get(a, 'peak', r.label), fmtMiB)),
+      pair(show(peakRatio(b), fmtRatio), show(peakRatio(a), fmtRatio)),
+    ];
+    lines.push(`| ${r.section} | ${r.scenario} | ${cells.join(' | ')} |`);
   }
   lines.push('');
   return lines;
@@ -282,7 +282,7 @@ export function report(s: Summary, repo: string, resultsDir: string, earlier: Ru
   }
   if (s.hash !== undefined) {
     // The lines that bound other figures: hashing against sha256sum, and what a stat per file costs.
-    const headline = s.hash.output.split('\n').filter((l) => /^(#|sha256sum|sha256File|no-op:|bare statSync|load )/.test(l));
+    const headline = s.hash.output.split('\n').filter((l) => /^(sha256sum|sha256FileSync|no-op:|bare statSync)/.test(l));
     lines.push('### Hashing (bench/hash.ts)', '', `\`${s.hash.command}\`${s.hash.ok ? '' : ' (**failed**)'}, in part (all of it in [hash.txt](${rel}/hash.txt)):`, '', '```', ...headline, '```', '');
   }
   return lines.join('\n');
