@@ -19,11 +19,9 @@ const ENGINE = path.resolve(import.meta.dirname, '../src/engine.ts');
 
 if (process.argv[2] === '--child') {
   const file = process.argv[3]!;
-  // As the CLI does (bin/nodegraph.js, src/cli/main.ts): V8's code cache, which
-  // also keeps the type-stripped Nodefile (the first load after an edit strips
-  // it again), and a young generation that does not grow.
+  // As bin/nodegraph.js does: V8's code cache, which also keeps the type-stripped
+  // Nodefile (the first load after an edit strips it again).
   if (process.env.BENCH_CACHE !== '0') process.getBuiltinModule('node:module').enableCompileCache?.();
-  if (process.env.BENCH_GROWTH !== '2') process.getBuiltinModule('node:v8').setFlagsFromString('--semi-space-growth-factor=1');
   const cpu0 = process.cpuUsage();
   const t0 = performance.now();
   const { loadGraph } = (await import(ENGINE)) as typeof import('../src/engine.ts');
