@@ -218,6 +218,117 @@ const newerFormat = (path: string, found: number): StateUnreadable => ({
   message: `${path} was written by a newer nodegraph (state format ${found}; this version reads up to ${JOURNAL_VERSION}); upgrade nodegraph — the file was left untouched`,
 });
 
+/** Where a journal's bytes are read from: the file (by its fd) or, in tests, a buffer. */
+export interface JournalSource {
+  readonly size: number;
+  /** Reads up to `into.length` bytes from `position`; how many it read. */
+  read(into: Buffer, position: number): number;
+  /** The UTF-8 text of `length` bytes at `at`, or undefined when they cannot be read whole. */
+  text(at: number, length: number): string | undefined;
+  close(): void;
+}
+
+export function bufferSource(buf: Buffer): JournalSource {
+  return {
+    size: buf.length,
+    read: (into, position) => buf.copy(into, 0, position, Math.min(buf.length, position + into.length)),
+    text: (at, length) => (at + length <= buf.length ? buf.toString('utf8', at, at + length) : undefined),
+    close() {},
+  };
+}
+
+/** A source over an fd this source owns (closed with it); its size as of now. */
+export function fdSource(fd: number): JournalSource {
+  let open = true;
+  return {
+    size: fstatSync(fd).size,
+    read: (into, position) => readSync(fd, into, 0, into.length, position),
+    text(at, length) {
+      if (!open) return undefined;
+      const buf = Buffer.allocUnsafe(length);
+      let got = 0;
+      try {
+        while (got < length) {
+          const n = readSync(fd, buf, got, length - got, at + got);
+          if (n === 0) return undefined;
+          got += n;
+        }
+      } catch {
+        return undefined;
+      }
+      return buf.toString('utf8');
+    },
+    close() {
+      if (open) closeSync(fd);
+      open = false;
+    },
+  };
+}
+
+/** One line of a journal: bytes [start, end) of `buf`, which hold the file's bytes from `base`. */
+interface Line {
+  buf: Buffer;
+  start: number;
+  end: number;
+  base: number;
+  terminated: boolean;
+}
+
+/** Journals are read this much at a time: a load never holds the whole file. */
+const CHUNK = 1 << 20;
+
+/** The source's lines, in order, read a chunk at a time (a line longer than a chunk grows it). */
+function* linesOf(source: JournalSource): Generator<Line> {
+  let buf = Buffer.allocUnsafe(Math.min(CHUNK, Math.max(source.size, 1)));
+  let filled = 0; // bytes of buf holding file bytes from `base`
+  let base = 0;
+  let eof = false;
+  const line: Line = { buf, start: 0, end: 0, base: 0, terminated: true };
+  let pos = 0;
+  for (;;) {
+    const nl = buf.indexOf(NEWLINE, pos);
+    if (nl !== -1 && nl < filled) {
+      line.buf = buf;
+      line.start = pos;
+      line.end = nl;
+      line.base = base;
+      line.terminated = true;
+      yield line;
+      pos = nl + 1;
+      continue;
+    }
+    if (eof) {
+      if (pos < filled) {
+        line.buf = buf;
+        line.start = pos;
+        line.end = filled;
+        line.base = base;
+        line.terminated = false;
+        yield line;
+      }
+      return;
+    }
+    // Keep the partial line, and read on after it.
+    const rest = filled - pos;
+    if (rest === buf.length) {
+      const bigger = Buffer.allocUnsafe(buf.length * 2);
+      buf.copy(bigger, 0, pos, filled);
+      buf = bigger;
+    } else buf.copy(buf, 0, pos, filled);
+    base += pos;
+    pos = 0;
+    filled = rest;
+    while (filled < buf.length) {
+      const n = base + filled >= source.size ? 0 : source.read(buf.subarray(filled), base + filled);
+      if (n === 0) {
+        eof = true;
+        break;
+      }
+      filled += n;
+    }
+  }
+}
+
 export interface DecodedJournal {
   readonly records: RecordTable;
   readonly warnings: StateWarning[];
@@ -231,39 +342,27 @@ export interface DecodedJournal {
 }
 
 /**
- * Decodes and replays a journal's bytes: last good record per id wins,
- * tombstones delete, torn/corrupt/invalid lines are dropped with a warning.
- * Pure: no I/O. err only for a journal this build must not read.
+ * Decodes and replays a journal: last good record per id wins, tombstones
+ * delete, torn/corrupt/invalid lines are dropped with a warning. The records
+ * keep `source` to read each one's JSON when it is first asked for. err only
+ * for a journal this build must not read.
  */
 export function decodeJournal(
-  buf: Buffer,
+  from: Buffer | JournalSource,
   path: string,
   options: { readonly keepEntries?: boolean } = {},
 ): Result<DecodedJournal, StateUnreadable> {
-  const records = new RecordTable();
-  records.useBytes(buf);
+  const source = Buffer.isBuffer(from) ? bufferSource(from) : from;
+  const records = new RecordTable(source);
   const warnings: StateWarning[] = [];
   const entries: { line: number; record: StoredRecord }[] | undefined = options.keepEntries ? [] : undefined;
-  const size = buf.length;
   const empty = (version: number): DecodedJournal => ({ records, warnings, lines: 0, dropped: 0, version, ...(entries ? { entries } : {}) });
-  if (size === 0) {
+  if (source.size === 0) {
     // A journal is created with its header: an empty one was emptied (or its creation torn).
     // Nothing can be read from it, and every task counts as never run: say so.
     warnings.push({ kind: 'empty-journal', message: `the journal is empty, not even its header: starting from empty state (a task applied before counts as never run)` });
     return ok(empty(0));
   }
-
-  const first = buf.indexOf(NEWLINE);
-  if (first === -1) {
-    // No complete line: a header that lost its newline, or a torn header.
-    // No record can precede the header, so nothing is lost either way.
-    const header = checkHeader(buf, 0, size, path);
-    if (!header.ok && (header.error.kind === 'newer-format' || !isTornHeader(buf))) return err(header.error);
-    if (!header.ok) warnings.push({ kind: 'torn-header', line: 1, message: `line 1: the journal header was cut off; starting from empty state` });
-    return ok(empty(header.ok ? header.version : 0));
-  }
-  const header = checkHeader(buf, 0, first, path);
-  if (!header.ok) return err(header.error);
 
   // Line number of each id's last good record, and dropped lines attributed to an id.
   // Only a good line after a dropped one can clear it, so lines are noted from the
@@ -272,9 +371,9 @@ export function decodeJournal(
   const suspects: { id: TaskId; line: number }[] = [];
   let lines = 0;
   let dropped = 0;
-  let lineNo = 1;
-  let pos = first + 1;
-  const drop = (kind: StateWarning['kind'], start: number, end: number, why: string): void => {
+  let lineNo = 0;
+  let version = 0;
+  const drop = (kind: StateWarning['kind'], { buf, start, end }: Line, why: string): void => {
     dropped++;
     const id = guessId(buf, start, end);
     if (id !== undefined) suspects.push({ id, line: lineNo });
@@ -286,38 +385,45 @@ export function decodeJournal(
     });
   };
 
-  while (pos < size) {
+  for (const line of linesOf(source)) {
     lineNo++;
-    let end = buf.indexOf(NEWLINE, pos);
-    const terminated = end !== -1;
-    if (!terminated) end = size;
-    if (end === pos) {
-      pos = end + 1; // an empty line carries nothing
-      continue;
+    const { buf, start, end } = line;
+    if (lineNo === 1) {
+      const header = checkHeader(buf, start, end, path);
+      if (line.terminated) {
+        if (!header.ok) return err(header.error);
+        version = header.version;
+        continue;
+      }
+      // No complete line: a header that lost its newline, or a torn header.
+      // No record can precede the header, so nothing is lost either way.
+      const head = buf.subarray(start, end);
+      if (!header.ok && (header.error.kind === 'newer-format' || !isTornHeader(head))) return err(header.error);
+      if (!header.ok) warnings.push({ kind: 'torn-header', line: 1, message: `line 1: the journal header was cut off; starting from empty state` });
+      return ok(empty(header.ok ? header.version : 0));
     }
+    if (end === start) continue; // an empty line carries nothing
     lines++;
-    const start = pos;
-    pos = end + 1;
     if (!verified(buf, start, end)) {
-      if (terminated) drop('corrupt-line', start, end, 'checksum mismatch (corrupted, or cut off by an earlier crash)');
-      else drop('torn-line', start, end, 'the last line was cut off mid-write');
+      if (line.terminated) drop('corrupt-line', line, 'checksum mismatch (corrupted, or cut off by an earlier crash)');
+      else drop('torn-line', line, 'the last line was cut off mid-write');
       continue;
     }
     const at = start + 9;
-    const line = buf[at] === 0x7b ? undefined : lineKind(buf, at, end);
-    if (line !== undefined) {
-      const id = buf.toString('latin1', line.idStart, line.idEnd) as TaskId;
+    const kind = buf[at] === 0x7b ? undefined : lineKind(buf, at, end);
+    if (kind !== undefined) {
+      const id = buf.toString('latin1', kind.idStart, kind.idEnd) as TaskId;
       if (suspects.length > 0) lastGood.set(id, lineNo);
-      if (line.kind === 'tombstone') records.delete(id);
-      else records.setLine(id, at, end - at);
+      if (kind.kind === 'tombstone') records.delete(id);
+      else records.setLine(id, buf, at, line.base + at, end - at);
       if (entries !== undefined) {
-        const record = line.kind === 'tombstone' ? ({ v: 1, id, deleted: true } as const) : records.get(id);
+        const record = kind.kind === 'tombstone' ? ({ v: 1, id, deleted: true } as const) : records.get(id);
         if (record !== undefined) entries.push({ line: lineNo, record });
       }
       continue;
     }
     if (buf[at] !== 0x7b) {
-      drop('invalid-record', start, end, 'not a record line despite a good checksum');
+      drop('invalid-record', line, 'not a record line despite a good checksum');
       continue;
     }
     // A v1 line: one JSON object.
@@ -325,7 +431,7 @@ export function decodeJournal(
     try {
       value = JSON.parse(buf.toString('utf8', at, end));
     } catch {
-      drop('invalid-record', start, end, 'not JSON despite a good checksum');
+      drop('invalid-record', line, 'not JSON despite a good checksum');
       continue;
     }
     if (typeof value === 'object' && value !== null && 'v' in value && typeof value.v === 'number' && value.v > RECORD_VERSION) {
@@ -333,7 +439,7 @@ export function decodeJournal(
     }
     const check = checkRecord(value, false);
     if (!check.ok) {
-      drop('invalid-record', start, end, `invalid record: ${check.message}`);
+      drop('invalid-record', line, `invalid record: ${check.message}`);
       continue;
     }
     const record = check.record;
@@ -369,7 +475,7 @@ export function decodeJournal(
       message: `${id}: its newest record (line ${line}) was lost; its previous record is kept as 'failed' so it runs again`,
     });
   }
-  return ok({ records, warnings, lines, dropped, version: header.version, ...(entries ? { entries } : {}) });
+  return ok({ records, warnings, lines, dropped, version, ...(entries ? { entries } : {}) });
 }
 
 const toLoaded = (decoded: DecodedJournal, bytes: number, compacted: boolean, extra: StateWarning[] = []): LoadedState => {
@@ -383,16 +489,29 @@ const toLoaded = (decoded: DecodedJournal, bytes: number, compacted: boolean, ex
  */
 export function readState(stateDir: string): Result<LoadedState, StateUnreadable> {
   const path = journalPath(stateDir);
-  let buf: Buffer;
+  let source: JournalSource;
   try {
-    buf = readFileSync(path);
+    source = fdSource(openSync(path, 'r'));
   } catch (e) {
-    if (errnoCode(e) === 'ENOENT') return ok(toLoaded({ records: new RecordTable(), warnings: [], lines: 0, dropped: 0, version: JOURNAL_VERSION }, 0, false));
+    if (errnoCode(e) === 'ENOENT') return ok(toLoaded({ records: new RecordTable(bufferSource(Buffer.alloc(0))), warnings: [], lines: 0, dropped: 0, version: JOURNAL_VERSION }, 0, false));
     return err({ reason: 'state-unreadable', path, kind: 'io', code: errnoCode(e), message: `cannot read ${path}: ${errnoMessage(e)}` });
   }
-  const decoded = decodeJournal(buf, path);
+  const decoded = decodeCurrentSource(source, path);
   if (!decoded.ok) return decoded;
-  return ok(toLoaded(decoded.value, buf.length, false));
+  return ok(toLoaded(decoded.value, source.size, false));
+}
+
+/** Decodes a source, closing it when the journal must not be read (the records keep it otherwise). */
+function decodeCurrentSource(source: JournalSource, path: string): Result<DecodedJournal, StateUnreadable> {
+  let decoded: Result<DecodedJournal, StateUnreadable>;
+  try {
+    decoded = decodeJournal(source, path);
+  } catch (e) {
+    source.close();
+    return err({ reason: 'state-unreadable', path, kind: 'io', code: errnoCode(e), message: `cannot read ${path}: ${errnoMessage(e)}` });
+  }
+  if (!decoded.ok) source.close();
+  return decoded;
 }
 
 export interface CompactionStats {
@@ -425,18 +544,6 @@ function writeAll(fd: number, buf: Buffer): void {
   // A regular-file write is normally complete in one call; a short write
   // (disk filling up, a signal) continues where it stopped.
   while (off < buf.length) off += writeSync(fd, buf, off, buf.length - off);
-}
-
-function readAll(fd: number): Buffer {
-  const size = fstatSync(fd).size;
-  const buf = Buffer.allocUnsafe(size);
-  let off = 0;
-  while (off < size) {
-    const n = readSync(fd, buf, off, size - off, off);
-    if (n === 0) break; // shrank under us; cannot happen while we hold the lock
-    off += n;
-  }
-  return off === size ? buf : buf.subarray(0, off);
 }
 
 function readAt(fd: number, position: number, length: number): Buffer {
@@ -548,26 +655,36 @@ export function openJournal(lock: Lock, options: JournalOptions = {}): Result<Jo
   const guard = (): void => {
     if (!open) throw new Error('state journal used after close()');
   };
-  const decodeCurrent = (fd: number): Result<{ decoded: DecodedJournal; buf: Buffer; bytes: number }, StateError> => {
-    let buf: Buffer;
+  // A load reads through an fd of its own, kept by the records it made (they read each one's
+  // JSON when asked): it keeps the file as loaded even after a compaction replaces it.
+  const decodeCurrent = (): Result<{ decoded: DecodedJournal; bytes: number }, StateError> => {
+    let source: JournalSource;
     try {
-      buf = readAll(fd);
+      source = fdSource(openSync(path, 'r'));
     } catch (e) {
       return err({ reason: 'state-unreadable', path, kind: 'io', code: errnoCode(e), message: `cannot read ${path}: ${errnoMessage(e)}` });
     }
-    const decoded = decodeJournal(buf, path);
-    return decoded.ok ? ok({ decoded: decoded.value, buf, bytes: buf.length }) : decoded;
+    const decoded = decodeCurrentSource(source, path);
+    return decoded.ok ? ok({ decoded: decoded.value, bytes: source.size }) : decoded;
   };
 
-  const rewrite = (decoded: DecodedJournal, buf: Buffer, bytesBefore: number): Result<CompactionStats, StateError> => {
+  const rewrite = (decoded: DecodedJournal, bytesBefore: number): Result<CompactionStats, StateError> => {
     const { records } = decoded;
     const linesBefore = decoded.lines;
+    try {
+      return replaceWith(records, linesBefore, bytesBefore);
+    } finally {
+      records.close();
+    }
+  };
+
+  const replaceWith = (records: RecordTable, linesBefore: number, bytesBefore: number): Result<CompactionStats, StateError> => {
     const tmp = join(dir, `${COMPACT_TMP_PREFIX}${process.pid}-${randomId().slice(0, 8)}.tmp`);
     const chunks = [headerLine()];
     // A line as it was, checksum and all, where the load kept it; a record the load changed, encoded anew.
     for (const id of records.keys()) {
-      const line = records.lineOf(id);
-      if (line !== undefined) chunks.push(buf.subarray(line.at - 9, line.at + line.length), NEWLINE_BYTE);
+      const line = records.lineBytes(id);
+      if (line !== undefined) chunks.push(line, NEWLINE_BYTE);
       else {
         const record = records.get(id);
         if (record !== undefined) chunks.push(encodeLine(record));
@@ -623,7 +740,7 @@ export function openJournal(lock: Lock, options: JournalOptions = {}): Result<Jo
     load() {
       guard();
       if (current === undefined) return err(reopenError());
-      const read = decodeCurrent(current);
+      const read = decodeCurrent();
       if (!read.ok) return read;
       const { decoded, bytes } = read.value;
       version = decoded.version;
@@ -636,9 +753,9 @@ export function openJournal(lock: Lock, options: JournalOptions = {}): Result<Jo
       guard();
       if (current === undefined) return err(reopenError());
       if (dropped === 0 && version === JOURNAL_VERSION && !compactWhen({ lines: loadedLines + appendedLines, live })) return ok(undefined);
-      const read = decodeCurrent(current);
+      const read = decodeCurrent();
       if (!read.ok) return read;
-      return rewrite(read.value.decoded, read.value.buf, read.value.bytes);
+      return rewrite(read.value.decoded, read.value.bytes);
     },
     append(record) {
       guard();
@@ -646,8 +763,8 @@ export function openJournal(lock: Lock, options: JournalOptions = {}): Result<Jo
       if (current === undefined) return err(reopenError());
       // A journal of an older format is rewritten in this one before a line of this one goes in.
       if (version !== JOURNAL_VERSION) {
-        const read = decodeCurrent(current);
-        const rewritten = read.ok ? rewrite(read.value.decoded, read.value.buf, read.value.bytes) : read;
+        const read = decodeCurrent();
+        const rewritten = read.ok ? rewrite(read.value.decoded, read.value.bytes) : read;
         if (!rewritten.ok) return rewritten;
         if (current === undefined) return err(reopenError());
       }
@@ -697,9 +814,9 @@ export function openJournal(lock: Lock, options: JournalOptions = {}): Result<Jo
     compact() {
       guard();
       if (current === undefined) return err(reopenError());
-      const read = decodeCurrent(current);
+      const read = decodeCurrent();
       if (!read.ok) return read;
-      return rewrite(read.value.decoded, read.value.buf, read.value.bytes);
+      return rewrite(read.value.decoded, read.value.bytes);
     },
     close() {
       if (!open) return;

@@ -107,6 +107,7 @@ function assemble(dir: string, loaded: LoadedState, store: StateStore, lock: Loc
         store.sync();
         store.close();
       } finally {
+        loaded.records.close();
         lock?.release();
       }
     },

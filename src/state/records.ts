@@ -8,15 +8,18 @@
 //
 // Each task has a slot, in the order an eagerly built map would have (first
 // appearance; a delete and a new set move a task to the end), so teardown
-// orders and listings do not depend on what was read before. A slot's record
-// is in one of three places: a line of the journal as loaded (an offset into
-// its bytes), a line this run appended (an offset into the file, read back
-// when asked for, its fixed fields kept), or an object (set by a caller, or
-// a record the load had to change: a v1 line, one kept as 'failed').
+// orders and listings do not depend on what was read before. A slot's fixed
+// fields are kept in one buffer, HEAD_LENGTH bytes a slot, as the line has
+// them; the rest stays in the file, read (through the load's own fd, which
+// keeps the file as loaded) when the record is asked for whole. A record this
+// run appended is read back from where it went; one set as an object (by a
+// caller, or a record the load had to change: a v1 line, one kept as
+// 'failed') is kept as it is.
 
 import { HASH_PREFIX, type ContentHash, type TaskId } from '../ids.ts';
 import { decodePayload, DIGEST_AT, HEAD_LENGTH, headOfLine, headOfRecord, type RecordHead, type TaskRecord } from './record.ts';
 import type { Appended, StateWarning } from './store.ts';
+import type { JournalSource } from './journal.ts';
 
 /** What the planner, the executor and the commands read of the state. */
 export interface Records {
@@ -44,13 +47,15 @@ const OK = 0x6f; // a line's status byte: `o`
 
 export class RecordTable implements Records {
   readonly #slots = new Map<TaskId, number>();
-  /** The journal's bytes as loaded: offsets below its length point into it. */
-  #loaded: Buffer = Buffer.alloc(0);
+  /** The journal as loaded, which line slots' JSON is read from. */
+  readonly #source: JournalSource | undefined;
+  /** Per slot: its line's fixed fields (status and digests, as the line has them). */
+  #heads = Buffer.alloc(64 * HEAD_LENGTH);
   /** Per slot: where the record's line payload starts (in the journal file) and its length; NONE for an object. */
   #at = new Float64Array(64);
   #length = new Uint32Array(64);
-  /** Per slot appended this run: its head, kept so that dependents need not read the line back. */
-  readonly #heads = new Map<number, RecordHead>();
+  /** Slots whose line this run appended: read back through #readBack, not from the source. */
+  readonly #written = new Set<number>();
   /** Per slot: the record as an object, once decoded or when set as one. */
   readonly #objects = new Map<number, TaskRecord>();
   #next = 0;
@@ -58,39 +63,41 @@ export class RecordTable implements Records {
   #decoded = 0;
   readonly lateWarnings: StateWarning[] = [];
 
+  constructor(source?: JournalSource) {
+    this.#source = source;
+  }
+
   static of(records: Iterable<TaskRecord>): RecordTable {
     const table = new RecordTable();
     for (const record of records) table.set(record);
     return table;
   }
 
-  /** The journal's bytes, which `setLine` offsets point into. */
-  useBytes(bytes: Buffer): void {
-    this.#loaded = bytes;
-  }
-
-  /** Sets the task's record to the line payload at `at` (`length` bytes) of the loaded journal. */
-  setLine(id: TaskId, at: number, length: number): void {
+  /** Sets the task's record to a line of the journal: its payload is bytes [start, start + length) of `buf`, at `at` in the file. */
+  setLine(id: TaskId, buf: Buffer, start: number, at: number, length: number): void {
     const slot = this.#slotFor(id);
+    buf.copy(this.#heads, slot * HEAD_LENGTH, start, start + HEAD_LENGTH);
     this.#at[slot] = at;
     this.#length[slot] = length;
     this.#objects.delete(slot);
+    this.#written.delete(slot);
   }
 
   /** Sets the task's record to one this run appended where `where` says, read back through `readBack` if asked for whole. */
   setWritten(record: TaskRecord, where: Appended, readBack: (where: Appended) => string | undefined): void {
     this.#readBack = readBack;
     const slot = this.#slotFor(record.id);
+    this.#heads.write(headText(record), slot * HEAD_LENGTH, HEAD_LENGTH, 'latin1');
     this.#at[slot] = where.at;
     this.#length[slot] = where.bytes;
     this.#objects.delete(slot);
-    this.#heads.set(slot, headOfRecord(record));
+    this.#written.add(slot);
   }
 
   set(record: TaskRecord): void {
     const slot = this.#slotFor(record.id);
     this.#at[slot] = NONE;
-    this.#heads.delete(slot);
+    this.#written.delete(slot);
     this.#objects.set(slot, record);
   }
 
@@ -99,8 +106,13 @@ export class RecordTable implements Records {
     if (slot === undefined) return false;
     this.#slots.delete(id);
     this.#objects.delete(slot);
-    this.#heads.delete(slot);
+    this.#written.delete(slot);
     return true;
+  }
+
+  /** Lets go of the journal as loaded (its fd). */
+  close(): void {
+    this.#source?.close();
   }
 
   get size(): number {
@@ -116,11 +128,12 @@ export class RecordTable implements Records {
     return this.#decoded;
   }
 
-  /** Where the task's record line lies in the journal as loaded, or undefined (appended this run, or an object). */
-  lineOf(id: TaskId): { readonly at: number; readonly length: number } | undefined {
+  /** The task's line as loaded (checksum, space and payload, without its newline), or undefined (appended this run, or an object). */
+  lineBytes(id: TaskId): Buffer | undefined {
     const slot = this.#slots.get(id);
-    if (slot === undefined || this.#objects.has(slot) || this.#heads.has(slot) || this.#at[slot]! === NONE) return undefined;
-    return { at: this.#at[slot]!, length: this.#length[slot]! };
+    if (slot === undefined || this.#lineAt(slot) < 0 || this.#written.has(slot)) return undefined;
+    const text = this.#source?.text(this.#at[slot]! - 9, this.#length[slot]! + 9);
+    return text === undefined ? undefined : Buffer.from(text, 'utf8');
   }
 
   head(id: TaskId): RecordHead | undefined {
@@ -128,50 +141,41 @@ export class RecordTable implements Records {
     if (slot === undefined) return undefined;
     const object = this.#objects.get(slot);
     if (object !== undefined) return headOfRecord(object);
-    const kept = this.#heads.get(slot);
-    if (kept !== undefined) return kept;
-    const at = this.#at[slot]!;
-    // A line of the loaded journal: its head was checked as it loaded.
-    return headOfLine(this.#loaded.toString('latin1', at, at + HEAD_LENGTH));
+    return headOfLine(this.#heads.toString('latin1', slot * HEAD_LENGTH, (slot + 1) * HEAD_LENGTH));
   }
 
   status(id: TaskId): 'ok' | 'failed' | undefined {
     const slot = this.#slots.get(id);
     if (slot === undefined) return undefined;
-    const line = this.#lineAt(slot);
-    if (line < 0) return this.#headOf(slot).status;
-    return this.#loaded[line] === OK ? 'ok' : 'failed';
+    const head = this.#lineAt(slot);
+    if (head < 0) return headOfRecord(this.#objects.get(slot)!).status;
+    return this.#heads[head] === OK ? 'ok' : 'failed';
   }
 
   outputHash(id: TaskId): ContentHash | undefined {
     const slot = this.#slots.get(id);
     if (slot === undefined) return undefined;
-    const line = this.#lineAt(slot);
-    if (line < 0) return this.#headOf(slot).outputHash;
-    const at = line + DIGEST_AT[1];
-    return `sha256:${this.#loaded.toString('latin1', at, at + 64)}` as ContentHash;
+    const head = this.#lineAt(slot);
+    if (head < 0) return this.#objects.get(slot)!.outputHash;
+    const at = head + DIGEST_AT[1];
+    return `sha256:${this.#heads.toString('latin1', at, at + 64)}` as ContentHash;
   }
 
   holds(id: TaskId, field: 'fingerprint' | 'outputs', hash: ContentHash): boolean {
     const slot = this.#slots.get(id);
     if (slot === undefined) return false;
-    const line = this.#lineAt(slot);
-    if (line < 0) return this.#headOf(slot)[field] === hash;
-    const bytes = this.#loaded;
-    const at = line + DIGEST_AT[field === 'fingerprint' ? 0 : 2];
+    const head = this.#lineAt(slot);
+    if (head < 0) return headOfRecord(this.#objects.get(slot)!)[field] === hash;
+    const bytes = this.#heads;
+    const at = head + DIGEST_AT[field === 'fingerprint' ? 0 : 2];
     if (hash.length !== HASH_PREFIX + 64) return false;
     for (let i = 0; i < 64; i++) if (bytes[at + i] !== hash.charCodeAt(HASH_PREFIX + i)) return false;
     return true;
   }
 
-  /** Where the slot's line starts in the loaded bytes, or -1 for a record kept otherwise (appended, or an object). */
+  /** Where the slot's fixed fields start in #heads, or -1 for a record kept as an object. */
   #lineAt(slot: number): number {
-    return this.#objects.has(slot) || this.#heads.has(slot) ? -1 : this.#at[slot]!;
-  }
-
-  /** The head of a slot kept otherwise than as a loaded line. */
-  #headOf(slot: number): RecordHead {
-    return this.#heads.get(slot) ?? headOfRecord(this.#objects.get(slot)!);
+    return this.#objects.has(slot) ? -1 : slot * HEAD_LENGTH;
   }
 
   get(id: TaskId): TaskRecord | undefined {
@@ -181,8 +185,8 @@ export class RecordTable implements Records {
     if (object !== undefined) return object;
     const at = this.#at[slot]!;
     const length = this.#length[slot]!;
-    // Appended this run (its head kept): in the file, read back; else a line of the journal as loaded.
-    const text = this.#heads.has(slot) ? this.#readBack?.({ at, bytes: length }) : this.#loaded.toString('utf8', at, at + length);
+    // Appended this run: read back from where it went; else a line of the journal as loaded.
+    const text = this.#written.has(slot) ? this.#readBack?.({ at, bytes: length }) : this.#source?.text(at, length);
     const record = text === undefined ? undefined : decodePayload(text);
     this.#decoded++;
     if (record !== undefined && record.id === id) {
@@ -230,8 +234,19 @@ export class RecordTable implements Records {
       length.set(this.#length);
       this.#length = length;
     }
+    if (slot * HEAD_LENGTH === this.#heads.length) {
+      const heads = Buffer.alloc(this.#heads.length * 2);
+      this.#heads.copy(heads);
+      this.#heads = heads;
+    }
     this.#slots.set(id, slot);
     return slot;
   }
+}
+
+/** A record's fixed fields as its line has them. */
+function headText(record: TaskRecord): string {
+  const head = headOfRecord(record);
+  return `${head.status === 'ok' ? 'o' : 'f'} ${head.fingerprint.slice(HASH_PREFIX)} ${head.outputHash.slice(HASH_PREFIX)} ${head.outputs.slice(HASH_PREFIX)} `;
 }
 
