@@ -1,9 +1,11 @@
-// What each start-up setting a launcher could give node is worth: one V8
-// helper thread (`--v8-pool-size=1`), one malloc arena (MALLOC_ARENA_MAX=1)
-// and V8's code cache (module.enableCompileCache, turned off here with
-// NODE_DISABLE_COMPILE_CACHE=1). Each variant drops one setting from "all", and
-// "none" drops all three; every variant is started through `env` so that each
-// pays the same exec. Measured in interleaved rounds (bench/rounds.ts) on the
+// What each start-up setting a launcher could give node is worth: a young
+// generation of 1 MiB semi-spaces (`--max-semi-space-size=1`), one V8 helper
+// thread (`--v8-pool-size=1`), one malloc arena (MALLOC_ARENA_MAX=1) and V8's
+// code cache (module.enableCompileCache, turned off here with
+// NODE_DISABLE_COMPILE_CACHE=1). "all" has the semi-space and the code cache
+// (what bin/nodegraph.js gives); each other variant drops or adds one, and
+// "none" has none; every variant is started through `env` so that each pays
+// the same exec. Measured in interleaved rounds (bench/rounds.ts) on the
 // bundled engine, as bench/run.ts measures it, with the peak RSS of every run:
 // a one-task no-op, a 10,000-leaf no-op and a 10,000-leaf full build.
 //
@@ -27,17 +29,19 @@ const jobs = String(os.availableParallelism() + 2);
 
 interface Variant {
   readonly label: string;
+  readonly semi: boolean;
   readonly pool: boolean;
   readonly arena: boolean;
   readonly cache: boolean;
 }
 
 const VARIANTS: readonly Variant[] = [
-  { label: 'all', pool: true, arena: true, cache: true },
-  { label: 'no pool', pool: false, arena: true, cache: true },
-  { label: 'no arena', pool: true, arena: false, cache: true },
-  { label: 'no cache', pool: true, arena: true, cache: false },
-  { label: 'none', pool: false, arena: false, cache: false },
+  { label: 'all', semi: true, pool: false, arena: false, cache: true },
+  { label: 'no semi-space', semi: false, pool: false, arena: false, cache: true },
+  { label: 'no cache', semi: true, pool: false, arena: false, cache: false },
+  { label: 'with pool', semi: true, pool: true, arena: false, cache: true },
+  { label: 'with arena', semi: true, pool: false, arena: true, cache: true },
+  { label: 'none', semi: false, pool: false, arena: false, cache: false },
 ];
 
 const argvOf = (v: Variant, args: readonly string[]): string[] => [
@@ -45,6 +49,7 @@ const argvOf = (v: Variant, args: readonly string[]): string[] => [
   ...(v.arena ? ['MALLOC_ARENA_MAX=1'] : ['-u', 'MALLOC_ARENA_MAX']),
   ...(v.cache ? [] : ['NODE_DISABLE_COMPILE_CACHE=1']),
   NODE,
+  ...(v.semi ? ['--max-semi-space-size=1'] : []),
   ...(v.pool ? ['--v8-pool-size=1'] : []),
   BIN,
   ...args,
