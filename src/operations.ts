@@ -115,7 +115,6 @@ export async function applyNodefile(options: EngineOptions & { readonly planFile
       signal: session.signal,
       emit: session.emit,
       planned: plan.decisions,
-      settled: plan.settled,
       guard: guardOf(options),
     });
     session.store.sync();

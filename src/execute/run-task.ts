@@ -20,7 +20,7 @@ import type { HashCache } from '../hash/cache.ts';
 import { hashParts, hashValue } from '../hash/value.ts';
 import type { Json } from '../nodefile/types.ts';
 import { decide, fingerprintOf, type Decision, type TaskObservation, type UpstreamState } from '../plan/decide.ts';
-import { definitionOf, forgetDefinition } from '../plan/definition.ts';
+import { definitionOf } from '../plan/definition.ts';
 import { verbFor } from '../plan/plan.ts';
 import { reasonsLine } from '../plan/reasons.ts';
 import type { TaskRecord } from '../state/record.ts';
@@ -56,11 +56,6 @@ export interface BuilderOptions {
    * and none of whose upstream tasks ran since (so nothing it saw has moved).
    */
   readonly planned?: Map<TaskId, Decision>;
-  /**
-   * The plan's tasks settled unchanged, with their output hashes. None of them
-   * runs (the scheduler settles them first), so this stays true, and their records are not decoded.
-   */
-  readonly settled?: ReadonlyMap<TaskId, UpstreamState>;
   /** Paths never removed (the project, the state): see OutputGuard and removeStale below. */
   readonly guard?: OutputGuard;
 }
@@ -109,12 +104,10 @@ export class Builder {
   forget(node: TaskNode): void {
     this.#options.observations.delete(node.id);
     this.#options.planned?.delete(node.id);
-    forgetDefinition(node);
   }
 
   readonly #upstreamOf = (id: TaskId): UpstreamState => {
-    const known = this.#options.settled?.get(id);
-    if (known !== undefined) return known;
+    // Asked once the task has settled in this run: its record is what it left, or what the plan found unchanged.
     const records = this.#options.records;
     const outputHash = records.status(id) === 'ok' ? records.outputHash(id) : undefined;
     if (outputHash === undefined) return { settled: false };

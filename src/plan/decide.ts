@@ -113,7 +113,7 @@ export function decide(
   // definition, the inputs and the upstream outputs; the outputs digest covers the outputs.
   if (pending.length === 0 && records.holds(node.id, 'fingerprint', fingerprintOf(definitionOf(), observation.inputs, upstream))) {
     if (!hasMissing(observation.outputs) && records.holds(node.id, 'outputs', outputsDigest(observation.outputs))) {
-      if (observation.check === undefined || observation.check.ok) return result('unchanged', NONE, NONE, NONE);
+      if (observation.check === undefined || observation.check.ok) return node.needs.length === 0 ? UNCHANGED_ALONE : result('unchanged', NONE, NONE, NONE);
     }
   }
   const record = records.get(node.id);
@@ -200,4 +200,6 @@ const FORCED: readonly string[] = Object.freeze(['forced by --replace']);
 const firstAlone = (action: 'create' | 'replace', reasons: readonly string[]): Decision =>
   Object.freeze({ action, reasons, upstream: NO_UPSTREAM, changedInputs: undefined, changedUpstream: NONE, onlyBecauseOf: undefined, complete: true });
 const CREATE_ALONE = firstAlone('create', NEVER_RAN);
+/** The decision for an unchanged task that consumes no other's output: one for all. */
+const UNCHANGED_ALONE: Decision = Object.freeze({ action: 'unchanged', reasons: NONE, upstream: NO_UPSTREAM, changedInputs: NONE, changedUpstream: NONE, onlyBecauseOf: undefined, complete: true });
 const REPLACE_ALONE = firstAlone('replace', FORCED);

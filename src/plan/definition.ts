@@ -8,24 +8,8 @@ import type { TaskNode } from '../graph/graph.ts';
 import { canonicalJson, hashString } from '../hash/value.ts';
 import type { Command, TaskFunction } from '../nodefile/types.ts';
 
-const cache = new WeakMap<TaskNode, ContentHash>();
-
 export function definitionOf(node: TaskNode, root: string): ContentHash {
-  let hash = cache.get(node);
-  if (hash === undefined) {
-    hash = hashString(definitionText(node, root));
-    cache.set(node, hash);
-  }
-  return hash;
-}
-
-/**
- * Lets go of a task's definition hash once nothing this run does asks for it
- * again (the executor, once the task is settled): a build of 50,000 tasks
- * would otherwise hold one hash a task, about 130 bytes each, to its end.
- */
-export function forgetDefinition(node: TaskNode): void {
-  cache.delete(node);
+  return hashString(definitionText(node, root));
 }
 
 /**

@@ -93,12 +93,10 @@ class PlanTable implements Plan {
 
 class DecidedPlanTable extends PlanTable implements DecidedPlan {
   readonly decisions: Map<TaskId, Decision>;
-  readonly settled: ReadonlyMap<TaskId, UpstreamState>;
   readonly undecided: Plan;
-  constructor(columns: Columns, idAt: (index: number) => TaskId, counts: PlanCounts, decisions: Map<TaskId, Decision>, settled: ReadonlyMap<TaskId, UpstreamState>) {
+  constructor(columns: Columns, idAt: (index: number) => TaskId, counts: PlanCounts, decisions: Map<TaskId, Decision>) {
     super(columns, idAt, counts);
     this.decisions = decisions;
-    this.settled = settled;
     this.undecided = new PlanTable(columns, idAt, counts);
   }
 }
@@ -138,8 +136,6 @@ class PlanColumns implements Columns {
 export interface DecidedPlan extends Plan {
   /** The executor drops each task's decision once the task is settled (execute/scheduler.ts). */
   readonly decisions: Map<TaskId, Decision>;
-  /** What a dependent learns of each task settled unchanged: its recorded output hash. */
-  readonly settled: ReadonlyMap<TaskId, UpstreamState>;
   /** The same plan without the decisions: what events and summaries carry (its columns are shared). */
   readonly undecided: Plan;
 }
@@ -196,9 +192,13 @@ export function makePlan(
   const columns = new PlanColumns(nodes.length);
   const orphans: TaskId[] = [];
   const decisions = new TaskMap<Decision>(graph);
-  // What a dependent learns of each task settled unchanged: made once per task, not per edge.
-  const settled = new Map<TaskId, UpstreamState>();
-  const upstreamOf = (id: TaskId): UpstreamState => settled.get(id) ?? PENDING;
+  // Which tasks were found unchanged, by order: a dependent learns the output hash from the record.
+  const unchanged = new Uint8Array(graph.size);
+  const upstreamOf = (id: TaskId): UpstreamState => {
+    const up = graph.get(id);
+    const outputHash = up === undefined || unchanged[up.order] === 0 ? undefined : records.outputHash(id);
+    return outputHash === undefined ? PENDING : { settled: true, outputHash, ran: false };
+  };
   let recorded = 0;
   const counts = { create: 0, update: 0, replace: 0, drift: 0, maybe: 0, destroy: 0, unchanged: 0 };
 
@@ -208,10 +208,7 @@ export function makePlan(
     if (records.has(node.id)) recorded++;
     const decision = decide(node, () => definitionOf(node, graph.dir), observation, records, upstreamOf, options.replace?.has(node.id) ?? false);
     decisions.set(node.id, decision);
-    if (decision.action === 'unchanged') {
-      const outputHash = records.outputHash(node.id);
-      if (outputHash !== undefined) settled.set(node.id, { settled: true, outputHash, ran: false });
-    }
+    if (decision.action === 'unchanged') unchanged[node.order] = 1;
     counts[decision.action]++;
     columns.add(decision.action, verbFor(node, decision.action, decision.onlyBecauseOf, decision.stopped), decision.reasons);
   }
@@ -224,7 +221,7 @@ export function makePlan(
       columns.add('destroy', 'destroy', ORPHAN);
     }
   }
-  return new DecidedPlanTable(columns, (i) => (i < nodes.length ? nodes[i]!.id : orphans[i - nodes.length]!), counts, decisions, settled);
+  return new DecidedPlanTable(columns, (i) => (i < nodes.length ? nodes[i]!.id : orphans[i - nodes.length]!), counts, decisions);
 }
 
 /** Recorded tasks the Nodefile no longer declares, dependents first (the order to destroy them in). */

@@ -206,7 +206,7 @@ test('a build lets go of what it observed and decided of each task once the task
     if (!observed.ok) return observed;
     const { plan, selected, observations } = observed.value;
     expect([observations.size, plan.decisions.size]).toEqual([TASKS, TASKS]);
-    const summary = await execute({ ...session, selected, observations, records: session.state.records, planned: plan.decisions, settled: plan.settled, keepGoing: false });
+    const summary = await execute({ ...session, selected, observations, records: session.state.records, planned: plan.decisions, keepGoing: false });
     expect(summary.ran).toHaveLength(TASKS);
     expect([observations.size, plan.decisions.size]).toEqual([0, 0]);
     return { ok: true as const, value: undefined };
