@@ -16,7 +16,7 @@ import type { ProcessRunner } from '../process-runner.ts';
 import type { Records } from '../state/records.ts';
 import { PairMap, smallMap, WALK_MAX } from '../util/pairs.ts';
 import { err, ok, type Result } from '../util/result.ts';
-import type { TaskObservation } from '../plan/decide.ts';
+import type { TaskObservation } from '../hash/observation.ts';
 import { runCheck } from './check.ts';
 import { observePath } from './outputs.ts';
 

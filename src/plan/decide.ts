@@ -4,21 +4,14 @@
 
 import { shortHash, type ContentHash, type TaskId } from '../ids.ts';
 import type { TaskNode } from '../graph/graph.ts';
+import type { TaskObservation } from '../hash/observation.ts';
 import { hashParts } from '../hash/value.ts';
 import { outputsDigest, STOPPED, type TaskRecord } from '../state/record.ts';
 import type { Records } from '../state/records.ts';
 
-export type Action = 'create' | 'update' | 'replace' | 'drift' | 'maybe' | 'unchanged';
+export type { TaskObservation };
 
-/** What was seen of a task before deciding: its inputs' and outputs' hashes, and its check. */
-export interface TaskObservation {
-  /** Input name → hash, for every input that is not another task's output. */
-  readonly inputs: ReadonlyMap<string, ContentHash>;
-  /** Absolute output path → hash, or 'missing'. */
-  readonly outputs: ReadonlyMap<string, ContentHash | 'missing'>;
-  /** Undefined when the task has no check or it was not run (no record to verify). */
-  readonly check?: { readonly ok: boolean; readonly detail: string };
-}
+export type Action = 'create' | 'update' | 'replace' | 'drift' | 'maybe' | 'unchanged';
 
 /** What is known of an upstream task at the moment of deciding. */
 export type UpstreamState =
