@@ -82,6 +82,29 @@ describe('apply', () => {
     expect(rig.read('out/b')).toBe('changed\ntail\n');
   });
 
+  test('checks run in parallel, up to -j: a graph of services waits for its slowest check, not for their sum', async () => {
+    // Each check notes when it starts and ends; ordered by time, -j 4 starts all four before any ends.
+    const services = [0, 1, 2, 3]
+      .map((i) => `ng.task('svc/${i}', { run: ['true'], check: { shell: 'echo "$(date +%s%N) start" >> checks.log; sleep 0.5; echo "$(date +%s%N) end" >> checks.log' } });`)
+      .join('\n');
+    rig.nodefile(services);
+    expect((await rig.run(['apply'])).code).toBe(0);
+    const order = (): string[] =>
+      rig
+        .read('checks.log')
+        .trim()
+        .split('\n')
+        .map((l) => l.split(' ') as [string, string])
+        .sort((x, y) => (BigInt(x[0]) < BigInt(y[0]) ? -1 : 1))
+        .map(([, what]) => what);
+    rmSync(rig.path('checks.log'), { force: true });
+    expect((await rig.run(['plan', '-j', '4'])).code).toBe(0);
+    expect(order().slice(0, 4)).toEqual(['start', 'start', 'start', 'start']);
+    rmSync(rig.path('checks.log'));
+    expect((await rig.run(['plan', '-j', '1'])).code).toBe(0);
+    expect(order()).toEqual(['start', 'end', 'start', 'end', 'start', 'end', 'start', 'end']);
+  });
+
   test('a function task is told what changed: every input on a first or forced run, then only the edited one', async () => {
     rig.write('a.txt', 'a\n');
     rig.write('b.txt', 'b\n');
