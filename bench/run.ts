@@ -3,7 +3,7 @@
 // measured in interleaved rounds (bench/rounds.ts). BENCHMARKS.md says what is
 // measured and why; this file is how.
 //
-//   npm run bench                                       # everything: about 30 minutes on 2 cores, up to 45 on a busy machine
+//   npm run bench                                       # everything: about 16 minutes on 2 cores, more on a busy machine
 //   BENCH_SIZES=1000 BENCH_CHROMIUM=0 npm run bench     # a quick run
 //   BENCH_SIZES= BENCH_CHROMIUM=40 BENCH_HASH=0 npm run bench   # the Chromium-shaped scenarios, small
 //   BENCH_COMPARE=bench/results/<earlier> npm run bench # and this run beside an earlier one
