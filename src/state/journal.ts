@@ -285,27 +285,24 @@ function* linesOf(source: JournalSource): Generator<Line> {
   let eof = false;
   const line: Line = { buf, start: 0, end: 0, base: 0, terminated: true };
   let pos = 0;
+  // One Line object, refilled for each line: the caller reads it before asking for the next.
+  const at = (end: number, terminated: boolean): Line => {
+    line.buf = buf;
+    line.start = pos;
+    line.end = end;
+    line.base = base;
+    line.terminated = terminated;
+    return line;
+  };
   for (;;) {
     const nl = buf.indexOf(NEWLINE, pos);
     if (nl !== -1 && nl < filled) {
-      line.buf = buf;
-      line.start = pos;
-      line.end = nl;
-      line.base = base;
-      line.terminated = true;
-      yield line;
+      yield at(nl, true);
       pos = nl + 1;
       continue;
     }
     if (eof) {
-      if (pos < filled) {
-        line.buf = buf;
-        line.start = pos;
-        line.end = filled;
-        line.base = base;
-        line.terminated = false;
-        yield line;
-      }
+      if (pos < filled) yield at(filled, false);
       return;
     }
     // Keep the partial line, and read on after it.
