@@ -227,10 +227,8 @@ export async function withSession<T>(
       // A read-only command (plan, status, explain) keeps what it hashed for the next run,
       // but does not make the state folder for it: a dry run on a new project writes nothing.
       if (mode.lock || existsSync(session.state.dir)) session.cache.save();
-      if (mode.lock) {
-        const tidied = session.state.store.tidy(session.state.records.size);
-        if (!tidied.ok) session.emit({ type: 'warning', message: `state: compaction skipped: ${tidied.error.message}` });
-      }
+      const warning = session.state.tidy();
+      if (warning !== undefined) session.emit({ type: 'warning', message: warning });
     }
     session.state.close();
   }

@@ -262,10 +262,8 @@ export async function teardownNodefile(
       guard: guardOf(options),
     };
     const result = await teardownWith(session, options, started);
-    if (result.ok) {
-      const tidied = state.value.store.tidy(state.value.records.size);
-      if (!tidied.ok) emit({ type: 'warning', message: `state: compaction skipped: ${tidied.error.message}` });
-    }
+    const warning = result.ok ? state.value.tidy() : undefined;
+    if (warning !== undefined) emit({ type: 'warning', message: warning });
     return result;
   } finally {
     state.value.close();

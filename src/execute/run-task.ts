@@ -259,9 +259,7 @@ export class Builder {
   #record(record: TaskRecord): void {
     const { store, records } = this.#options;
     // Kept as where it went: nothing this run does reads it whole again.
-    const where = store.append(record);
-    if (where !== undefined) records.setWritten(record, where, store.readBack);
-    else records.set(record);
+    records.setWritten(record, store.append(record), store.readBack);
     // A state that cannot be written must not be run ahead of.
     if (store.failure !== undefined) this.#hooks.stop();
   }

@@ -11,7 +11,6 @@ export {
   type TaskRecord,
   type TaskTombstone,
   outputsDigest,
-  type RecordHead,
 } from './record.ts';
 export { RecordTable, type Records } from './records.ts';
 export {

@@ -2,7 +2,7 @@
 // and then. "State is sacred": a crash, kill -9, Ctrl-C or a second run must
 // never corrupt it or make the tool trust something it did not verify.
 //
-// Format. One record per line, each line `<crc32 as 8 hex> <payload>\n`,
+// Format (the framing is lines.ts). One record per line, `<crc32 as 8 hex> <payload>\n`,
 // where the CRC-32 (node:zlib) covers the payload's UTF-8 bytes. Line 1 is a
 // header `{"format":"nodegraph-state","version":2}` in the same framing. A
 // payload (record.ts, the line format) is a record's fixed fields, its id and
@@ -53,7 +53,6 @@ import {
   ftruncateSync,
   openSync,
   readdirSync,
-  readFileSync,
   readSync,
   renameSync,
   unlinkSync,
@@ -74,8 +73,9 @@ import {
   type StateUnreadable,
 } from './errors.ts';
 import { readLock, type Lock, type Locked } from './lock.ts';
+import { bufferSource, fdSource, frame, linesOf, NEWLINE, verified, verifiedPayload, type JournalSource, type Line } from './lines.ts';
 import { RecordTable } from './records.ts';
-import { checkRecord, encodePayload, isTombstone, lineKind, RECORD_VERSION, validForAppend, type StoredRecord, type TaskRecord } from './record.ts';
+import { checkRecord, encodePayload, HEAD_LENGTH, isTombstone, lineKind, RECORD_VERSION, validForAppend, type StoredRecord } from './record.ts';
 import type {
   LoadedState,
   LoadStats,
@@ -83,59 +83,24 @@ import type {
   StateWarning,
 } from './store.ts';
 
-// Built-ins by getBuiltinModule rather than import: see cli/main.ts.
-const { crc32 } = process.getBuiltinModule('node:zlib');
-
 export const JOURNAL_FILE = 'state.jsonl';
 export const JOURNAL_FORMAT = 'nodegraph-state';
 /** The newest journal format this build reads and writes. */
 export const JOURNAL_VERSION = 2;
 
-const NEWLINE = 0x0a;
 const NEWLINE_BYTE = Buffer.of(0x0a);
-const SPACE = 0x20;
 const COMPACT_TMP_PREFIX = `${JOURNAL_FILE}.compact-`;
 
 export const journalPath = (stateDir: string): string => join(resolve(stateDir), JOURNAL_FILE);
 
-/** A record's journal line: `<crc32 hex> <payload>\n` (record.ts, the line format). */
+export { bufferSource, fdSource, frame, type JournalSource };
+
+/** A record's journal line (lines.ts, the framing; record.ts, the payload). */
 export function encodeLine(record: StoredRecord): Buffer {
   return frame(encodePayload(validForAppend(record)));
 }
 
-/** Frames a payload as a journal line. */
-export function frame(payload: string): Buffer {
-  const json = Buffer.from(payload, 'utf8');
-  const line = Buffer.allocUnsafe(json.length + 10);
-  line.write(crc32(json).toString(16).padStart(8, '0'), 0, 'latin1');
-  line[8] = SPACE;
-  json.copy(line, 9);
-  line[line.length - 1] = NEWLINE;
-  return line;
-}
-
 const headerLine = (): Buffer => frame(JSON.stringify({ format: JOURNAL_FORMAT, version: JOURNAL_VERSION }));
-
-/** The 8 hex digits at buf[at..at+8] as a number, or -1. */
-function hex8(buf: Buffer, at: number): number {
-  let n = 0;
-  for (let i = at; i < at + 8; i++) {
-    const c = buf[i]!;
-    const d = c >= 0x30 && c <= 0x39 ? c - 0x30 : c >= 0x61 && c <= 0x66 ? c - 0x57 : -1;
-    if (d < 0) return -1;
-    n = n * 16 + d;
-  }
-  return n;
-}
-
-/** Whether buf[start..end) is a framed line whose checksum matches its payload (from start + 9). */
-function verified(buf: Buffer, start: number, end: number): boolean {
-  if (end - start < 10 || buf[start + 8] !== SPACE) return false;
-  const want = hex8(buf, start);
-  return want >= 0 && crc32(buf.subarray(start + 9, end)) === want;
-}
-
-const verifiedPayload = (buf: Buffer, start: number, end: number): string | undefined => (verified(buf, start, end) ? buf.toString('utf8', start + 9, end) : undefined);
 
 /** Best effort: which task a dropped line was about. */
 function guessId(buf: Buffer, start: number, end: number): TaskId | undefined {
@@ -217,114 +182,6 @@ const newerFormat = (path: string, found: number): StateUnreadable => ({
   supported: JOURNAL_VERSION,
   message: `${path} was written by a newer nodegraph (state format ${found}; this version reads up to ${JOURNAL_VERSION}); upgrade nodegraph — the file was left untouched`,
 });
-
-/** Where a journal's bytes are read from: the file (by its fd) or, in tests, a buffer. */
-export interface JournalSource {
-  readonly size: number;
-  /** Reads up to `into.length` bytes from `position`; how many it read. */
-  read(into: Buffer, position: number): number;
-  /** The UTF-8 text of `length` bytes at `at`, or undefined when they cannot be read whole. */
-  text(at: number, length: number): string | undefined;
-  close(): void;
-}
-
-export function bufferSource(buf: Buffer): JournalSource {
-  return {
-    size: buf.length,
-    read: (into, position) => buf.copy(into, 0, position, Math.min(buf.length, position + into.length)),
-    text: (at, length) => (at + length <= buf.length ? buf.toString('utf8', at, at + length) : undefined),
-    close() {},
-  };
-}
-
-/** A source over an fd this source owns (closed with it); its size as of now. */
-export function fdSource(fd: number): JournalSource {
-  let open = true;
-  return {
-    size: fstatSync(fd).size,
-    read: (into, position) => readSync(fd, into, 0, into.length, position),
-    text(at, length) {
-      if (!open) return undefined;
-      const buf = Buffer.allocUnsafe(length);
-      let got = 0;
-      try {
-        while (got < length) {
-          const n = readSync(fd, buf, got, length - got, at + got);
-          if (n === 0) return undefined;
-          got += n;
-        }
-      } catch {
-        return undefined;
-      }
-      return buf.toString('utf8');
-    },
-    close() {
-      if (open) closeSync(fd);
-      open = false;
-    },
-  };
-}
-
-/** One line of a journal: bytes [start, end) of `buf`, which hold the file's bytes from `base`. */
-interface Line {
-  buf: Buffer;
-  start: number;
-  end: number;
-  base: number;
-  terminated: boolean;
-}
-
-/** Journals are read this much at a time: a load never holds the whole file. */
-const CHUNK = 1 << 20;
-
-/** The source's lines, in order, read a chunk at a time (a line longer than a chunk grows it). */
-function* linesOf(source: JournalSource): Generator<Line> {
-  let buf = Buffer.allocUnsafe(Math.min(CHUNK, Math.max(source.size, 1)));
-  let filled = 0; // bytes of buf holding file bytes from `base`
-  let base = 0;
-  let eof = false;
-  const line: Line = { buf, start: 0, end: 0, base: 0, terminated: true };
-  let pos = 0;
-  // One Line object, refilled for each line: the caller reads it before asking for the next.
-  const at = (end: number, terminated: boolean): Line => {
-    line.buf = buf;
-    line.start = pos;
-    line.end = end;
-    line.base = base;
-    line.terminated = terminated;
-    return line;
-  };
-  for (;;) {
-    const nl = buf.indexOf(NEWLINE, pos);
-    if (nl !== -1 && nl < filled) {
-      yield at(nl, true);
-      pos = nl + 1;
-      continue;
-    }
-    if (eof) {
-      if (pos < filled) yield at(filled, false);
-      return;
-    }
-    // Keep the partial line, and read on after it.
-    const rest = filled - pos;
-    if (rest === buf.length) {
-      const bigger = Buffer.allocUnsafe(buf.length * 2);
-      buf.copy(bigger, 0, pos, filled);
-      buf = bigger;
-    } else buf.copy(buf, 0, pos, filled);
-    base += pos;
-    pos = 0;
-    filled = rest;
-    while (filled < buf.length) {
-      const n = base + filled >= source.size ? 0 : source.read(buf.subarray(filled), base + filled);
-      if (n === 0) {
-        eof = true;
-        break;
-      }
-      filled += n;
-    }
-  }
-}
 
 export interface DecodedJournal {
   readonly records: RecordTable;
@@ -780,7 +637,8 @@ export function openJournal(lock: Lock, options: JournalOptions = {}): Result<Jo
         writeAll(current, buf);
         needsNewline = false;
         if (end !== undefined) end += buf.length;
-        return ok(at === undefined ? undefined : { at, bytes: line.length - 10 });
+        if (at === undefined) return ok(undefined);
+        return ok({ at, bytes: line.length - 10, ...(isTombstone(record) ? {} : { head: line.toString('latin1', 9, 9 + HEAD_LENGTH) }) });
       } catch (e) {
         needsNewline = true; // whatever part got written is a torn line; do not glue onto it
         end = undefined;

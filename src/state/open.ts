@@ -32,6 +32,11 @@ export interface OpenState {
   readonly bytes: number;
   /** Record lines the journal has now (after a compaction this load made, one per live task). */
   readonly lines: number;
+  /**
+   * At the end of a command that succeeded: compacts the journal if it needs it (StateStore.tidy);
+   * a warning for the user when that failed (the journal is intact). Nothing without the lock.
+   */
+  tidy(): string | undefined;
   /** Syncs the journal, closes it and releases the lock. Idempotent. */
   close(): void;
 }
@@ -100,6 +105,10 @@ function assemble(dir: string, loaded: LoadedState, store: StateStore, lock: Loc
     details: loaded.warnings,
     store,
     lock,
+    tidy() {
+      const tidied = store.tidy(loaded.records.size);
+      return tidied.ok ? undefined : `state: compaction skipped: ${tidied.error.message}`;
+    },
     close() {
       if (closed) return;
       closed = true;

@@ -205,15 +205,6 @@ export function canonical(record: StoredRecord): StoredRecord {
 // (nodefile/plain.ts, ID_PATTERN). A v1 line is one JSON object; a load still
 // reads one, and the first append rewrites the journal in this form.
 
-/** A record's fixed fields. */
-export interface RecordHead {
-  readonly status: 'ok' | 'failed';
-  readonly fingerprint: ContentHash;
-  readonly outputHash: ContentHash;
-  /** outputsDigest of the record's outputs. */
-  readonly outputs: ContentHash;
-}
-
 /** Where the id starts in a record's payload: the kind, and three digests each after a space, and a space. */
 export const HEAD_LENGTH = 1 + 3 * 65 + 1;
 /** Where each digest's 64 hex digits start in a payload: fingerprint, output hash, outputs digest. */
@@ -231,18 +222,9 @@ export function outputsDigest(outputs: Iterable<readonly [string, string]>): Con
   return hashParts(parts);
 }
 
-export function headOfRecord(record: TaskRecord): RecordHead {
-  return { status: record.status, fingerprint: record.fingerprint, outputHash: record.outputHash, outputs: outputsDigest(Object.entries(record.outputs)) };
-}
-
-/** The head of a payload whose framing a load checked (validLineHead): no copy of the rest. */
-export function headOfLine(head: string): RecordHead {
-  return {
-    status: head.charCodeAt(0) === OK ? 'ok' : 'failed',
-    fingerprint: contentHash(head.slice(DIGEST_AT[0], DIGEST_AT[0] + 64)),
-    outputHash: contentHash(head.slice(DIGEST_AT[1], DIGEST_AT[1] + 64)),
-    outputs: contentHash(head.slice(DIGEST_AT[2], DIGEST_AT[2] + 64)),
-  };
+/** A record's fixed fields as its line has them: HEAD_LENGTH characters, up to its id. */
+export function headText(r: TaskRecord): string {
+  return `${r.status === 'ok' ? 'o' : 'f'} ${r.fingerprint.slice(HASH_PREFIX)} ${r.outputHash.slice(HASH_PREFIX)} ${outputsDigest(Object.entries(r.outputs)).slice(HASH_PREFIX)} `;
 }
 
 const OK = 0x6f; // o
@@ -255,7 +237,6 @@ export function encodePayload(record: StoredRecord): string {
   if (/\s/.test(record.id)) throw new TypeError(`refusing to record a task id with white space: ${JSON.stringify(record.id)}`);
   if (isTombstone(record)) return `x ${record.id}`;
   const r = record;
-  const head = [r.status === 'ok' ? 'o' : 'f', r.fingerprint.slice(HASH_PREFIX), r.outputHash.slice(HASH_PREFIX), outputsDigest(Object.entries(r.outputs)).slice(HASH_PREFIX), r.id].join(' ');
   const detail = {
     definition: r.definition,
     inputs: r.inputs,
@@ -267,7 +248,7 @@ export function encodePayload(record: StoredRecord): string {
     durationMs: r.durationMs,
     ...(r.error === undefined ? {} : { error: r.error }),
   };
-  return `${head} ${JSON.stringify(detail)}`;
+  return `${headText(r)}${r.id} ${JSON.stringify(detail)}`;
 }
 
 /** What kind of line a payload is, from its framing alone: the id, and whether it is a record or a tombstone; undefined when it is neither. */
@@ -304,8 +285,8 @@ export function decodePayload(payload: string): TaskRecord | undefined {
     return undefined;
   }
   if (typeof detail !== 'object' || detail === null || Array.isArray(detail)) return undefined;
-  const keys = Object.keys(detail);
-  if (keys.length !== 8 + ('error' in detail ? 1 : 0) || 'outputHash' in detail || 'fingerprint' in detail) return undefined;
+  // The fixed fields are not to be overridden by the JSON; checkRecord counts every other key.
+  if ('outputHash' in detail || 'fingerprint' in detail || 'status' in detail || 'id' in detail || 'v' in detail) return undefined;
   const record = {
     v: 1,
     id: payload.slice(line.idStart, line.idEnd),

@@ -8,16 +8,16 @@
 //
 // Each task has a slot, in the order an eagerly built map would have (first
 // appearance; a delete and a new set move a task to the end), so teardown
-// orders and listings do not depend on what was read before. A slot's fixed
+// orders and listings do not depend on what was read before. A line's fixed
 // fields are kept in one buffer, HEAD_LENGTH bytes a slot, as the line has
 // them; the rest stays in the file, read (through the load's own fd, which
-// keeps the file as loaded) when the record is asked for whole. A record this
-// run appended is read back from where it went; one set as an object (by a
-// caller, or a record the load had to change: a v1 line, one kept as
-// 'failed') is kept as it is.
+// keeps the file as loaded) when the record is asked for whole, and kept once
+// read. A record this run appended is read back from where it went; one set
+// whole (by a caller, or a record the load had to change: a v1 line, one kept
+// as 'failed') has no line, and its fields are read off the object.
 
 import { HASH_PREFIX, type ContentHash, type TaskId } from '../ids.ts';
-import { decodePayload, DIGEST_AT, HEAD_LENGTH, headOfLine, headOfRecord, type RecordHead, type TaskRecord } from './record.ts';
+import { decodePayload, DIGEST_AT, HEAD_LENGTH, outputsDigest, type TaskRecord } from './record.ts';
 import type { Appended, StateWarning } from './store.ts';
 import type { JournalSource } from './journal.ts';
 
@@ -27,8 +27,7 @@ export interface Records {
   has(id: TaskId): boolean;
   /** The task's last record, decoded and checked when first read; undefined once destroyed, or when its line turns out invalid. */
   get(id: TaskId): TaskRecord | undefined;
-  /** The record's fixed fields, read without decoding it (the accessors below, without making them all). */
-  head(id: TaskId): RecordHead | undefined;
+  /** The record's fixed fields, read without decoding it. */
   status(id: TaskId): 'ok' | 'failed' | undefined;
   outputHash(id: TaskId): ContentHash | undefined;
   /** Whether the record's fingerprint, or its outputs digest, is `hash`: compared where it lies. */
@@ -51,12 +50,12 @@ export class RecordTable implements Records {
   readonly #source: JournalSource | undefined;
   /** Per slot: its line's fixed fields (status and digests, as the line has them). */
   #heads = Buffer.alloc(64 * HEAD_LENGTH);
-  /** Per slot: where the record's line payload starts (in the journal file) and its length; NONE for an object. */
+  /** Per slot: where the record's line payload starts (in the journal file) and its length; NONE for a record set whole. */
   #at = new Float64Array(64);
   #length = new Uint32Array(64);
   /** Slots whose line this run appended: read back through #readBack, not from the source. */
   readonly #written = new Set<number>();
-  /** Per slot: the record as an object, once decoded or when set as one. */
+  /** Per slot: the record as an object, once read from its line or when set whole. */
   readonly #objects = new Map<number, TaskRecord>();
   #next = 0;
   #readBack: ((where: Appended) => string | undefined) | undefined;
@@ -83,11 +82,18 @@ export class RecordTable implements Records {
     this.#written.delete(slot);
   }
 
-  /** Sets the task's record to one this run appended where `where` says, read back through `readBack` if asked for whole. */
-  setWritten(record: TaskRecord, where: Appended, readBack: (where: Appended) => string | undefined): void {
+  /**
+   * Sets the task's record to one this run appended where `where` says (its fixed fields as written),
+   * read back through `readBack` if asked for whole; a record whose place is not known is kept whole.
+   */
+  setWritten(record: TaskRecord, where: Appended | undefined, readBack: (where: Appended) => string | undefined): void {
+    if (where?.head === undefined) {
+      this.set(record);
+      return;
+    }
     this.#readBack = readBack;
     const slot = this.#slotFor(record.id);
-    this.#heads.write(headText(record), slot * HEAD_LENGTH, HEAD_LENGTH, 'latin1');
+    this.#heads.write(where.head, slot * HEAD_LENGTH, HEAD_LENGTH, 'latin1');
     this.#at[slot] = where.at;
     this.#length[slot] = where.bytes;
     this.#objects.delete(slot);
@@ -128,7 +134,7 @@ export class RecordTable implements Records {
     return this.#decoded;
   }
 
-  /** The task's line as loaded (checksum, space and payload, without its newline), or undefined (appended this run, or an object). */
+  /** The task's line as loaded (checksum, space and payload, without its newline), or undefined (appended this run, or set whole). */
   lineBytes(id: TaskId): Buffer | undefined {
     const slot = this.#slots.get(id);
     if (slot === undefined || this.#lineAt(slot) < 0 || this.#written.has(slot)) return undefined;
@@ -136,19 +142,11 @@ export class RecordTable implements Records {
     return text === undefined ? undefined : Buffer.from(text, 'utf8');
   }
 
-  head(id: TaskId): RecordHead | undefined {
-    const slot = this.#slots.get(id);
-    if (slot === undefined) return undefined;
-    const object = this.#objects.get(slot);
-    if (object !== undefined) return headOfRecord(object);
-    return headOfLine(this.#heads.toString('latin1', slot * HEAD_LENGTH, (slot + 1) * HEAD_LENGTH));
-  }
-
   status(id: TaskId): 'ok' | 'failed' | undefined {
     const slot = this.#slots.get(id);
     if (slot === undefined) return undefined;
     const head = this.#lineAt(slot);
-    if (head < 0) return headOfRecord(this.#objects.get(slot)!).status;
+    if (head < 0) return this.#objects.get(slot)!.status;
     return this.#heads[head] === OK ? 'ok' : 'failed';
   }
 
@@ -165,7 +163,10 @@ export class RecordTable implements Records {
     const slot = this.#slots.get(id);
     if (slot === undefined) return false;
     const head = this.#lineAt(slot);
-    if (head < 0) return headOfRecord(this.#objects.get(slot)!)[field] === hash;
+    if (head < 0) {
+      const record = this.#objects.get(slot)!;
+      return (field === 'fingerprint' ? record.fingerprint : outputsDigest(Object.entries(record.outputs))) === hash;
+    }
     const bytes = this.#heads;
     const at = head + DIGEST_AT[field === 'fingerprint' ? 0 : 2];
     if (hash.length !== HASH_PREFIX + 64) return false;
@@ -173,9 +174,9 @@ export class RecordTable implements Records {
     return true;
   }
 
-  /** Where the slot's fixed fields start in #heads, or -1 for a record kept as an object. */
+  /** Where the slot's fixed fields start in #heads, or -1 for a record set whole. */
   #lineAt(slot: number): number {
-    return this.#objects.has(slot) ? -1 : slot * HEAD_LENGTH;
+    return this.#at[slot] === NONE ? -1 : slot * HEAD_LENGTH;
   }
 
   get(id: TaskId): TaskRecord | undefined {
@@ -243,10 +244,3 @@ export class RecordTable implements Records {
     return slot;
   }
 }
-
-/** A record's fixed fields as its line has them. */
-function headText(record: TaskRecord): string {
-  const head = headOfRecord(record);
-  return `${head.status === 'ok' ? 'o' : 'f'} ${head.fingerprint.slice(HASH_PREFIX)} ${head.outputHash.slice(HASH_PREFIX)} ${head.outputs.slice(HASH_PREFIX)} `;
-}
-

@@ -6,7 +6,7 @@
 import type { TaskId } from '../ids.ts';
 import { ok, type Result } from '../util/result.ts';
 import type { StateError } from './errors.ts';
-import { isTombstone, validForAppend, type StoredRecord } from './record.ts';
+import { encodePayload, headText, isTombstone, validForAppend, type StoredRecord } from './record.ts';
 import { RecordTable } from './records.ts';
 import type { CompactionStats } from './journal.ts';
 
@@ -94,6 +94,8 @@ export interface StateStore {
 export interface Appended {
   readonly at: number;
   readonly bytes: number;
+  /** For a record (not a tombstone): its fixed fields as written (record.ts, headText). */
+  readonly head?: string;
 }
 
 export const emptyLoad = (): LoadedState => ({
@@ -149,9 +151,10 @@ export function memoryStore(initial: Iterable<StoredRecord> = []): MemoryStore {
       const valid = validForAppend(record);
       log.push(valid);
       appended.push(valid);
-      const text = JSON.stringify(valid);
+      // Its line's payload, as the journal writes it.
+      const text = encodePayload(valid);
       texts.push(text);
-      return ok({ at: texts.length - 1, bytes: text.length });
+      return ok({ at: texts.length - 1, bytes: text.length, ...(isTombstone(valid) ? {} : { head: headText(valid) }) });
     },
     readBack: ({ at, bytes }) => (texts[at]?.length === bytes ? texts[at] : undefined),
     sync() {
