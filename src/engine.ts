@@ -19,6 +19,7 @@ import type { TaskObservation } from './plan/decide.ts';
 import { observe } from './observe/observe.ts';
 import { makePlan, selectTasks, type DecidedPlan } from './plan/plan.ts';
 import { openState, type OpenState } from './state/open.ts';
+import type { Lock } from './state/lock.ts';
 import { appender, type Appender } from './execute/appender.ts';
 import { err, ok, type Result } from './util/result.ts';
 
@@ -47,6 +48,8 @@ export interface EngineOptions {
    * (hash/cache.ts, RACY ENTRIES); Date.now by default. Tests set it.
    */
   readonly now?: () => bigint;
+  /** The state lock, taken already by the caller, which also releases it (an atomic apply's inner runs). */
+  readonly lock?: Lock;
 }
 
 export const defaultJobs = (): number => availableParallelism();
@@ -147,7 +150,7 @@ export async function openSession(options: EngineOptions, mode: { readonly lock:
   if (!targets.ok) return targets;
   const replace = resolveTargets(options.replace, (id) => graph.value.has(id), () => graph.value.ordered.map((n) => n.id));
   if (!replace.ok) return replace;
-  const state = openState(stateDir, { lock: mode.lock, command });
+  const state = openState(stateDir, { lock: mode.lock, command, ...(options.lock === undefined ? {} : { held: options.lock }) });
   if (!state.ok) return err([state.error]);
   const emit = options.onEvent ?? (() => {});
   for (const warning of state.value.warnings) emit({ type: 'warning', message: warning });

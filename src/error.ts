@@ -70,6 +70,24 @@ export type Failure =
   | { readonly reason: 'locked'; readonly path: string; readonly holder: LockHolder | undefined }
   | { readonly reason: 'plan-file-invalid'; readonly path: string; readonly message: string }
   | { readonly reason: 'plan-stale'; readonly path: string; readonly changes: readonly string[] }
-  | { readonly reason: 'not-confirmed' };
+  | { readonly reason: 'not-confirmed' }
+  /** An atomic apply could not begin (saving the preserved paths or the generation failed): nothing ran. */
+  | { readonly reason: 'transaction-not-started'; readonly message: string }
+  /** An atomic apply failed or was not healthy, and was rolled back (`rolledBack`), or not entirely (`left`). */
+  | {
+      readonly reason: 'atomic-apply-failed';
+      readonly cause: string;
+      readonly from: number | null;
+      readonly to: number;
+      readonly rolledBack: boolean;
+      readonly left: readonly string[];
+    }
+  | { readonly reason: 'transaction-unreadable'; readonly path: string; readonly message: string }
+  /** A command that would change the machine met an interrupted atomic apply that `apply` must finish first. */
+  | { readonly reason: 'transaction-pending'; readonly from: number | null; readonly to: number; readonly phase: string }
+  | { readonly reason: 'generation-missing'; readonly number: number; readonly known: readonly number[] }
+  | { readonly reason: 'generation-damaged'; readonly number: number; readonly path: string; readonly message: string }
+  | { readonly reason: 'generation-file-changed'; readonly number: number; readonly path: string; readonly sha256: string }
+  | { readonly reason: 'generation-write-failed'; readonly path: string; readonly message: string };
 
 export type FailureReason = Failure['reason'];

@@ -27,6 +27,8 @@ export type EngineEvent =
     }
   | { readonly type: 'destroy-start'; readonly id: TaskId; readonly command: string | undefined }
   | { readonly type: 'destroy-done'; readonly id: TaskId; readonly outcome: 'destroyed' | 'failed' | 'kept' | 'skipped'; readonly error?: string; readonly output?: string; readonly because?: string }
+  /** A step of an atomic apply: saving, health, commit, rollback. */
+  | { readonly type: 'transaction'; readonly message: string }
   | { readonly type: 'summary'; readonly command: 'apply' | 'destroy' | 'stop'; readonly counts: Readonly<Record<string, number>>; readonly durationMs: number };
 
 export type EventSink = (event: EngineEvent) => void;

@@ -3,7 +3,7 @@ import path from 'node:path';
 import { applyNodefile } from '../operations.ts';
 import { PLAN_FORMAT } from '../plan/saved.ts';
 import type { CliIo } from './main.ts';
-import { engineOptions, printFailures, reporterFor, str, type Args } from './shared.ts';
+import { atomicFlag, engineOptions, keepFlag, printFailures, reporterFor, str, type Args } from './shared.ts';
 
 export async function run(args: Args, io: CliIo): Promise<number> {
   const options = engineOptions(args, io, 'apply');
@@ -20,9 +20,16 @@ export async function run(args: Args, io: CliIo): Promise<number> {
       targets = [];
     }
   }
+  const atomic = atomicFlag(args);
+  if (typeof atomic === 'string') return printFailures([{ reason: 'usage', message: atomic }], io);
+  const keep = keepFlag(args);
+  if (typeof keep === 'string') return printFailures([{ reason: 'usage', message: keep }], io);
   const reporter = await reporterFor(args, io);
   const result = await applyNodefile({
     ...options,
+    ...(atomic === undefined ? {} : { atomic }),
+    ...(keep === undefined ? {} : { keep }),
+    continue: args.values['continue'] === true,
     targets,
     onEvent: reporter.sink,
     ...(planFile === undefined ? {} : { planFile: path.resolve(io.cwd, planFile) }),

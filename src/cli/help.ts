@@ -1,6 +1,6 @@
 // Help text for every command. Kept apart so `--help` loads no engine code.
 
-export const COMMANDS = ['plan', 'apply', 'destroy', 'stop', 'status', 'explain', 'graph', 'unlock', 'watch'] as const;
+export const COMMANDS = ['plan', 'apply', 'destroy', 'stop', 'status', 'explain', 'graph', 'unlock', 'watch', 'generations', 'rollback'] as const;
 export type CommandName = (typeof COMMANDS)[number];
 
 const COMMON = `
@@ -11,7 +11,9 @@ Common options:
   -h, --help            this help
 `;
 
-const HELP: Record<CommandName, string> = {
+const HELP_MORE: Partial<Record<CommandName, string>> = {};
+
+const HELP: Record<Exclude<CommandName, 'generations' | 'rollback'>, string> = {
   plan: `Usage: nodegraph plan [options] [TARGET...]
 
 Shows what apply would do and why, changing nothing. TARGET is a task id or
@@ -37,8 +39,18 @@ Options:
   -k, --keep-going     after a failure, go on with everything that does not depend on it
       --replace ID     run ID even if it is up to date (repeatable)
       --plan FILE      apply a plan saved by \`plan --out\`
+      --atomic         undo the whole apply if a task fails, the graph's health does not
+                       hold, or on Ctrl-C: stop what it started, destroy what it created,
+                       restore the preserved paths, apply the previous generation again
+      --no-atomic      not atomic, whatever the Nodefile's ng.settings say
+      --continue       finish an interrupted atomic apply's change instead of rolling it back
+      --keep N         generations to keep (default 10)
 ${COMMON}
-Exit codes: 0 ok, 1 a task failed or an error, 130 interrupted.
+An interrupted atomic apply (kill -9, power loss, a second Ctrl-C) is rolled
+back before anything else, unless --continue.
+
+Exit codes: 0 ok, 1 a task failed (an atomic apply: and was rolled back) or an
+error, 130 interrupted.
 `,
   destroy: `Usage: nodegraph destroy [options] [TARGET...]
 
@@ -93,8 +105,32 @@ Options:
 ${COMMON}`,
 };
 
+HELP_MORE.generations = `Usage: nodegraph generations [options]
+
+Lists the generations: each whole-graph apply that settled, with its number,
+time, status (applied, failed: rolled back, pending) and what changed from the
+one before (files, env values, tasks that ran). The current one is marked *.
+${COMMON}
+Exit codes: 0 ok, 1 error.
+`;
+HELP_MORE.rollback = `Usage: nodegraph rollback [options] [N]
+
+Applies generation N (default: the one before the current) as a normal apply
+would, from its stored copies: the Nodefile, its modules and its file inputs
+are put back as they were in it, its env values used. A generation whose
+stored files are damaged, or that needs a large file that has changed since,
+is refused before anything changes. Atomic unless --no-atomic.
+
+Options:
+  -j, --jobs N         tasks to run at once
+      --no-atomic      do not undo a rollback that fails
+      --keep N         generations to keep (default 10)
+${COMMON}
+Exit codes: 0 ok, 1 refused, failed (and undone) or an error, 130 interrupted.
+`;
+
 export function commandHelp(name: CommandName): string {
-  return HELP[name];
+  return (HELP as Partial<Record<CommandName, string>>)[name] ?? HELP_MORE[name]!;
 }
 
 export function mainHelp(): string {
@@ -112,6 +148,8 @@ Commands:
   graph     print the graph (dot, mermaid, json)
   unlock    remove a stale state lock
   watch     apply on every change
+  generations  list what each apply applied
+  rollback  apply an earlier generation again
 
   nodegraph COMMAND --help    options of one command
   nodegraph --version

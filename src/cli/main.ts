@@ -39,7 +39,17 @@ const common = {
 
 const optionsFor: Record<CommandName, ParseArgsConfig['options']> = {
   plan: { ...common, out: { type: 'string' }, 'detailed-exitcode': { type: 'boolean' }, replace: { type: 'string', multiple: true }, jobs: { type: 'string', short: 'j' }, verbose: { type: 'boolean', short: 'v' } },
-  apply: { ...common, jobs: { type: 'string', short: 'j' }, 'keep-going': { type: 'boolean', short: 'k' }, replace: { type: 'string', multiple: true }, plan: { type: 'string' } },
+  apply: {
+    ...common,
+    jobs: { type: 'string', short: 'j' },
+    'keep-going': { type: 'boolean', short: 'k' },
+    replace: { type: 'string', multiple: true },
+    plan: { type: 'string' },
+    atomic: { type: 'boolean' },
+    'no-atomic': { type: 'boolean' },
+    continue: { type: 'boolean' },
+    keep: { type: 'string' },
+  },
   destroy: { ...common, yes: { type: 'boolean', short: 'y' } },
   stop: { ...common },
   status: { ...common, jobs: { type: 'string', short: 'j' } },
@@ -47,6 +57,8 @@ const optionsFor: Record<CommandName, ParseArgsConfig['options']> = {
   graph: { ...common, format: { type: 'string' } },
   unlock: { ...common, force: { type: 'boolean' } },
   watch: { ...common, jobs: { type: 'string', short: 'j' }, debounce: { type: 'string' } },
+  generations: { ...common },
+  rollback: { ...common, jobs: { type: 'string', short: 'j' }, 'no-atomic': { type: 'boolean' }, keep: { type: 'string' } },
 };
 
 type Run = (args: { values: Record<string, unknown>; positionals: string[] }, io: CliIo) => Promise<number>;
@@ -62,6 +74,8 @@ const load: Record<CommandName, () => Promise<{ run: Run }>> = {
   graph: () => import('./graph.ts'),
   unlock: () => import('./unlock.ts'),
   watch: () => import('./watch.ts'),
+  generations: () => import('./generations.ts'),
+  rollback: () => import('./rollback.ts'),
 };
 
 export async function main(argv: readonly string[], io: CliIo): Promise<number> {

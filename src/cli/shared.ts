@@ -70,3 +70,19 @@ export async function reporterFor(args: Args, io: CliIo): Promise<Reporter> {
   const { plainReporter } = await import('../report/plain.ts');
   return plainReporter({ write, c });
 }
+
+/** --atomic / --no-atomic: true, false, undefined (the Nodefile decides), or what is wrong. */
+export function atomicFlag(args: Args): boolean | undefined | string {
+  const on = args.values['atomic'] === true;
+  const off = args.values['no-atomic'] === true;
+  if (on && off) return '--atomic and --no-atomic contradict each other: give one';
+  return on ? true : off ? false : undefined;
+}
+
+/** --keep N: generations to keep. */
+export function keepFlag(args: Args): number | undefined | string {
+  const text = str(args.values['keep']);
+  if (text === undefined) return undefined;
+  const n = Number(text);
+  return Number.isInteger(n) && n >= 1 ? n : `--keep takes a whole number of at least 1, not ${text}`;
+}

@@ -155,6 +155,8 @@ export function analyze(declarations: Declarations, options: { readonly stateDir
       }
     }
   }
+  const preserve = preservedPaths(declarations, producers, options.stateDir);
+  failures.push(...preserve.failures);
   if (failures.length > 0) return err(failures);
 
   const order = topologicalOrder(nodes.length, ups, downs);
@@ -165,7 +167,31 @@ export function analyze(declarations: Declarations, options: { readonly stateDir
     node.order = i;
     ordered[i] = node;
   }
-  return ok(new TaskGraph(declarations.file, dir, declarations.pools, ordered, byId));
+  return ok(new TaskGraph(declarations.file, dir, declarations.pools, ordered, byId, { preserve: preserve.paths, settings: declarations.settings }));
+}
+
+/**
+ * The preserved paths, absolute. One inside an output would be restored and
+ * then removed or rewritten by the task's own rollback; one overlapping the
+ * state folder would restore nodegraph's record over itself.
+ */
+function preservedPaths(declarations: Declarations, producers: ReadonlyMap<string, Node>, stateDir: string | undefined): { paths: string[]; failures: Failure[] } {
+  const paths: string[] = [];
+  const failures: Failure[] = [];
+  const state = stateDir === undefined ? undefined : path.resolve(stateDir);
+  for (const { path: declared, site } of declarations.preserve) {
+    const absolute = path.resolve(declarations.dir, declared);
+    const fail = (message: string): void => void failures.push({ reason: 'invalid-field', task: undefined, field: 'preserve', message: `${declared} ${message}`, site: site.get() });
+    let owner: Node | undefined;
+    for (let p = absolute; owner === undefined; p = path.dirname(p)) {
+      owner = producers.get(p);
+      if (p === '/') break;
+    }
+    if (owner !== undefined) fail(`is inside ${owner.id}'s output ${owner.outputs.find((o) => holds(o, absolute))}: the task's own rollback puts it back`);
+    else if (state !== undefined && (holds(state, absolute) || holds(absolute, state))) fail(`overlaps nodegraph's state folder ${state}`);
+    else if (!paths.includes(absolute)) paths.push(absolute);
+  }
+  return { paths, failures };
 }
 
 /** Whether `file` is one of the node's outputs, or lies in one. */

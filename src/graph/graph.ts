@@ -4,7 +4,7 @@
 
 import type { TaskId } from '../ids.ts';
 import type { DeclaredTask } from '../nodefile/builder.ts';
-import type { InputSpec } from '../nodefile/types.ts';
+import type { GraphSettings, InputSpec } from '../nodefile/types.ts';
 
 export interface TaskNode {
   readonly id: TaskId;
@@ -32,15 +32,27 @@ export class TaskGraph {
   readonly file: string;
   readonly dir: string;
   readonly pools: ReadonlyMap<string, number>;
+  /** Absolute paths an atomic apply saves first and restores on rollback (`ng.preserve`). */
+  readonly preserve: readonly string[];
+  readonly settings: GraphSettings;
   readonly #nodes: ReadonlyMap<TaskId, TaskNode>;
   readonly #order: readonly TaskNode[];
   #downstream: Downstream | undefined;
 
   /** `nodes` in topological order, each at its `order`; `byId` the same nodes by id, when the caller has it already. */
-  constructor(file: string, dir: string, pools: ReadonlyMap<string, number>, nodes: readonly TaskNode[], byId?: ReadonlyMap<TaskId, TaskNode>) {
+  constructor(
+    file: string,
+    dir: string,
+    pools: ReadonlyMap<string, number>,
+    nodes: readonly TaskNode[],
+    byId?: ReadonlyMap<TaskId, TaskNode>,
+    extra: { readonly preserve?: readonly string[]; readonly settings?: GraphSettings } = {},
+  ) {
     this.file = file;
     this.dir = dir;
     this.pools = pools;
+    this.preserve = extra.preserve ?? [];
+    this.settings = extra.settings ?? {};
     this.#order = nodes;
     this.#nodes = byId ?? new Map(nodes.map((n) => [n.id, n]));
   }

@@ -7,7 +7,7 @@ import { taskId, type TaskId } from '../ids.ts';
 import { ID_MESSAGE, ID_PATTERN, plainlyValid } from './plain.ts';
 import { captureSite, NO_SITE, type SiteRef } from './site.ts';
 import { flat } from '../util/flat.ts';
-import type { InputSpec, Json, NodefileApi, SourceSite, TaskRef, TaskSpec } from './types.ts';
+import type { GraphSettings, InputSpec, Json, NodefileApi, SourceSite, TaskRef, TaskSpec } from './types.ts';
 
 export interface DeclaredTask {
   readonly id: TaskId;
@@ -27,7 +27,15 @@ export interface Declarations {
   readonly dir: string;
   readonly tasks: readonly DeclaredTask[];
   readonly pools: ReadonlyMap<string, number>;
+  /** `ng.preserve` paths as written, each with where it was declared. */
+  readonly preserve: readonly PreserveDeclaration[];
+  readonly settings: GraphSettings;
   readonly failures: readonly Failure[];
+}
+
+export interface PreserveDeclaration {
+  readonly path: string;
+  readonly site: SiteRef;
 }
 
 const MAX_FAILURES = 20;
@@ -86,6 +94,8 @@ export class Builder {
   readonly #tasks: DeclaredTask[] = [];
   readonly #pools = new Map<string, number>();
   readonly #failures: Failure[] = [];
+  readonly #preserve: PreserveDeclaration[] = [];
+  #settings: GraphSettings = {};
   readonly #unchecked: { id: TaskId; spec: TaskSpec; site: SiteRef }[] = [];
   /** The inputs of the last task copied: an input equal to one of them is shared (see ownSpec). */
   #lastInputs: Readonly<Record<string, InputSpec>> = NO_INPUTS;
@@ -154,6 +164,24 @@ export class Builder {
       glob: (pattern) => ({ kind: 'glob', pattern }),
       value: (value: Json) => ({ kind: 'value', value }),
       env: (name) => ({ kind: 'env', name }),
+      preserve: (...paths) => {
+        if (this.#sealed) return this.#late('preserve');
+        const site = captureSite(this.#file);
+        for (const p of paths) {
+          if (typeof p === 'string' && p.length > 0) this.#preserve.push({ path: flat(p), site });
+          else this.#fail({ reason: 'invalid-field', task: undefined, field: 'preserve', message: `a preserved path is a non-empty string, not ${JSON.stringify(p) ?? String(p)}`, site: site.get() });
+        }
+      },
+      settings: (settings) => {
+        if (this.#sealed) return this.#late('settings');
+        const site = captureSite(this.#file);
+        const problem = settingsProblem(settings);
+        if (problem !== undefined) {
+          this.#fail({ reason: 'invalid-field', task: undefined, field: `settings${problem.field}`, message: problem.message, site: site.get() });
+          return;
+        }
+        this.#settings = { ...this.#settings, ...settings };
+      },
     };
   }
 
@@ -200,7 +228,7 @@ export class Builder {
   }
 
   declarations(): Declarations {
-    return { file: this.#file, dir: this.#dir, tasks: this.#tasks, pools: this.#pools, failures: this.#failures };
+    return { file: this.#file, dir: this.#dir, tasks: this.#tasks, pools: this.#pools, preserve: this.#preserve, settings: this.#settings, failures: this.#failures };
   }
 }
 
@@ -240,4 +268,14 @@ function ownInputs(inputs: Readonly<Record<string, InputSpec>>, previous: Readon
     copy[name] = typeof before === 'object' && before.kind === input.kind && before.path === input.path ? before : { kind: input.kind, path: flat(input.path) };
   }
   return copy;
+}
+
+/** What is wrong with a settings object, if anything: `.atomic` and a message. */
+function settingsProblem(settings: unknown): { field: string; message: string } | undefined {
+  if (typeof settings !== 'object' || settings === null || Array.isArray(settings)) return { field: '', message: 'settings are an object: { atomic: true }' };
+  for (const [key, value] of Object.entries(settings)) {
+    if (key !== 'atomic') return { field: `.${key}`, message: 'not a setting (known: atomic)' };
+    if (typeof value !== 'boolean') return { field: '.atomic', message: `true or false, not ${JSON.stringify(value)}` };
+  }
+  return undefined;
 }

@@ -6,6 +6,7 @@ import { z } from 'zod';
 import type { TaskSpec } from './types.ts';
 import { err, ok, type Result } from '../util/result.ts';
 import { ID_MESSAGE, ID_PATTERN } from './plain.ts';
+import { DURATION_MESSAGE, parseDuration } from '../util/duration.ts';
 
 const isFunction = (v: unknown): v is (...args: never[]) => unknown => typeof v === 'function';
 
@@ -50,6 +51,12 @@ export const taskSpecSchema = z.strictObject({
   verbs: z
     .strictObject({ create: z.string().optional(), update: z.string().optional(), upstream: z.record(z.string(), z.string()).optional() })
     .optional(),
+  health: z
+    .strictObject({
+      within: z.string().refine((d) => parseDuration(d) !== undefined, DURATION_MESSAGE),
+      stable: z.string().refine((d) => parseDuration(d) !== undefined, DURATION_MESSAGE).optional(),
+    })
+    .optional(),
 });
 
 export interface FieldIssue {
@@ -69,6 +76,9 @@ function toIssues(error: z.ZodError): FieldIssue[] {
 export function validateTaskSpec(spec: unknown): Result<TaskSpec, FieldIssue[]> {
   const parsed = taskSpecSchema.safeParse(spec);
   if (!parsed.success) return err(toIssues(parsed.error));
+  if (parsed.data.health !== undefined && parsed.data.check === undefined) {
+    return err([{ field: 'health', message: 'a health task needs a check: health is that check passing' }]);
+  }
   // zod copies what it parses; keep the user's object so functions keep their identity.
   return ok(spec as TaskSpec);
 }

@@ -134,6 +134,22 @@ export interface TaskSpec {
    * `{ update: 'restart', upstream: { 'kube1/container': 'start' } }`.
    */
   readonly verbs?: { readonly create?: string; readonly update?: string; readonly upstream?: Readonly<Record<string, string>> };
+  /**
+   * Marks this task's check as the health of the graph: after an atomic apply it must pass
+   * within `within` and keep passing for `stable` (durations: '500ms', '10s', '2m').
+   */
+  readonly health?: HealthSpec;
+}
+
+export interface HealthSpec {
+  readonly within: string;
+  readonly stable?: string;
+}
+
+/** Settings a Nodefile gives the whole graph (`ng.settings`). */
+export interface GraphSettings {
+  /** Every whole-graph apply is atomic unless `--no-atomic` says otherwise. */
+  readonly atomic?: boolean;
 }
 
 /** What a Nodefile's default export receives. */
@@ -149,6 +165,12 @@ export interface NodefileApi {
   glob(pattern: string): InputSpec;
   value(value: Json): InputSpec;
   env(name: string): InputSpec;
+  /**
+   * Paths a failed atomic apply gives back byte for byte, whoever wrote them: saved before it
+   * runs anything, restored on rollback. A relative path is taken from the Nodefile's folder.
+   */
+  preserve(...paths: string[]): void;
+  settings(settings: GraphSettings): void;
 }
 
 /** The type of a Nodefile's default export. */

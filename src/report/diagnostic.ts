@@ -84,6 +84,32 @@ export function message(failure: Failure, cwd: string): string {
       return [`the saved plan ${failure.path} no longer matches; make a new one with \`nodegraph plan --out\`:`, ...failure.changes.map((c) => `  - ${c}`)].join('\n');
     case 'not-confirmed':
       return 'not confirmed: nothing was changed';
+    case 'transaction-not-started':
+      return `the atomic apply did not start, and nothing was changed: ${failure.message}`;
+    case 'atomic-apply-failed': {
+      const back = failure.from === null ? 'as it was before' : `to generation ${failure.from}`;
+      if (failure.rolledBack) {
+        const kept = failure.to === failure.from ? '' : `; the failed change is kept as generation ${failure.to} (\`nodegraph rollback ${failure.to}\` applies it again)`;
+        return `${failure.cause}: rolled back ${back}, and the rollback succeeded${kept}`;
+      }
+      return [
+        `${failure.cause}: the rollback ${back} did not complete; what is left:`,
+        ...failure.left.map((l) => `  - ${l}`),
+        'the transaction stays recorded: `nodegraph apply` tries the rollback again, `nodegraph apply --continue` the change',
+      ].join('\n');
+    }
+    case 'transaction-unreadable':
+      return `cannot read the atomic apply's transaction record ${failure.path}: ${failure.message}`;
+    case 'transaction-pending':
+      return `an interrupted atomic apply from ${failure.from === null ? 'no generation' : `generation ${failure.from}`} to ${failure.to} (${failure.phase}) is unfinished: \`nodegraph apply\` rolls it back, \`nodegraph apply --continue\` finishes it`;
+    case 'generation-missing':
+      return `there is no generation ${failure.number} (known: ${failure.known.join(', ') || 'none'})`;
+    case 'generation-damaged':
+      return `generation ${failure.number} is damaged, and was not applied: ${failure.path}: ${failure.message}`;
+    case 'generation-file-changed':
+      return `generation ${failure.number} needs ${path.relative(cwd, failure.path) || failure.path} at sha256:${failure.sha256.slice(0, 12)}…, which has changed: nothing was applied`;
+    case 'generation-write-failed':
+      return `could not write ${failure.path}: ${failure.message}`;
     default:
       return unreachable(failure);
   }

@@ -83,6 +83,9 @@ export function plainReporter(options: PlainOptions): Reporter {
           if (event.output !== undefined && event.output.trim() !== '') write(`${indent(event.output)}\n`);
         } else write(`${c.yellow('-')} ${event.id} kept${event.because === undefined ? '' : ` (${event.because})`}\n`);
         break;
+      case 'transaction':
+        write(`${c.cyan('↺')} ${event.message}\n`);
+        break;
       case 'summary': {
         const parts = Object.entries(event.counts).map(([k, v]) => `${v} ${k}`);
         write(`${event.command === 'apply' ? 'Apply' : event.command === 'stop' ? 'Stop' : 'Destroy'}: ${parts.join(', ')} in ${seconds(event.durationMs)}.\n`);

@@ -109,6 +109,7 @@ export function ttyReporter(write: (text: string) => void, c: Palette): Reporter
         summary = event;
         break;
       case 'warning':
+      case 'transaction':
       case 'destroy-start':
       case 'destroy-done':
         fallback.sink(event);

@@ -511,3 +511,15 @@ export function readLock(stateDir: string): Result<Locked | undefined, StateDirU
   }
   return ok({ reason: 'locked', path, holder: holderOf(s.info), otherHost: s.info.host !== hostname() });
 }
+
+/** The lock, for a run inside the holder's: closing that run's state does not release it. */
+export function borrow(lock: Lock): Lock {
+  return {
+    stateDir: lock.stateDir,
+    path: lock.path,
+    info: lock.info,
+    tookOverFrom: undefined,
+    isHeld: () => lock.isHeld(),
+    release: () => ok('released'),
+  };
+}

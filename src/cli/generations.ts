@@ -1,0 +1,39 @@
+import { listGenerations } from '../operations.ts';
+import type { CliIo } from './main.ts';
+import { engineOptions, paletteFor, printFailures, type Args } from './shared.ts';
+
+/** The version of `generations --json`'s document. */
+export const GENERATIONS_JSON_VERSION = 1;
+
+export async function run(args: Args, io: CliIo): Promise<number> {
+  const options = engineOptions(args, io, 'generations');
+  if ('reason' in options) return printFailures([options], io);
+  const listed = listGenerations(options);
+  if (!listed.ok) return printFailures(listed.error, io);
+  const { generations, current, transaction } = listed.value;
+  if (args.values['json'] === true) {
+    io.stdout.write(`${JSON.stringify({ format: 'nodegraph-generations', version: GENERATIONS_JSON_VERSION, current: current ?? null, transaction: transaction ?? null, generations })}\n`);
+    return 0;
+  }
+  const c = paletteFor(io);
+  if (generations.length === 0) io.stdout.write('No generations yet: each whole-graph apply that settles records one.\n');
+  for (const g of generations) {
+    const mark = g.number === current ? c.green('*') : ' ';
+    const status = g.status === 'applied' ? '' : g.status === 'failed' ? c.red(' failed, rolled back') : c.yellow(` ${g.status}`);
+    const changed = [
+      g.files.length > 0 ? `files: ${shortList(g.files)}` : '',
+      g.env.length > 0 ? `env: ${shortList(g.env)}` : '',
+      g.ran.length > 0 ? `ran: ${shortList(g.ran)}` : '',
+      g.destroyed.length > 0 ? `destroyed: ${shortList(g.destroyed)}` : '',
+    ].filter((x) => x !== '');
+    io.stdout.write(`${mark} ${String(g.number).padStart(3)}  ${g.createdAt}${status}  ${c.dim(changed.join('; ') || 'no change')}\n`);
+  }
+  if (transaction !== undefined) {
+    io.stdout.write(`${c.yellow('!')} an interrupted atomic apply from ${transaction.from ?? 'no generation'} to ${transaction.to} (${transaction.phase}): the next apply rolls it back (--continue: finishes it)\n`);
+  }
+  return 0;
+}
+
+function shortList(items: readonly string[]): string {
+  return items.length <= 4 ? items.join(', ') : `${items.slice(0, 3).join(', ')} and ${items.length - 3} more`;
+}

@@ -1,0 +1,31 @@
+import { rollbackNodefile } from '../operations.ts';
+import type { CliIo } from './main.ts';
+import { engineOptions, keepFlag, printFailures, reporterFor, type Args } from './shared.ts';
+
+export async function run(args: Args, io: CliIo): Promise<number> {
+  const options = engineOptions(args, io, 'rollback');
+  if ('reason' in options) return printFailures([options], io);
+  const [word, ...extra] = args.positionals;
+  if (extra.length > 0) return printFailures([{ reason: 'usage', message: 'rollback takes at most one generation number' }], io);
+  const number = word === undefined ? undefined : Number(word);
+  if (number !== undefined && (!Number.isInteger(number) || number < 1)) {
+    return printFailures([{ reason: 'usage', message: `a generation is a whole number (see nodegraph generations), not ${word}` }], io);
+  }
+  const keep = keepFlag(args);
+  if (typeof keep === 'string') return printFailures([{ reason: 'usage', message: keep }], io);
+  const reporter = await reporterFor(args, io);
+  const result = await rollbackNodefile({
+    ...options,
+    targets: [],
+    ...(number === undefined ? {} : { generation: number }),
+    ...(keep === undefined ? {} : { keep }),
+    atomic: args.values['no-atomic'] !== true,
+    onEvent: reporter.sink,
+  });
+  await reporter.close();
+  if (!result.ok) return printFailures(result.error, io);
+  if (io.signal.aborted) return 130;
+  if (result.value.failed.length > 0) return 1;
+  io.stdout.write(`Generation ${result.value.generation} is current.\n`);
+  return 0;
+}

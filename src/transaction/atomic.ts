@@ -1,0 +1,207 @@
+// An atomic apply's transaction, step by step: begin (the new generation's
+// sources stored, the preserved paths saved, the record written), then the
+// apply itself (operations.ts), then commit — or roll back: stop what the apply
+// started, destroy what it created, restore the preserved paths, and apply the
+// previous generation again from its stored sources and check it. Each step is
+// recorded (record.ts) before it is taken and can be taken again, so a run
+// after a crash finishes what this one began.
+
+import { mkdirSync } from 'node:fs';
+import path from 'node:path';
+import type { OutputGuard } from '../graph/analyze.ts';
+import type { TaskGraph } from '../graph/graph.ts';
+import type { EventSink } from '../events.ts';
+import type { Failure } from '../error.ts';
+import type { TaskId } from '../ids.ts';
+import { teardown } from '../execute/teardown.ts';
+import { appender } from '../execute/appender.ts';
+import { teardownOrder } from '../plan/plan.ts';
+import type { ProcessRunner } from '../process-runner.ts';
+import { openState } from '../state/open.ts';
+import type { Lock } from '../state/lock.ts';
+import type { Records } from '../state/records.ts';
+import { err, ok, type Result } from '../util/result.ts';
+import { GenerationStore, type Sources } from './generations.ts';
+import { waitHealthy } from './health.ts';
+import { readPreserved, restorePreserved, savePreserved } from './preserve.ts';
+import { clearTransaction, failpoint, transactionDir, writeTransaction, type Transaction } from './record.ts';
+
+/** A task's record as a transaction compares it: any run, stop or change since gives another string. */
+function identity(records: Records, id: TaskId): string {
+  const r = records.get(id);
+  return r === undefined ? '' : `${r.status}:${r.error ?? ''}:${r.fingerprint}:${r.outputHash}:${r.startedAt}`;
+}
+
+export interface Begin {
+  readonly stateDir: string;
+  readonly store: GenerationStore;
+  readonly records: Records;
+  readonly sources: Sources;
+  readonly preserve: readonly string[];
+  readonly command: string;
+}
+
+/**
+ * Begins a transaction: the generation it applies (`to`) is stored as
+ * pending, the preserved paths saved, and the record written. Any failure
+ * here (a full disk) leaves the machine untouched: nothing has run.
+ */
+export function beginTransaction(begin: Begin): Result<Transaction, Failure> {
+  const { stateDir, store } = begin;
+  const from = store.current() ?? null;
+  const current = from === null ? undefined : store.read(from);
+  // The same sources as the current generation (a repair of drift): that generation again.
+  const to = current !== undefined && current.digest === begin.sources.digest ? from! : store.next();
+  if (to !== from) {
+    const recorded = store.record(to, begin.sources, { status: 'pending' });
+    if (!recorded.ok) return err({ reason: 'transaction-not-started', message: generationProblem(recorded.error) });
+  }
+  failpoint('prepare');
+  const dir = path.join(transactionDir(stateDir), 'preserved');
+  const saved = savePreserved(begin.preserve, dir);
+  if (!saved.ok) return err({ reason: 'transaction-not-started', message: `could not save the preserved path ${saved.error.path}: ${saved.error.message}` });
+  const before: Record<string, string> = {};
+  for (const id of begin.records.keys()) before[id] = identity(begin.records, id);
+  const transaction: Transaction = {
+    format: 'nodegraph-transaction',
+    version: 1,
+    from,
+    to,
+    phase: 'apply',
+    startedAt: new Date().toISOString(),
+    command: begin.command,
+    preserved: dir,
+    before,
+  };
+  try {
+    mkdirSync(stateDir, { recursive: true });
+    writeTransaction(stateDir, transaction);
+  } catch (error) {
+    clearTransaction(stateDir);
+    return err({ reason: 'transaction-not-started', message: `could not record the transaction: ${(error as Error).message}` });
+  }
+  return ok(transaction);
+}
+
+/** Moves the transaction to its next phase, durably. */
+export function advance(stateDir: string, transaction: Transaction, phase: Transaction['phase'], cause?: string): Transaction {
+  const next: Transaction = { ...transaction, phase, ...(cause === undefined ? {} : { cause }) };
+  writeTransaction(stateDir, next);
+  return next;
+}
+
+/** The change held: its generation is current, the saved copies go. */
+export function commit(stateDir: string, store: GenerationStore, transaction: Transaction, what: { ran: readonly string[]; destroyed: readonly string[]; keep: number }): void {
+  const committing = transaction.phase === 'commit' ? transaction : advance(stateDir, transaction, 'commit');
+  if (committing.to !== committing.from) {
+    store.mark(committing.to, 'applied', { ran: what.ran, destroyed: what.destroyed });
+    store.setCurrent(committing.to);
+  }
+  failpoint('committed');
+  clearTransaction(stateDir);
+  store.prune(what.keep);
+}
+
+export interface RollbackContext {
+  readonly stateDir: string;
+  readonly store: GenerationStore;
+  readonly lock: Lock;
+  readonly runner: ProcessRunner;
+  readonly emit: EventSink;
+  readonly guard: OutputGuard;
+  readonly jobs: number;
+  /**
+   * Applies the Nodefile as it now is (its sources just restored), whole and
+   * not atomically, and gives the graph it applied, or what went wrong.
+   */
+  readonly reapply: (env: Readonly<Record<string, string | null>>, signal: AbortSignal) => Promise<Result<TaskGraph, string>>;
+}
+
+export interface RollbackOutcome {
+  readonly ok: boolean;
+  /** What could not be put back, when not ok. */
+  readonly left: readonly string[];
+}
+
+/**
+ * Rolls a transaction back. Every step can be taken again after a crash:
+ * what is already stopped, destroyed or restored is left as it is.
+ */
+export async function rollBack(context: RollbackContext, begun: Transaction, cause: string): Promise<RollbackOutcome> {
+  const { stateDir, store, emit } = context;
+  const transaction = begun.phase === 'rollback' ? begun : advance(stateDir, begun, 'rollback', cause);
+  // A fresh signal: the first Ctrl-C stopped the apply; the rollback must still run (a second quits).
+  const signal = new AbortController().signal;
+  const left: string[] = [];
+
+  const state = openState(stateDir, { lock: true, held: context.lock });
+  if (!state.ok) return { ok: false, left: [`the state: ${state.error.reason}`] };
+  try {
+    const records = state.value.records;
+    const before = transaction.before;
+    const created: TaskId[] = [];
+    const changed: TaskId[] = [];
+    for (const id of records.keys()) {
+      if (!Object.hasOwn(before, id)) created.push(id);
+      else if (before[id] !== identity(records, id)) changed.push(id);
+    }
+    const session = { records, store: appender(state.value.store), runner: context.runner, signal, emit, guard: context.guard };
+    if (changed.length > 0) {
+      emit({ type: 'transaction', message: `rollback: stopping what this apply changed (${changed.length})` });
+      const stopped = await teardown({ ...session, order: teardownOrder(changed, records), mode: 'stop' });
+      for (const id of stopped.failed) left.push(`${id} could not be stopped`);
+    }
+    if (created.length > 0) {
+      emit({ type: 'transaction', message: `rollback: destroying what this apply created (${created.length})` });
+      const destroyed = await teardown({ ...session, order: teardownOrder(created, records), mode: 'destroy' });
+      for (const id of [...destroyed.failed, ...destroyed.kept]) left.push(`${id} could not be destroyed`);
+    }
+    session.store.sync();
+  } finally {
+    state.value.close();
+  }
+
+  const preserved = readPreserved(transaction.preserved);
+  if (preserved === undefined && left.length === 0) left.push(`the preserved copies in ${transaction.preserved} are gone`);
+  if (preserved !== undefined && preserved.paths.length > 0) {
+    emit({ type: 'transaction', message: `rollback: restoring ${preserved.paths.length} preserved path${preserved.paths.length === 1 ? '' : 's'}` });
+    for (const problem of restorePreserved(preserved)) left.push(`preserved ${problem}`);
+  }
+
+  if (transaction.from !== null) {
+    const restored = store.restore(transaction.from);
+    if (!restored.ok) left.push(generationProblem(restored.error));
+    else {
+      const rel = restored.value.map((p) => path.relative(path.dirname(store.read(transaction.from!)!.nodefile), p) || p);
+      emit({
+        type: 'transaction',
+        message: `rollback: applying generation ${transaction.from} again${rel.length === 0 ? '' : ` (restored ${rel.join(', ')} from it)`}`,
+      });
+      const generation = store.read(transaction.from)!;
+      const applied = await context.reapply(generation.env, signal);
+      if (!applied.ok) left.push(`generation ${transaction.from} did not apply again: ${applied.error}`);
+      else {
+        const health = await waitHealthy(applied.value, context.runner, signal, context.jobs);
+        if (!health.ok) left.push(`generation ${transaction.from} is not healthy again: ${health.task}: ${health.detail}`);
+      }
+    }
+  }
+  if (left.length > 0) return { ok: false, left };
+  failpoint('rolled-back');
+  if (transaction.to !== transaction.from) store.mark(transaction.to, 'failed');
+  clearTransaction(stateDir);
+  return { ok: true, left: [] };
+}
+
+export function generationProblem(error: import('./generations.ts').GenerationError): string {
+  switch (error.reason) {
+    case 'generation-missing':
+      return `there is no generation ${error.number} (known: ${error.known.join(', ') || 'none'})`;
+    case 'generation-damaged':
+      return `generation ${error.number} is damaged: ${error.path}: ${error.message}`;
+    case 'generation-file-changed':
+      return `generation ${error.number} needs ${error.path} at sha256:${error.sha256.slice(0, 12)}…, which has changed`;
+    case 'generation-write-failed':
+      return `could not write ${error.path}: ${error.message}`;
+  }
+}

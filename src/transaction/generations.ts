@@ -1,0 +1,353 @@
+// Generations: what each whole-graph apply that settled applied, kept so it
+// can be applied again without the user's files. A generation is a manifest
+// (`generations/<N>.json`) naming its sources — the Nodefile, the project
+// modules it imports, the file inputs no task writes — by path and SHA-256,
+// and the values of its `env` inputs; the sources' content lies in
+// `generations/objects/<sha256>`, one copy however many generations share it.
+// `generations/current` names the generation the machine is at.
+//
+//   pending ──apply settled (and healthy)──▶ applied
+//      └──────rolled back─────────────────▶ failed   (kept: `rollback N` applies it again)
+
+import { copyFileSync, existsSync, linkSync, lstatSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, chmodSync } from 'node:fs';
+import path from 'node:path';
+import type { TaskGraph } from '../graph/graph.ts';
+import { join } from '../graph/analyze.ts';
+import { HASH_PREFIX, type TaskId } from '../ids.ts';
+import type { TaskObservation } from '../hash/observation.ts';
+import { sha256FileSync } from '../hash/file.ts';
+import { hashValue } from '../hash/value.ts';
+import { writeDurably, fsyncFile } from '../util/durable.ts';
+import { err, ok, type Result } from '../util/result.ts';
+
+export const GENERATION_FORMAT = 'nodegraph-generation';
+/** How many generations are kept by default (`--keep`). */
+export const DEFAULT_KEEP = 10;
+/** Files up to this size are copied into the store; larger ones (an OS image) are hard-linked, or named by path and SHA-256. */
+export const COPY_LIMIT = 8 * 1024 * 1024;
+
+export interface SourceFile {
+  /** Absolute. */
+  readonly path: string;
+  /** Hex SHA-256 of the content. */
+  readonly sha256: string;
+  readonly size: number;
+  readonly mode: number;
+  /** 'copy' and 'link' have their content in the store; 'path' only names it. */
+  readonly stored: 'copy' | 'link' | 'path';
+}
+
+export interface Generation {
+  readonly format: typeof GENERATION_FORMAT;
+  readonly version: 1;
+  readonly number: number;
+  readonly createdAt: string;
+  readonly status: 'pending' | 'applied' | 'failed';
+  /** The Nodefile, absolute. */
+  readonly nodefile: string;
+  /** The Nodefile first, then its modules, then file inputs. */
+  readonly files: readonly SourceFile[];
+  /** `env` inputs: name → value (null when unset). */
+  readonly env: Readonly<Record<string, string | null>>;
+  /** Of the Nodefile, the files (path and content) and env values: equal sources, equal digest. */
+  readonly digest: string;
+  /** Tasks that ran in the apply that made it. */
+  readonly ran: readonly string[];
+  readonly destroyed: readonly string[];
+}
+
+/** What a graph is made of, before it is stored. */
+export interface Sources {
+  readonly nodefile: string;
+  readonly files: readonly { readonly path: string; readonly sha256: string }[];
+  readonly env: Readonly<Record<string, string | null>>;
+  readonly digest: string;
+}
+
+export type GenerationError =
+  | { readonly reason: 'generation-missing'; readonly number: number; readonly known: readonly number[] }
+  | { readonly reason: 'generation-damaged'; readonly number: number; readonly path: string; readonly message: string }
+  | { readonly reason: 'generation-file-changed'; readonly number: number; readonly path: string; readonly sha256: string }
+  | { readonly reason: 'generation-write-failed'; readonly path: string; readonly message: string };
+
+const HEX = /^[0-9a-f]{64}$/;
+
+/**
+ * The sources of `graph`: the Nodefile and `modules` (hashed here), each file
+ * input that no task writes (hashed by observing, which a whole-graph apply
+ * did for every task) and each `env` input's value.
+ */
+export function collectSources(
+  graph: TaskGraph,
+  modules: readonly string[],
+  observations: ReadonlyMap<TaskId, TaskObservation>,
+  env: Readonly<Record<string, string | undefined>>,
+): Sources {
+  const files = new Map<string, string>();
+  for (const file of [graph.file, ...modules]) if (!files.has(file)) files.set(file, sha256FileSync(file).hash.slice(HASH_PREFIX));
+  const names = new Set<string>();
+  for (const node of graph.ordered) {
+    const inputs = node.inputs;
+    for (const name in inputs) {
+      const input = inputs[name]!;
+      if (input.kind === 'env') names.add(input.name);
+      if (input.kind !== 'file') continue;
+      const absolute = join(graph.dir, input.path);
+      if (files.has(absolute)) continue;
+      const seen = observations.get(node.id)?.inputs.get(name);
+      files.set(absolute, (seen ?? sha256FileSync(absolute).hash).slice(HASH_PREFIX));
+    }
+  }
+  const values: Record<string, string | null> = {};
+  for (const name of [...names].sort()) values[name] = env[name] ?? null;
+  const list = [...files].map(([p, sha256]) => ({ path: p, sha256 }));
+  return { nodefile: graph.file, files: list, env: values, digest: hashValue({ nodefile: graph.file, files: list, env: values }).slice(HASH_PREFIX) };
+}
+
+/** The generations of one state folder. */
+export class GenerationStore {
+  readonly dir: string;
+  readonly #copyLimit: number;
+
+  constructor(stateDir: string, options: { readonly copyLimit?: number } = {}) {
+    this.dir = path.join(stateDir, 'generations');
+    this.#copyLimit = options.copyLimit ?? COPY_LIMIT;
+  }
+
+  #manifest(n: number): string {
+    return path.join(this.dir, `${n}.json`);
+  }
+
+  object(sha256: string): string {
+    return path.join(this.dir, 'objects', sha256);
+  }
+
+  /** Every generation's number, ascending. */
+  numbers(): number[] {
+    let names: string[];
+    try {
+      names = readdirSync(this.dir);
+    } catch {
+      return [];
+    }
+    return names
+      .map((n) => /^(\d+)\.json$/.exec(n)?.[1])
+      .filter((n): n is string => n !== undefined)
+      .map(Number)
+      .sort((a, b) => a - b);
+  }
+
+  read(n: number): Generation | undefined {
+    try {
+      const parsed = JSON.parse(readFileSync(this.#manifest(n), 'utf8')) as Generation;
+      return parsed.format === GENERATION_FORMAT && parsed.number === n ? parsed : undefined;
+    } catch {
+      return undefined;
+    }
+  }
+
+  list(): Generation[] {
+    return this.numbers()
+      .map((n) => this.read(n))
+      .filter((g): g is Generation => g !== undefined);
+  }
+
+  /** The generation the machine is at, if one was ever recorded. */
+  current(): number | undefined {
+    try {
+      const n = Number(readFileSync(path.join(this.dir, 'current'), 'utf8').trim());
+      return Number.isInteger(n) && n > 0 ? n : undefined;
+    } catch {
+      return undefined;
+    }
+  }
+
+  setCurrent(n: number): void {
+    writeDurably(path.join(this.dir, 'current'), `${n}\n`);
+  }
+
+  next(): number {
+    return (this.numbers().at(-1) ?? 0) + 1;
+  }
+
+  /**
+   * Stores the sources' content and writes generation `n`'s manifest. Every
+   * object is synced before the manifest names it, so a manifest never names
+   * content a power loss took. A file that no longer has the hash it was
+   * observed with is an error (it changed during the run): nothing is recorded.
+   */
+  record(
+    n: number,
+    sources: Sources,
+    extra: { readonly status: Generation['status']; readonly ran?: readonly string[]; readonly destroyed?: readonly string[] },
+  ): Result<Generation, GenerationError> {
+    const files: SourceFile[] = [];
+    try {
+      mkdirSync(path.join(this.dir, 'objects'), { recursive: true, mode: 0o700 });
+      for (const file of sources.files) {
+        const stat = statSync(file.path);
+        files.push({ path: file.path, sha256: file.sha256, size: stat.size, mode: stat.mode & 0o7777, stored: this.#store(file, stat.size) });
+      }
+    } catch (error) {
+      if ((error as { reason?: string }).reason !== undefined) return err({ ...(error as GenerationError), number: n } as GenerationError);
+      return err({ reason: 'generation-write-failed', path: this.dir, message: (error as Error).message });
+    }
+    const generation: Generation = {
+      format: GENERATION_FORMAT,
+      version: 1,
+      number: n,
+      createdAt: new Date().toISOString(),
+      status: extra.status,
+      nodefile: sources.nodefile,
+      files,
+      env: sources.env,
+      digest: sources.digest,
+      ran: extra.ran ?? [],
+      destroyed: extra.destroyed ?? [],
+    };
+    return this.#write(generation);
+  }
+
+  /** Rewrites a manifest with a new status (and, once applied, what ran). */
+  mark(n: number, status: Generation['status'], what: { ran?: readonly string[]; destroyed?: readonly string[] } = {}): Result<Generation, GenerationError> {
+    const generation = this.read(n);
+    if (generation === undefined) return err({ reason: 'generation-missing', number: n, known: this.numbers() });
+    return this.#write({ ...generation, status, ...what });
+  }
+
+  #write(generation: Generation): Result<Generation, GenerationError> {
+    try {
+      writeDurably(this.#manifest(generation.number), `${JSON.stringify(generation, null, 1)}\n`);
+      return ok(generation);
+    } catch (error) {
+      return err({ reason: 'generation-write-failed', path: this.#manifest(generation.number), message: (error as Error).message });
+    }
+  }
+
+  /** Puts one file's content in the store (unless it is there) and says how. */
+  #store(file: { readonly path: string; readonly sha256: string }, size: number): SourceFile['stored'] {
+    const object = this.object(file.sha256);
+    if (size > this.#copyLimit) {
+      if (existsSync(object)) return 'link';
+      try {
+        linkSync(file.path, object);
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code === 'EXDEV' || (error as NodeJS.ErrnoException).code === 'EPERM') return 'path';
+        throw error;
+      }
+      return 'link';
+    }
+    if (existsSync(object)) return 'copy';
+    const temp = `${object}.${process.pid}.tmp`;
+    try {
+      copyFileSync(file.path, temp);
+      const copied = sha256FileSync(temp).hash.slice(HASH_PREFIX);
+      if (copied !== file.sha256) {
+        throw { reason: 'generation-file-changed', number: 0, path: file.path, sha256: file.sha256 } satisfies GenerationError;
+      }
+      chmodSync(temp, 0o400);
+      fsyncFile(temp);
+      renameSync(temp, object);
+    } finally {
+      rmSync(temp, { force: true });
+    }
+    return 'copy';
+  }
+
+  /**
+   * Checks that everything generation `n` needs is there with its content:
+   * each stored object by its SHA-256, each file named only by path at that
+   * path with that content. Reads every byte: run before anything changes.
+   */
+  verify(n: number): Result<Generation, GenerationError> {
+    const generation = this.read(n);
+    if (generation === undefined) return err({ reason: 'generation-missing', number: n, known: this.numbers() });
+    for (const file of generation.files) {
+      if (!HEX.test(file.sha256)) return err({ reason: 'generation-damaged', number: n, path: file.path, message: 'its manifest names no valid SHA-256' });
+      const where = file.stored === 'path' ? file.path : this.object(file.sha256);
+      let found: string;
+      try {
+        found = sha256FileSync(where).hash.slice(HASH_PREFIX);
+      } catch (error) {
+        if (file.stored === 'path') return err({ reason: 'generation-file-changed', number: n, path: file.path, sha256: file.sha256 });
+        return err({ reason: 'generation-damaged', number: n, path: file.path, message: `its stored copy cannot be read (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})` });
+      }
+      if (found === file.sha256) continue;
+      if (file.stored === 'path') return err({ reason: 'generation-file-changed', number: n, path: file.path, sha256: file.sha256 });
+      return err({ reason: 'generation-damaged', number: n, path: file.path, message: `its stored copy has sha256:${found.slice(0, 12)}…, not sha256:${file.sha256.slice(0, 12)}…` });
+    }
+    return ok(generation);
+  }
+
+  /**
+   * Puts generation `n`'s sources back at their paths (verified first: a
+   * damaged generation changes nothing). Only files whose content differs are
+   * written, each atomically. Returns the paths it rewrote.
+   */
+  restore(n: number): Result<string[], GenerationError> {
+    const verified = this.verify(n);
+    if (!verified.ok) return verified;
+    const written: string[] = [];
+    try {
+      for (const file of verified.value.files) {
+        if (file.stored === 'path') continue;
+        if (sameContent(file.path, file.sha256)) continue;
+        mkdirSync(path.dirname(file.path), { recursive: true });
+        const temp = path.join(path.dirname(file.path), `.${path.basename(file.path)}.${process.pid}.restore`);
+        copyFileSync(this.object(file.sha256), temp);
+        chmodSync(temp, file.mode);
+        renameSync(temp, file.path);
+        written.push(file.path);
+      }
+    } catch (error) {
+      return err({ reason: 'generation-write-failed', path: written.at(-1) ?? this.dir, message: (error as Error).message });
+    }
+    return ok(written);
+  }
+
+  /**
+   * Keeps the newest `keep` generations (and always `current` and `pinned`),
+   * then removes the objects no kept manifest names.
+   */
+  prune(keep: number, pinned: readonly number[] = []): number[] {
+    const numbers = this.numbers();
+    const current = this.current();
+    const kept = new Set([...numbers.slice(-Math.max(1, keep)), ...pinned, ...(current === undefined ? [] : [current])]);
+    const removed = numbers.filter((n) => !kept.has(n));
+    for (const n of removed) rmSync(this.#manifest(n), { force: true });
+    if (removed.length === 0) return removed;
+    const named = new Set<string>();
+    for (const n of kept) for (const file of this.read(n)?.files ?? []) named.add(file.sha256);
+    let objects: string[] = [];
+    try {
+      objects = readdirSync(path.join(this.dir, 'objects'));
+    } catch {
+      // no store yet
+    }
+    for (const name of objects) if (!named.has(name)) rmSync(path.join(this.dir, 'objects', name), { force: true });
+    return removed;
+  }
+}
+
+function sameContent(file: string, sha256: string): boolean {
+  try {
+    if (!lstatSync(file).isFile()) return false;
+    return sha256FileSync(file).hash.slice(HASH_PREFIX) === sha256;
+  } catch {
+    return false;
+  }
+}
+
+/** What changed from generation `before` to `after`: files (relative to the Nodefile's folder) and env names. */
+export function generationChanges(before: Generation | undefined, after: Generation): { files: string[]; env: string[] } {
+  const dir = path.dirname(after.nodefile);
+  const rel = (p: string): string => path.relative(dir, p) || p;
+  if (before === undefined) return { files: after.files.map((f) => rel(f.path)), env: Object.keys(after.env) };
+  const old = new Map(before.files.map((f) => [f.path, f.sha256]));
+  const files: string[] = [];
+  for (const f of after.files) if (old.get(f.path) !== f.sha256) files.push(rel(f.path));
+  const now = new Set(after.files.map((f) => f.path));
+  for (const f of before.files) if (!now.has(f.path)) files.push(`${rel(f.path)} (gone)`);
+  const env = [...new Set([...Object.keys(before.env), ...Object.keys(after.env)])].filter((k) => before.env[k] !== after.env[k]);
+  return { files, env };
+}

@@ -1,0 +1,64 @@
+// The health of a graph after an atomic apply, as greenboot's required checks:
+// each task marked `health` must see its check pass within `within` and keep
+// passing for `stable`. Without one, healthy means every check passes now.
+
+import type { TaskGraph, TaskNode } from '../graph/graph.ts';
+import { runCheck } from '../observe/check.ts';
+import type { ProcessRunner } from '../process-runner.ts';
+import { parseDuration } from '../util/duration.ts';
+
+export type Health = { readonly ok: true } | { readonly ok: false; readonly task: string; readonly detail: string };
+
+export function healthTasks(graph: TaskGraph): TaskNode[] {
+  return graph.ordered.filter((n) => n.decl.spec.health !== undefined);
+}
+
+export async function waitHealthy(graph: TaskGraph, runner: ProcessRunner, signal: AbortSignal, jobs: number): Promise<Health> {
+  const marked = healthTasks(graph);
+  if (marked.length === 0) return everyCheck(graph, runner, signal, jobs);
+  const verdicts = await Promise.all(marked.map((node) => watch(node, runner, signal)));
+  return verdicts.find((v) => !v.ok) ?? { ok: true };
+}
+
+/** Polls one health task: pass within `within`, then keep passing for `stable`. */
+async function watch(node: TaskNode, runner: ProcessRunner, signal: AbortSignal): Promise<Health> {
+  const spec = node.decl.spec.health!;
+  const within = parseDuration(spec.within) ?? 0;
+  const stable = parseDuration(spec.stable ?? '0s') ?? 0;
+  const interval = Math.min(1000, Math.max(100, Math.floor(Math.min(within || 1000, stable || 1000) / 10)));
+  const started = Date.now();
+  let passedAt: number | undefined;
+  let last = '';
+  for (;;) {
+    if (signal.aborted) return { ok: false, task: node.id, detail: 'interrupted' };
+    const verdict = await runCheck(node, runner, signal);
+    const now = Date.now();
+    if (verdict?.ok === true) {
+      passedAt ??= now;
+      if (now - passedAt >= stable) return { ok: true };
+    } else {
+      last = verdict?.detail ?? '';
+      if (passedAt !== undefined) {
+        const s = ((now - passedAt) / 1000).toFixed(1);
+        return { ok: false, task: node.id, detail: `its check failed ${s} s into the ${spec.stable} it must keep passing${last === '' ? '' : `: ${last}`}` };
+      }
+      if (now - started >= within) return { ok: false, task: node.id, detail: `its check did not pass within ${spec.within}${last === '' ? '' : `: ${last}`}` };
+    }
+    await new Promise((resolve) => setTimeout(resolve, interval));
+  }
+}
+
+async function everyCheck(graph: TaskGraph, runner: ProcessRunner, signal: AbortSignal, jobs: number): Promise<Health> {
+  const checked = graph.ordered.filter((n) => n.decl.spec.check !== undefined);
+  let failed: Health | undefined;
+  let next = 0;
+  const worker = async (): Promise<void> => {
+    while (next < checked.length && failed === undefined) {
+      const node = checked[next++]!;
+      const verdict = await runCheck(node, runner, signal);
+      if (verdict !== undefined && !verdict.ok) failed ??= { ok: false, task: node.id, detail: `its check fails${verdict.detail === '' ? '' : `: ${verdict.detail}`}` };
+    }
+  };
+  await Promise.all(Array.from({ length: Math.max(1, Math.min(jobs, checked.length)) }, worker));
+  return failed ?? { ok: true };
+}

@@ -1,0 +1,78 @@
+// The transaction record of an atomic apply: `transaction.json` in the state
+// folder, written durably (state of the art for one small file: a new file
+// synced and renamed over) before each step, so a run after a crash knows
+// what was under way and where the preserved copies are.
+//
+//   apply ──tasks settled──▶ health ──healthy──▶ commit ──▶ (removed)
+//     │                        │
+//     └──failed, Ctrl-C────────┴──▶ rollback ──done──▶ (removed)
+//
+// A run that finds one in apply, health or rollback rolls it back (or, with
+// `apply --continue`, finishes the change); in commit, the change was healthy
+// and the commit is finished.
+
+import { readFileSync, rmSync } from 'node:fs';
+import path from 'node:path';
+import { writeDurably } from '../util/durable.ts';
+
+export const TRANSACTION_FORMAT = 'nodegraph-transaction';
+
+export type Phase = 'apply' | 'health' | 'rollback' | 'commit';
+
+export interface Transaction {
+  readonly format: typeof TRANSACTION_FORMAT;
+  readonly version: 1;
+  /** The generation the machine was at; null before the first. */
+  readonly from: number | null;
+  /** The generation being applied (its manifest is written before the transaction). */
+  readonly to: number;
+  readonly phase: Phase;
+  readonly startedAt: string;
+  readonly command: string;
+  /** Where the preserved paths were saved. */
+  readonly preserved: string;
+  /** Each task recorded when the transaction began → what its record was (status, fingerprint, output hash, start). */
+  readonly before: Readonly<Record<string, string>>;
+  /** Why it is being rolled back. */
+  readonly cause?: string;
+}
+
+export const transactionPath = (stateDir: string): string => path.join(stateDir, 'transaction.json');
+export const transactionDir = (stateDir: string): string => path.join(stateDir, 'transaction');
+
+/** The unfinished transaction, if any; one that cannot be read is an error to report, never ignored. */
+export function readTransaction(stateDir: string): { readonly ok: true; readonly value: Transaction | undefined } | { readonly ok: false; readonly message: string } {
+  let text: string;
+  try {
+    text = readFileSync(transactionPath(stateDir), 'utf8');
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return { ok: true, value: undefined };
+    return { ok: false, message: (error as Error).message };
+  }
+  try {
+    const parsed = JSON.parse(text) as Transaction;
+    if (parsed.format !== TRANSACTION_FORMAT || typeof parsed.to !== 'number') return { ok: false, message: 'not a nodegraph transaction record' };
+    return { ok: true, value: parsed };
+  } catch (error) {
+    return { ok: false, message: (error as Error).message };
+  }
+}
+
+export function writeTransaction(stateDir: string, transaction: Transaction): void {
+  writeDurably(transactionPath(stateDir), `${JSON.stringify(transaction)}\n`);
+  failpoint(transaction.phase);
+}
+
+export function clearTransaction(stateDir: string): void {
+  rmSync(transactionPath(stateDir), { force: true });
+  rmSync(transactionDir(stateDir), { recursive: true, force: true });
+}
+
+/**
+ * Crash injection for the tests that kill nodegraph at each step boundary:
+ * with NODEGRAPH_FAILPOINT set to a step's name, the process kills itself
+ * with SIGKILL right after that step is recorded, as a power loss would.
+ */
+export function failpoint(step: string): void {
+  if (process.env['NODEGRAPH_FAILPOINT'] === step) process.kill(process.pid, 'SIGKILL');
+}
