@@ -2,7 +2,7 @@
 // functions with typed options that return values. The CLI renders them;
 // tests and other programs call them directly.
 
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Failure } from './error.ts';
 import { execute, type ExecuteSummary } from './execute/scheduler.ts';
@@ -41,27 +41,55 @@ const ioOf = (session: Session): IoCounters => {
   return { stats, contentReads, bytesRead, recordsDecoded: session.state.records.decoded };
 };
 
+/** Where the machine stands in generations, and what an atomic apply of this plan would keep and fall back to. */
+export interface GenerationView {
+  readonly current: number | null;
+  /** When the apply would be atomic. */
+  readonly atomic: { readonly preserve: readonly string[]; readonly fallback: number | null; readonly health: readonly string[] } | null;
+  /** An interrupted atomic apply that the next apply rolls back (or `--continue` finishes). */
+  readonly interrupted: Pick<Transaction, 'from' | 'to' | 'phase' | 'startedAt'> | null;
+}
+
 export interface PlanResult {
   readonly plan: Plan;
+  readonly generation: GenerationView;
   /** The plan bound to what it observed, as written to `out`; only made when there is an `out`. */
   readonly saved?: SavedPlan;
   readonly io: IoCounters;
 }
 
-export async function planNodefile(options: EngineOptions & { readonly out?: string }): Promise<Result<PlanResult, Failure[]>> {
+export async function planNodefile(options: EngineOptions & { readonly out?: string; readonly atomic?: boolean }): Promise<Result<PlanResult, Failure[]>> {
   return withSession(options, { lock: false }, async (session) => {
     const observed = await observeAndPlan(session);
     if (!observed.ok) return observed;
     const plan = observed.value.plan.undecided;
+    const view = generationView(session, options.atomic);
+    if (!view.ok) return view;
+    const generation = view.value;
     // Binding digests every task's definition and observations: only for a plan that is saved.
-    if (options.out === undefined) return ok({ plan, io: ioOf(session) });
+    if (options.out === undefined) return ok({ plan, generation, io: ioOf(session) });
     const saved = bindPlan(session.graph, observed.value.selected, observed.value.observations, session.state.records, observed.value.plan, {
       targets: options.targets ?? [],
       replace: options.replace ?? [],
       createdAt: new Date().toISOString(),
     });
     writeFileSync(options.out, `${JSON.stringify(saved)}\n`);
-    return ok({ plan, saved, io: ioOf(session) });
+    return ok({ plan, saved, generation, io: ioOf(session) });
+  });
+}
+
+/** The generations as plan and status show them. */
+export function generationView(session: Pick<Session, 'state' | 'graph' | 'targets'>, atomic?: boolean): Result<GenerationView, Failure[]> {
+  const pending = readTransaction(session.state.dir);
+  if (!pending.ok) return err([{ reason: 'transaction-unreadable', path: transactionPath(session.state.dir), message: pending.message }]);
+  const current = new GenerationStore(session.state.dir).current() ?? null;
+  const t = pending.value;
+  const whole = session.targets === undefined;
+  const health = session.graph.ordered.filter((n) => n.decl.spec.health !== undefined).map((n) => n.id);
+  return ok({
+    current,
+    atomic: whole && (atomic ?? session.graph.settings.atomic ?? false) ? { preserve: session.graph.preserve, fallback: current, health } : null,
+    interrupted: t === undefined ? null : { from: t.from, to: t.to, phase: t.phase, startedAt: t.startedAt },
   });
 }
 
@@ -105,11 +133,7 @@ export async function applyNodefile(options: ApplyOptions): Promise<Result<Apply
   }
   if (options.lock !== undefined) return applyOnce(effective, saved);
   const stateDir = stateDirOf(effective);
-  const taken = acquire(stateDir, { command: options.command ?? 'nodegraph' });
-  if (!taken.ok) return err([taken.error.reason === 'locked' ? taken.error : { reason: 'state-dir-unwritable', path: taken.error.path, message: taken.error.message }]);
-  for (const warning of lockWarnings(taken.value)) options.onEvent?.({ type: 'warning', message: warning });
-  const inner: ApplyOptions = { ...effective, lock: borrow(taken.value) };
-  try {
+  return withLock(effective, async (inner) => {
     const pending = readTransaction(stateDir);
     if (!pending.ok) return err([{ reason: 'transaction-unreadable', path: transactionPath(stateDir), message: pending.message }]);
     if (pending.value === undefined) {
@@ -121,8 +145,29 @@ export async function applyNodefile(options: ApplyOptions): Promise<Result<Apply
     if (finished.value.applied !== undefined) return ok({ ...finished.value.applied, recovered: finished.value.recovered });
     const then = await applyOnce(inner, saved);
     return then.ok ? ok({ ...then.value, recovered: finished.value.recovered }) : then;
+  });
+}
+
+/**
+ * Runs `body` holding the state lock for all its steps (an atomic apply's
+ * rollback runs after the apply's own session closed). A state folder that
+ * only the lock made is removed again when the body fails: a failed first
+ * apply leaves the project as it found it.
+ */
+async function withLock<T>(options: ApplyOptions, body: (inner: ApplyOptions) => Promise<Result<T, Failure[]>>): Promise<Result<T, Failure[]>> {
+  const stateDir = stateDirOf(options);
+  const existed = existsSync(stateDir);
+  const taken = acquire(stateDir, { command: options.command ?? 'nodegraph' });
+  if (!taken.ok) return err([taken.error.reason === 'locked' ? taken.error : { reason: 'state-dir-unwritable', path: taken.error.path, message: taken.error.message }]);
+  for (const warning of lockWarnings(taken.value)) options.onEvent?.({ type: 'warning', message: warning });
+  let result: Result<T, Failure[]> | undefined;
+  try {
+    result = await body({ ...options, lock: borrow(taken.value) });
+    return result;
   } finally {
     taken.value.release();
+    // Only an empty folder: anything in it is a record of what ran.
+    if (!existed && result?.ok !== true) rmdirQuietly(stateDir);
   }
 }
 
@@ -227,6 +272,14 @@ async function applyOnce(options: ApplyOptions, saved: SavedPlan | undefined, re
   });
   if (transaction === undefined) return result;
   return settleTransaction(options, store, transaction, result, runner!, jobs);
+}
+
+function rmdirQuietly(dir: string): void {
+  try {
+    rmdirSync(dir);
+  } catch {
+    // not empty (or gone): kept
+  }
 }
 
 /** Records the sources as a new generation unless they are the current one's; a number, or why not. */
@@ -439,6 +492,10 @@ export async function teardownNodefile(
 ): Promise<Result<TeardownResult, Failure[]>> {
   const started = Date.now();
   const stateDir = stateDirOf(options);
+  // What a half-done atomic apply changed is for its rollback to undo first: a teardown now would lose track.
+  const pending = readTransaction(stateDir);
+  if (!pending.ok) return err([{ reason: 'transaction-unreadable', path: transactionPath(stateDir), message: pending.message }]);
+  if (pending.value !== undefined) return err([{ reason: 'transaction-pending', from: pending.value.from, to: pending.value.to, phase: pending.value.phase }]);
   if (existsSync(path.resolve(options.nodefile))) {
     // The Nodefile must at least load: a broken one may mean the user is mid-edit.
     return withSession({ ...options, targets: [] }, { lock: true }, (session) => teardownWith({ ...session, guard: guardOf(options) }, options, started));
@@ -547,11 +604,7 @@ export function listGenerations(options: EngineOptions): Result<GenerationsList,
  */
 export async function rollbackNodefile(options: ApplyOptions & { readonly generation?: number }): Promise<Result<ApplySummary, Failure[]>> {
   const stateDir = stateDirOf(options);
-  const taken = acquire(stateDir, { command: options.command ?? 'nodegraph rollback' });
-  if (!taken.ok) return err([taken.error.reason === 'locked' ? taken.error : { reason: 'state-dir-unwritable', path: taken.error.path, message: taken.error.message }]);
-  for (const warning of lockWarnings(taken.value)) options.onEvent?.({ type: 'warning', message: warning });
-  const inner: ApplyOptions = { ...options, lock: borrow(taken.value) };
-  try {
+  return withLock(options, async (inner) => {
     const pending = readTransaction(stateDir);
     if (!pending.ok) return err([{ reason: 'transaction-unreadable', path: transactionPath(stateDir), message: pending.message }]);
     if (pending.value !== undefined) {
@@ -568,7 +621,5 @@ export async function rollbackNodefile(options: ApplyOptions & { readonly genera
     options.onEvent?.({ type: 'transaction', message: `rollback to generation ${target}: ${restored.value.length === 0 ? 'its sources are in place' : `restored ${restored.value.map((p) => path.relative(path.dirname(generation.nodefile), p) || p).join(', ')}`}` });
     setEnv(generation.env);
     return await applyOnce({ ...inner, nodefile: generation.nodefile, env: process.env }, undefined);
-  } finally {
-    taken.value.release();
-  }
+  });
 }

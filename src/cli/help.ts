@@ -25,6 +25,7 @@ Options:
       --replace ID         plan ID as forced to run (repeatable)
   -j, --jobs N             checks to run at once (default: the number of cores)
   -v, --verbose            list unchanged tasks too
+      --atomic, --no-atomic  plan an atomic apply (what it preserves, what it falls back to), or not
 ${COMMON}
 Exit codes: 0 ok, 1 error, 2 changes (with --detailed-exitcode).
 `,

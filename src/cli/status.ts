@@ -1,4 +1,5 @@
 import { observeAndPlan, withSession } from '../engine.ts';
+import { generationView } from '../operations.ts';
 import type { PlanEntry } from '../plan/plan.ts';
 import { reasonsLine } from '../plan/reasons.ts';
 import { STOPPED, type TaskRecord } from '../state/record.ts';
@@ -22,20 +23,28 @@ export async function run(args: Args, io: CliIo): Promise<number> {
   const result = await withSession(options, { lock: false }, async (session) => {
     const observed = await observeAndPlan(session);
     if (!observed.ok) return observed;
-    return ok(observed.value.plan.entries().map((e) => ({ entry: e, status: statusOf(e, session.state.records.get(e.id)) })));
+    const generation = generationView(session);
+    if (!generation.ok) return generation;
+    return ok({ generation: generation.value, tasks: observed.value.plan.entries().map((e) => ({ entry: e, status: statusOf(e, session.state.records.get(e.id)) })) });
   });
   if (!result.ok) return printFailures(result.error, io);
   if (args.values['json'] === true) {
-    io.stdout.write(`${JSON.stringify({ format: 'nodegraph-status', version: 1, tasks: result.value.map((r) => ({ id: r.entry.id, status: r.status, reasons: r.entry.reasons })) })}\n`);
+    const { current, interrupted } = result.value.generation;
+    io.stdout.write(`${JSON.stringify({ format: 'nodegraph-status', version: 1, generation: { current, interrupted }, tasks: result.value.tasks.map((r) => ({ id: r.entry.id, status: r.status, reasons: r.entry.reasons })) })}\n`);
     return 0;
   }
   const c = paletteFor(io);
   // A loop, not Math.max(...ids): spreading some 100,000 arguments overflows the stack.
   let width = 0;
-  for (const r of result.value) width = Math.max(width, r.entry.id.length);
+  for (const r of result.value.tasks) width = Math.max(width, r.entry.id.length);
   const color = { applied: c.green, stale: c.yellow, drifted: c.red, failed: c.red, stopped: c.yellow, absent: c.dim, orphan: c.yellow };
   // One write for the table, not one per task.
-  const lines = result.value.map(({ entry, status }) => `${entry.id.padEnd(width)}  ${color[status](status.padEnd(7))}  ${c.dim(reasonsLine(entry.reasons, `(all: nodegraph explain ${entry.id})`))}`.trimEnd());
+  const lines = result.value.tasks.map(({ entry, status }) => `${entry.id.padEnd(width)}  ${color[status](status.padEnd(7))}  ${c.dim(reasonsLine(entry.reasons, `(all: nodegraph explain ${entry.id})`))}`.trimEnd());
   io.stdout.write(lines.length === 0 ? '' : `${lines.join('\n')}\n`);
+  const { current, interrupted } = result.value.generation;
+  io.stdout.write(current === null ? 'No generation recorded yet.\n' : `Generation ${current} is current.\n`);
+  if (interrupted !== null) {
+    io.stdout.write(`${c.yellow('!')} an interrupted atomic apply from ${interrupted.from === null ? 'no generation' : `generation ${interrupted.from}`} to ${interrupted.to} (${interrupted.phase}, begun ${interrupted.startedAt}): the next apply rolls it back\n`);
+  }
   return 0;
 }

@@ -100,7 +100,7 @@ describe('destroy', () => {
     expect(stop.stdout).not.toContain('conf');
     expect(existsSync(rig.path('out/up'))).toBe(false);
     expect(existsSync(rig.path('out/conf'))).toBe(true);
-    expect((await rig.run(['status'])).stdout).toMatch(/^conf\s+applied\s*\nsvc\s+stopped\s+stopped by nodegraph stop\nchecked\s+stopped\s+stopped by nodegraph stop\n$/);
+    expect((await rig.run(['status'])).stdout).toMatch(/^conf\s+applied\s*\nsvc\s+stopped\s+stopped by nodegraph stop\nchecked\s+stopped\s+stopped by nodegraph stop\nGeneration 1 is current\.\n$/);
     const plan = await rig.run(['plan']);
     // Started again, not restarted: the verb of its first run.
     expect(plan.stdout).toMatch(/~ svc\s+start\s+stopped by nodegraph stop\n/);
@@ -162,6 +162,7 @@ describe('saved plans', () => {
       version: 1,
       entries: [{ id: 'a', action: 'create', verb: 'create', reasons: ['never ran'] }],
       counts: { create: 1, update: 0, replace: 0, drift: 0, maybe: 0, destroy: 0, unchanged: 0 },
+      generation: { current: null, atomic: null, interrupted: null },
     });
   });
 });
@@ -197,10 +198,10 @@ describe('inspection', () => {
       ng.task('b', { inputs: { a }, outputs: ['out/b'], run: ['cp', 'out/a', 'out/b'] });
       ng.task('c', { after: ['b'], run: ['true'] });
     `);
-    expect((await rig.run(['status'])).stdout).toBe('a  absent   never ran\nb  absent   never ran\nc  absent   never ran\n');
+    expect((await rig.run(['status'])).stdout).toBe('a  absent   never ran\nb  absent   never ran\nc  absent   never ran\nNo generation recorded yet.\n');
     await rig.run(['apply']);
     writeFileSync(rig.path('out/b'), 'changed\n');
-    expect((await rig.run(['status'])).stdout).toBe(`a  applied\nb  drifted  output ${rig.path('out/b')} modified outside nodegraph\nc  applied\n`);
+    expect((await rig.run(['status'])).stdout).toBe(`a  applied\nb  drifted  output ${rig.path('out/b')} modified outside nodegraph\nc  applied\nGeneration 1 is current.\n`);
     const explain = await rig.run(['explain', 'b']);
     expect(explain.stdout).toMatch(/^b: update\n  because output \S+out\/b modified outside nodegraph\n  last applied \S+ \(ok, \d+ms\)\n  inputs \(recorded → current\):\n  upstream outputs \(recorded → current\):\n    a\s+[0-9a-f]{8} → [0-9a-f]{8}  same\n  outputs \(recorded → current\):\n    out\/b\s+[0-9a-f]{8} → [0-9a-f]{8}  differs\n$/);
     const json = JSON.parse((await rig.run(['explain', 'b', '--json'])).stdout) as Record<string, unknown>;

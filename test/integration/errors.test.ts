@@ -190,7 +190,7 @@ describe('bad input', () => {
   test('an unknown command or flag is a usage error', async () => {
     const command = await rig.run(['aply']);
     expect(command.code).toBe(1);
-    expect(command.stderr).toBe('error[usage]: unknown command aply; commands: plan, apply, destroy, stop, status, explain, graph, unlock, watch (see nodegraph --help)\n');
+    expect(command.stderr).toBe('error[usage]: unknown command aply; commands: plan, apply, destroy, stop, status, explain, graph, unlock, watch, generations, rollback (see nodegraph --help)\n');
     const flag = await rig.run(['apply', '--jobz', '3']);
     expect(flag.code).toBe(1);
     expect(flag.stderr).toBe('error[usage]: unknown option --jobz for apply (see nodegraph apply --help)\n');

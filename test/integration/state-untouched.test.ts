@@ -19,12 +19,11 @@ const graph = `
 `;
 
 /** Every file of the state folder with its size, mtime and inode: any write shows. */
-function snapshot(): Record<string, string> {
-  const dir = rig.path('.nodegraph');
-  const out: Record<string, string> = {};
+function snapshot(dir = rig.path('.nodegraph'), prefix = '', out: Record<string, string> = {}): Record<string, string> {
   for (const name of readdirSync(dir).sort()) {
     const st = statSync(path.join(dir, name));
-    out[name] = `${st.size} ${st.mtimeMs} ${st.ino} ${readFileSync(path.join(dir, name)).toString('base64')}`;
+    if (st.isDirectory()) snapshot(path.join(dir, name), `${prefix}${name}/`, out);
+    else out[`${prefix}${name}`] = `${st.size} ${st.mtimeMs} ${st.ino} ${readFileSync(path.join(dir, name)).toString('base64')}`;
   }
   return out;
 }
