@@ -1,0 +1,185 @@
+// Atomic apply, for real: a failing task, a health task that stops holding,
+// and Ctrl-C each undo the apply — outputs, preserved files (by SHA-256, mode
+// and owner), and a running start-stop-daemon service back on its previous
+// configuration — and the generations that make it possible.
+
+import { chmodSync, existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { afterEach, beforeEach, describe, expect, test } from 'vitest';
+import { Rig, alive, collect, until } from '../support/rig.ts';
+import { describeTree, makeSharedTree } from '../support/tree.ts';
+
+let rig: Rig;
+beforeEach(() => {
+  rig = new Rig();
+});
+afterEach(async () => {
+  // Whatever a failed assertion left running goes.
+  await rig.run(['destroy', '--yes', '--json']);
+  rig.cleanup();
+});
+
+const SSD = '/sbin/start-stop-daemon';
+
+/** A node in miniature: a rendered config, a service that runs with it, a task that scribbles on the shared files, and one that can be made to fail. */
+function nodefile(extra = ''): void {
+  rig.write('svc.sh', '#!/bin/sh\ncp "$1" "$2"\nexec sleep 3600\n');
+  chmodSync(rig.path('svc.sh'), 0o755);
+  rig.nodefile(`
+  const { readFileSync } = process.getBuiltinModule('node:fs');
+  const s = JSON.parse(readFileSync(ng.dir + '/settings.json', 'utf8'));
+  ng.preserve('shared', 'absent-before');
+  const pid = ng.dir + '/run/svc.pid';
+  const status = [${JSON.stringify(SSD)}, '--status', '--pidfile', pid];
+  const stop = [${JSON.stringify(SSD)}, '--stop', '--pidfile', pid, '--remove-pidfile', '--retry', 'TERM/5/KILL/5', '--oknodo'];
+  const settings = ng.task('settings', { inputs: { file: ng.file('settings.json') }, run: () => {} });
+  const conf = ng.task('conf', { inputs: { v: ng.value(s.conf), settings }, outputs: ['out/svc.conf'], run: async (ctx) => { await ctx.writeIfChanged('out/svc.conf', String(ctx.value('v'))); } });
+  ng.task('svc', {
+    inputs: { conf }, check: status, stop: [stop],
+    run: async (ctx) => {
+      await ctx.exec(stop);
+      await ctx.exec(['mkdir', '-p', ng.dir + '/run']);
+      await ctx.exec([${JSON.stringify(SSD)}, '--start', '--background', '--make-pidfile', '--pidfile', pid, '--startas', ng.dir + '/svc.sh', '--', ng.dir + '/out/svc.conf', ng.dir + '/run/loaded']);
+      await ctx.exec(['sleep', '0.2']);
+      await ctx.exec(status);
+    },
+  });
+  ng.task('scribble', {
+    inputs: { v: ng.value(s.scribble) },
+    // The new version resets the shared identity, as a new slot's kubelet bootstraps afresh; the first leaves it alone.
+    run: async (ctx) => {
+      if (ctx.value('v') === 1) return;
+      const fs = process.getBuiltinModule('node:fs');
+      fs.writeFileSync(ng.dir + '/shared/pki/client.pem', 'identity-' + ctx.value('v') + '\\n');
+      fs.writeFileSync(ng.dir + '/shared/new-file', 'x');
+      fs.chmodSync(ng.dir + '/shared/kubeconfig', 0o666);
+      fs.rmSync(ng.dir + '/shared/current.pem');
+      fs.mkdirSync(ng.dir + '/absent-before', { recursive: true });
+    },
+  });
+  if (s.extra) ng.task('extra', { outputs: ['out/extra'], run: ['touch', 'out/extra'] });
+  ng.task('breaks', { inputs: { fail: ng.value(s.fail) }, after: ['svc', 'scribble'], run: async (ctx) => { if (ctx.value('fail')) throw new Error('broken on purpose'); } });
+  ${extra}`);
+}
+
+function settings(s: { conf: string; scribble: number; fail: boolean; extra?: boolean }): void {
+  writeFileSync(rig.path('settings.json'), `${JSON.stringify(s)}\n`);
+}
+
+const svcPid = (): number => Number(readFileSync(rig.path('run/svc.pid'), 'utf8'));
+
+async function firstApply(): Promise<{ shared: Record<string, string>; pid: number }> {
+  makeSharedTree(rig.path('shared'));
+  settings({ conf: 'one', scribble: 1, fail: false });
+  nodefile();
+  const first = await rig.run(['apply', '--atomic']);
+  expect(first.stderr).toBe('');
+  expect(first.code).toBe(0);
+  expect(first.stdout).toContain('generation 1 is current');
+  // The preserved files as a kubelet would leave them: what the rollback must give back.
+  makeSharedTreeFresh();
+  rmSync(rig.path('absent-before'), { recursive: true, force: true });
+  return { shared: describeTree(rig.path('shared')), pid: svcPid() };
+}
+
+function makeSharedTreeFresh(): void {
+  rmSync(rig.path('shared'), { recursive: true, force: true });
+  makeSharedTree(rig.path('shared'));
+}
+
+describe('an atomic apply that fails is undone', () => {
+  test('a failing task: outputs, preserved files (SHA-256, modes, owners) and the running service are as before, and the edit is kept as a failed generation', async () => {
+    const before = await firstApply();
+    expect(readFileSync(rig.path('run/loaded'), 'utf8')).toBe('one');
+    const settingsBefore = rig.read('settings.json');
+
+    settings({ conf: 'two', scribble: 2, fail: true, extra: true });
+    const plan = await rig.run(['plan', '--atomic']);
+    expect(plan.stdout).toContain(`Atomic: preserves shared, absent-before; if a task fails or every check passing does not hold, it falls back to generation 1.`);
+    const failed = await rig.run(['apply', '--atomic']);
+    expect(failed.code).toBe(1);
+    expect(failed.stderr).toBe(
+      'error[atomic-apply-failed]: breaks failed: rolled back to generation 1, and the rollback succeeded; the failed change is kept as generation 2 (`nodegraph rollback 2` applies it again)\n',
+    );
+    // The service runs again, on its previous configuration; what the apply created is gone; the preserved paths are as they were.
+    expect(readFileSync(rig.path('run/loaded'), 'utf8')).toBe('one');
+    expect(alive(svcPid())).toBe(true);
+    expect(svcPid()).not.toBe(before.pid);
+    expect(rig.read('out/svc.conf')).toBe('one');
+    expect(rig.exists('out/extra')).toBe(false);
+    expect(describeTree(rig.path('shared'))).toEqual(before.shared);
+    expect(rig.exists('absent-before')).toBe(false);
+    expect(rig.read('settings.json')).toBe(settingsBefore);
+    expect((await rig.run(['plan', '--detailed-exitcode'])).code).toBe(0);
+
+    const listed = await rig.run(['generations']);
+    expect(listed.stdout).toMatch(/^\* +1 +\S+ +files: Nodefile\.ts, settings\.json; ran: settings, scribble, conf and 2 more\n {2} +2 +\S+ failed, rolled back +files: settings\.json\n$/);
+    // The edit is not lost: rollback 2 applies it again (and, still broken, is undone again).
+    const again = await rig.run(['rollback', '2']);
+    expect(again.code).toBe(1);
+    expect(again.stderr).toContain('error[atomic-apply-failed]: breaks failed: rolled back to generation 1, and the rollback succeeded');
+    expect(readFileSync(rig.path('run/loaded'), 'utf8')).toBe('one');
+  });
+
+  test('a health task that stops passing after 3 s rolls the apply back', async () => {
+    const before = await firstApply();
+    // Healthy for 3 s after the change, then not: the stable window (5 s) catches it.
+    nodefile(`ng.task('health', {
+      inputs: { v: ng.value(s.conf) },
+      run: async () => { process.getBuiltinModule('node:fs').writeFileSync(ng.dir + '/run/healthy-since', String(Date.now())); },
+      check: () => s.conf === 'one' || Date.now() - Number(process.getBuiltinModule('node:fs').readFileSync(ng.dir + '/run/healthy-since', 'utf8')) < 3000 || 'the service stopped answering',
+      health: { within: '10s', stable: '5s' },
+    });`);
+    const second = await rig.run(['apply', '--atomic']);
+    expect(second.code).toBe(0);
+    settings({ conf: 'two', scribble: 2, fail: false });
+    const started = Date.now();
+    const failed = await rig.run(['apply', '--atomic']);
+    expect(failed.code).toBe(1);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(3000);
+    expect(failed.stderr).toMatch(/^error\[atomic-apply-failed\]: health is not healthy: its check failed \d\.\d s into the 5s it must keep passing: the service stopped answering: rolled back to generation 2, and the rollback succeeded/);
+    expect(readFileSync(rig.path('run/loaded'), 'utf8')).toBe('one');
+    expect(describeTree(rig.path('shared'))).toEqual(before.shared);
+    expect((await rig.run(['plan', '--detailed-exitcode'])).code).toBe(0);
+  });
+
+  test('Ctrl-C rolls back; a second Ctrl-C leaves the transaction for the next run, which rolls it back first', async () => {
+    const before = await firstApply();
+    nodefile(`ng.task('slow', { inputs: { v: ng.value(s.conf) }, after: ['svc'], run: async (ctx) => { if (ctx.value('v') === 'one') return; process.getBuiltinModule('node:fs').writeFileSync(ng.dir + '/run/slow-started', ''); await ctx.exec(['sleep', '30']); } });`);
+    expect((await rig.run(['apply', '--atomic'])).code).toBe(0);
+    for (const presses of [1, 2]) {
+      rmSync(rig.path('run/slow-started'), { force: true });
+      settings({ conf: 'two', scribble: 2, fail: false });
+      const child = rig.spawn(['apply', '--atomic']);
+      const output = collect(child);
+      // Its exit, not the close of its pipes: a second Ctrl-C leaves the task's sleep holding them.
+      const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+      let said = '';
+      child.stderr?.on('data', (d: Buffer) => (said += d.toString()));
+      await until(() => existsSync(rig.path('run/slow-started')));
+      child.kill('SIGINT');
+      if (presses === 2) {
+        // Two signals sent at once are one to the kernel: the second once the first was heard.
+        await until(() => said.includes('interrupted: stopping running tasks'));
+        child.kill('SIGINT');
+      }
+      expect(await exited).toBe(130);
+      if (presses === 1) {
+        expect((await output).stderr).toContain('error[atomic-apply-failed]: the apply was interrupted: rolled back to generation 2, and the rollback succeeded');
+      } else {
+        expect(rig.exists('.nodegraph/transaction.json')).toBe(true);
+        expect((await rig.run(['status'])).stdout).toContain('an interrupted atomic apply from generation 2 to 4 (rollback');
+        const plan = await rig.run(['plan']);
+        expect(plan.stdout).toMatch(/^! an interrupted atomic apply from generation 2 will be rolled back by the next apply/);
+        expect((await rig.run(['destroy', '--yes'])).stderr).toMatch(/^error\[transaction-pending\]/);
+        const recovered = await rig.run(['apply']);
+        expect(recovered.stdout).toContain('an interrupted atomic apply from generation 2 to 4: rolling it back first');
+        expect(recovered.code).toBe(0);
+      }
+      expect(readFileSync(rig.path('run/loaded'), 'utf8')).toBe('one');
+      expect(alive(svcPid())).toBe(true);
+      expect(describeTree(rig.path('shared'))).toEqual(before.shared);
+      expect((await rig.run(['plan', '--detailed-exitcode'])).code).toBe(0);
+      makeSharedTreeFresh();
+    }
+  }, 120_000);
+});
