@@ -286,6 +286,8 @@ function rmdirQuietly(dir: string): void {
 function recordGeneration(store: GenerationStore, sources: Sources, ran: readonly TaskId[], destroyed: readonly TaskId[], keep: number): number | string {
   const current = store.current();
   if (current !== undefined && store.read(current)?.digest === sources.digest) return current;
+  // Called with the lock held and no transaction open: a pending generation is a crash's debris.
+  store.dropPending();
   const n = store.next();
   const recorded = store.record(n, sources, { status: 'applied', ran, destroyed });
   if (!recorded.ok) return generationProblem(recorded.error);

@@ -48,6 +48,8 @@ export interface Begin {
  */
 export function beginTransaction(begin: Begin): Result<Transaction, Failure> {
   const { stateDir, store } = begin;
+  // A pending generation with no transaction is what a crash before the record left: debris.
+  store.dropPending();
   const from = store.current() ?? null;
   const current = from === null ? undefined : store.read(from);
   // The same sources as the current generation (a repair of drift): that generation again.

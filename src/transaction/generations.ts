@@ -166,6 +166,11 @@ export class GenerationStore {
     writeDurably(path.join(this.dir, 'current'), `${n}\n`);
   }
 
+  /** Removes pending manifests (called only where no transaction names one). */
+  dropPending(): void {
+    for (const n of this.numbers()) if (this.read(n)?.status === 'pending') rmSync(this.#manifest(n), { force: true });
+  }
+
   next(): number {
     return (this.numbers().at(-1) ?? 0) + 1;
   }
