@@ -187,8 +187,9 @@ function preservedPaths(declarations: Declarations, producers: ReadonlyMap<strin
       owner = producers.get(p);
       if (p === '/') break;
     }
-    if (owner !== undefined) fail(`is inside ${owner.id}'s output ${owner.outputs.find((o) => holds(o, absolute))}: the task's own rollback puts it back`);
-    else if (state !== undefined && (holds(state, absolute) || holds(absolute, state))) fail(`overlaps nodegraph's state folder ${state}`);
+    const shown = (p: string): string => (holds(declarations.dir, p) ? path.relative(declarations.dir, p) || '.' : p);
+    if (owner !== undefined) fail(`is inside ${shown(owner.outputs.find((o) => holds(o, absolute))!)}, an output of ${owner.id}: a task's outputs are its own to roll back`);
+    else if (state !== undefined && (holds(state, absolute) || holds(absolute, state))) fail(`overlaps nodegraph's state folder ${shown(state)}`);
     else if (!paths.includes(absolute)) paths.push(absolute);
   }
   return { paths, failures };

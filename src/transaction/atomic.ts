@@ -61,6 +61,10 @@ export function beginTransaction(begin: Begin): Result<Transaction, Failure> {
   failpoint('prepare');
   const dir = path.join(transactionDir(stateDir), 'preserved');
   const saved = savePreserved(begin.preserve, dir);
+  if (!saved.ok) {
+    clearTransaction(stateDir);
+    store.dropPending();
+  }
   if (!saved.ok) return err({ reason: 'transaction-not-started', message: `could not save the preserved path ${saved.error.path}: ${saved.error.message}` });
   const before: Record<string, string> = {};
   for (const id of begin.records.keys()) before[id] = identity(begin.records, id);
@@ -80,6 +84,7 @@ export function beginTransaction(begin: Begin): Result<Transaction, Failure> {
     writeTransaction(stateDir, transaction);
   } catch (error) {
     clearTransaction(stateDir);
+    store.dropPending();
     return err({ reason: 'transaction-not-started', message: `could not record the transaction: ${(error as Error).message}` });
   }
   return ok(transaction);

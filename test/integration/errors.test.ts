@@ -68,6 +68,57 @@ const cases: { name: string; body: string; expected: (file: string) => string }[
 `,
   },
   {
+    name: 'a preserved path inside an output of the same graph is refused where it is declared',
+    body: `  ng.task('a', { outputs: ['out/a'], run: ['true'] });
+  ng.preserve('out/a/identity');
+`,
+    expected: (f) => `error[invalid-field]: preserve: out/a/identity is inside out/a, an output of a: a task's outputs are its own to roll back
+ --> ${f}:4:6
+  |
+4 |   ng.preserve('out/a/identity');
+  |      ^
+`,
+  },
+  {
+    name: 'a preserved path that overlaps the state folder is refused',
+    body: `  ng.preserve('.nodegraph/lock');
+`,
+    expected: (f) => `error[invalid-field]: preserve: .nodegraph/lock overlaps nodegraph's state folder .nodegraph
+ --> ${f}:3:6
+  |
+3 |   ng.preserve('.nodegraph/lock');
+  |      ^
+`,
+  },
+  {
+    name: 'settings are checked',
+    body: `  ng.settings({ atomic: 'yes' });
+`,
+    expected: (f) => `error[invalid-field]: settings.atomic: true or false, not "yes"
+ --> ${f}:3:6
+  |
+3 |   ng.settings({ atomic: 'yes' });
+  |      ^
+`,
+  },
+  {
+    name: 'a health task needs a check, and durations a unit',
+    body: `  ng.task('h', { run: ['true'], health: { within: '10s' } });
+  ng.task('i', { run: ['true'], check: ['true'], health: { within: 'soon' } });
+`,
+    expected: (f) => `error[invalid-field]: task h: field health: a health task needs a check: health is that check passing
+ --> ${f}:3:6
+  |
+3 |   ng.task('h', { run: ['true'], health: { within: '10s' } });
+  |      ^
+error[invalid-field]: task i: field health.within: a duration is a number and a unit: '500ms', '10s', '2m' or '1h'
+ --> ${f}:4:6
+  |
+4 |   ng.task('i', { run: ['true'], check: ['true'], health: { within: 'soon' } });
+  |      ^
+`,
+  },
+  {
     name: 'a verb for an upstream the task does not consume is a typo, and says so',
     body: `  const a = ng.task('a', { run: ['true'] });
   ng.task('b', { inputs: { a }, run: ['true'], verbs: { upstream: { aa: 'start' } } });

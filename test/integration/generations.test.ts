@@ -1,0 +1,181 @@
+// Generations: what each settled whole-graph apply recorded, listed, pruned,
+// and applied again by `rollback` from the stored copies — refused whole when
+// a stored copy is damaged or a large file named by path has changed.
+
+import { chmodSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { execFileSync } from 'node:child_process';
+import { afterEach, beforeEach, expect, test } from 'vitest';
+import { Rig } from '../support/rig.ts';
+
+let rig: Rig;
+beforeEach(() => {
+  rig = new Rig();
+});
+afterEach(() => rig.cleanup());
+
+/** A graph whose outputs render settings.json (read by the Nodefile, and an input) and an env value. */
+function project(extra = ''): void {
+  rig.nodefile(`
+  const s = JSON.parse(process.getBuiltinModule('node:fs').readFileSync(ng.dir + '/settings.json', 'utf8'));
+  const settings = ng.task('settings', { inputs: { file: ng.file('settings.json') }, run: () => {} });
+  ng.task('render', { inputs: { v: ng.value(s.v), settings }, outputs: ['out/v'], run: async (ctx) => { await ctx.writeIfChanged('out/v', String(s.v)); } });
+  ng.task('env', { inputs: { e: ng.env('NG_TEST_VALUE') }, outputs: ['out/env'], run: async (ctx) => { await ctx.writeIfChanged('out/env', process.env.NG_TEST_VALUE ?? 'unset'); } });
+  ${extra}`);
+}
+const set = (v: number): void => rig.write('settings.json', `{"v": ${v}}\n`) as unknown as void;
+
+test('each settled whole-graph apply records a generation, a no-op or a targeted apply does not; --keep prunes, and objects no generation names go', async () => {
+  project();
+  set(1);
+  expect((await rig.run(['apply'], { NG_TEST_VALUE: 'x' })).code).toBe(0);
+  expect((await rig.run(['apply'], { NG_TEST_VALUE: 'x' })).code).toBe(0);
+  set(2);
+  expect((await rig.run(['apply', 'render'], { NG_TEST_VALUE: 'x' })).code).toBe(0);
+  expect(rig.read('.nodegraph/generations/current')).toBe('1\n');
+  expect((await rig.run(['apply'], { NG_TEST_VALUE: 'y' })).code).toBe(0);
+  set(3);
+  expect((await rig.run(['apply'], { NG_TEST_VALUE: 'y' })).code).toBe(0);
+  const listed = await rig.run(['generations']);
+  expect(listed.stdout).toMatch(
+    /^ +1 +\S+ +files: Nodefile\.ts, settings\.json; env: NG_TEST_VALUE; ran: (settings|env|render), (settings|env|render), (settings|env|render)\n +2 +\S+ +files: settings\.json; env: NG_TEST_VALUE; ran: env\n\* +3 +\S+ +files: settings\.json; ran: settings, render\n$/,
+  );
+  const json = JSON.parse((await rig.run(['generations', '--json'])).stdout) as { format: string; version: number; current: number; generations: { number: number; status: string }[] };
+  expect(json).toMatchObject({ format: 'nodegraph-generations', version: 1, current: 3, transaction: null });
+  expect(json.generations.map((g) => `${g.number} ${g.status}`)).toEqual(['1 applied', '2 applied', '3 applied']);
+  // The env value is kept, as the issue asks, beside the sources.
+  expect(JSON.parse(rig.read('.nodegraph/generations/1.json')).env).toEqual({ NG_TEST_VALUE: 'x' });
+
+  set(4);
+  expect((await rig.run(['apply', '--keep', '2'], { NG_TEST_VALUE: 'y' })).code).toBe(0);
+  expect(readdirSync(rig.path('.nodegraph/generations')).filter((n) => n.endsWith('.json')).sort()).toEqual(['3.json', '4.json']);
+  // settings.json of generations 1 and 2 are no longer stored; the Nodefile (named by all) is.
+  const named = new Set([3, 4].flatMap((n) => (JSON.parse(rig.read(`.nodegraph/generations/${n}.json`)) as { files: { sha256: string }[] }).files.map((f) => f.sha256)));
+  expect(new Set(readdirSync(rig.path('.nodegraph/generations/objects')))).toEqual(named);
+});
+
+test('rollback applies the generation before the current one from its stored copies, with its env values; rollback N any kept one', async () => {
+  project();
+  set(1);
+  expect((await rig.run(['apply'], { NG_TEST_VALUE: 'x' })).code).toBe(0);
+  set(2);
+  expect((await rig.run(['apply'], { NG_TEST_VALUE: 'y' })).code).toBe(0);
+  expect(rig.read('out/v')).toBe('2');
+  // The Nodefile itself is restored too: an edit to it after generation 2 is undone by rolling back.
+  const nodefileBefore = rig.read('Nodefile.ts');
+  rig.write('Nodefile.ts', nodefileBefore.replace("String(s.v)", "'edited ' + s.v"));
+  const back = await rig.run(['rollback'], { NG_TEST_VALUE: 'y' });
+  expect(back.stderr).toBe('');
+  expect(back.code).toBe(0);
+  expect(back.stdout).toContain('rollback to generation 1: restored Nodefile.ts, settings.json');
+  expect(back.stdout).toContain('Generation 3 is current.');
+  expect(rig.read('out/v')).toBe('1');
+  expect(rig.read('out/env')).toBe('x');
+  expect(rig.read('settings.json')).toBe('{"v": 1}\n');
+  const forward = await rig.run(['rollback', '2'], { NG_TEST_VALUE: 'x' });
+  expect(forward.code).toBe(0);
+  expect(rig.read('out/v')).toBe('2');
+  expect(rig.read('out/env')).toBe('y');
+  expect(rig.read('Nodefile.ts')).toBe(nodefileBefore);
+  const missing = await rig.run(['rollback', '9']);
+  expect(missing.code).toBe(1);
+  expect(missing.stderr).toBe('error[generation-missing]: there is no generation 9 (known: 1, 2, 3, 4)\n');
+});
+
+test('a generation whose stored copy is damaged is refused before anything changes', async () => {
+  project();
+  set(1);
+  expect((await rig.run(['apply'])).code).toBe(0);
+  set(2);
+  expect((await rig.run(['apply'])).code).toBe(0);
+  const settingsSha = (JSON.parse(rig.read('.nodegraph/generations/1.json')) as { files: { path: string; sha256: string }[] }).files.find((f) => f.path.endsWith('settings.json'))!.sha256;
+  const object = rig.path('.nodegraph/generations/objects', settingsSha);
+  chmodSync(object, 0o600);
+  writeFileSync(object, '{"v": 666}\n');
+  const refused = await rig.run(['rollback', '1']);
+  expect(refused.code).toBe(1);
+  expect(refused.stderr).toMatch(new RegExp(`^error\\[generation-damaged\\]: generation 1 is damaged, and was not applied: ${rig.path('settings.json')}: its stored copy has sha256:[0-9a-f]{12}…, not sha256:${settingsSha.slice(0, 12)}…\\n$`));
+  expect(rig.read('settings.json')).toBe('{"v": 2}\n');
+  expect(rig.read('out/v')).toBe('2');
+  expect(rig.read('.nodegraph/generations/current')).toBe('2\n');
+});
+
+test('a large input is hard-linked where the state shares its filesystem, and otherwise named by path and SHA-256: a changed one is refused', async () => {
+  // 9 MiB: over the 8 MiB up to which a file is copied.
+  const big = Buffer.alloc(9 * 1024 * 1024, 7);
+  rig.write('images/os.img', '');
+  writeFileSync(rig.path('images/os.img'), big);
+  project(`ng.task('unpack', { inputs: { image: ng.file('images/os.img') }, outputs: ['out/unpacked'], run: ['cp', 'images/os.img', 'out/unpacked'] });`);
+  set(1);
+  expect((await rig.run(['apply'])).code).toBe(0);
+  const stored = (JSON.parse(rig.read('.nodegraph/generations/1.json')) as { files: { path: string; sha256: string; stored: string }[] }).files.find((f) => f.path.endsWith('os.img'))!;
+  expect(stored.stored).toBe('link');
+  expect(statSync(rig.path('.nodegraph/generations/objects', stored.sha256)).ino).toBe(statSync(rig.path('images/os.img')).ino);
+
+  // A state folder on another filesystem (/dev/shm is a tmpfs): the file is named by path.
+  const elsewhere = mkdtempSync('/dev/shm/nodegraph-state-');
+  try {
+    expect((await rig.run(['apply', '--state-dir', elsewhere])).code).toBe(0);
+    const named = (JSON.parse(readFileSync(path.join(elsewhere, 'generations/1.json'), 'utf8')) as { files: { path: string; stored: string }[] }).files.find((f) => f.path.endsWith('os.img'))!;
+    expect(named.stored).toBe('path');
+    set(2);
+    rmSync(rig.path('images/os.img'));
+    writeFileSync(rig.path('images/os.img'), Buffer.alloc(9 * 1024 * 1024, 8));
+    expect((await rig.run(['apply', '--state-dir', elsewhere])).code).toBe(0);
+    const refused = await rig.run(['rollback', '--state-dir', elsewhere]);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toBe(`error[generation-file-changed]: generation 1 needs images/os.img at sha256:${stored.sha256.slice(0, 12)}…, which has changed: nothing was applied\n`);
+    expect(rig.read('settings.json')).toBe('{"v": 2}\n');
+  } finally {
+    rmSync(elsewhere, { recursive: true, force: true });
+  }
+  // With the state beside it, the hard link kept the old image: rollback puts it back.
+  expect((await rig.run(['apply'])).code).toBe(0);
+  const back = await rig.run(['rollback']);
+  expect(back.stderr).toBe('');
+  expect(back.code).toBe(0);
+  expect(readFileSync(rig.path('out/unpacked')).equals(big)).toBe(true);
+});
+
+test('a Nodefile can make every apply atomic; --no-atomic overrides it', async () => {
+  project(`ng.settings({ atomic: true });
+  ng.task('breaks', { inputs: { v: ng.value(s.v) }, after: ['render'], run: () => { if (s.v === 2) throw new Error('broken on purpose'); } });`);
+  set(1);
+  expect((await rig.run(['apply'])).code).toBe(0);
+  set(2);
+  const atomic = await rig.run(['apply']);
+  expect(atomic.code).toBe(1);
+  expect(atomic.stderr).toContain('error[atomic-apply-failed]: breaks failed: rolled back to generation 1');
+  expect(rig.read('out/v')).toBe('1');
+  set(2);
+  const plain = await rig.run(['apply', '--no-atomic']);
+  expect(plain.code).toBe(1);
+  expect(plain.stderr).toBe('');
+  expect(rig.read('out/v')).toBe('2');
+});
+
+test('when the preserved copies cannot be saved (a full disk), the atomic apply does not start and nothing changes', async () => {
+  const state = rig.path('state');
+  mkdirSync(state);
+  execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=256k', 'tmpfs', state]);
+  try {
+    rig.write('shared/small', 'identity\n');
+    project(`ng.preserve('shared');`);
+    set(1);
+    expect((await rig.run(['apply', '--atomic', '--state-dir', state])).code).toBe(0);
+    const files = readdirSync(state).sort();
+    writeFileSync(rig.path('shared/large'), Buffer.alloc(512 * 1024, 1));
+    set(2);
+    const journal = readFileSync(path.join(state, 'state.jsonl'));
+    const refused = await rig.run(['apply', '--atomic', '--state-dir', state]);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toMatch(/^error\[transaction-not-started\]: the atomic apply did not start, and nothing was changed: could not save the preserved path \S+: ENOSPC: no space left on device/);
+    expect(rig.read('out/v')).toBe('1');
+    expect(readFileSync(path.join(state, 'state.jsonl')).equals(journal)).toBe(true);
+    expect(readdirSync(state).sort()).toEqual(files);
+    expect(readdirSync(path.join(state, 'generations')).sort()).toEqual(['1.json', 'current', 'objects']);
+  } finally {
+    execFileSync('umount', [state]);
+  }
+});
+
