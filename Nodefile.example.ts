@@ -9,12 +9,17 @@
 //   nodegraph plan -f Nodefile.example.ts             # says what will restart, and why
 //   nodegraph apply -f Nodefile.example.ts            # restarts containerd alone
 //   nodegraph destroy -f Nodefile.example.ts --yes    # stops both, removes example-node/
+//
+// Every apply is atomic (ng.settings): set containerd.logLevel to "loud" and
+// apply — the configuration is refused, the apply is rolled back, and
+// example/settings.json is given back as the last generation had it.
 
 import { readFileSync } from 'node:fs';
 import type { NodefileApi, TaskRef } from './src/nodefile/types.ts';
 
 const OUT = 'example-node';
 const STOP = '/sbin/start-stop-daemon';
+const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'panic'];
 
 interface Settings {
   readonly containerd: { readonly registryMirrors: Record<string, string[]>; readonly logLevel: string };
@@ -23,6 +28,10 @@ interface Settings {
 
 export default function nodefile(ng: NodefileApi): void {
   const settings = JSON.parse(readFileSync(`${ng.dir}/example/settings.json`, 'utf8')) as Settings;
+  ng.settings({ atomic: true });
+
+  // The settings file as an input: each generation keeps it, so a rollback can give it back.
+  ng.task('node/settings', { inputs: { file: ng.file('example/settings.json') }, run: () => {} });
 
   const layout = ng.task('node/layout', {
     description: 'the folders the node lives in',
@@ -55,6 +64,8 @@ export default function nodefile(ng: NodefileApi): void {
     version: '1',
     run: async (ctx) => {
       const s = ctx.value('settings') as Settings['containerd'];
+      // As containerd itself refuses to start with an unknown level.
+      if (!LOG_LEVELS.includes(s.logLevel)) throw new Error(`containerd.logLevel must be one of ${LOG_LEVELS.join(', ')}, not ${JSON.stringify(s.logLevel)}`);
       const mirrors = Object.entries(s.registryMirrors)
         .map(([host, endpoints]) => `[plugins."io.containerd.grpc.v1.cri".registry.mirrors."${host}"]\nendpoint = ${JSON.stringify(endpoints)}\n`)
         .join('\n');

@@ -41,7 +41,7 @@ test('first apply unpacks, renders and starts both services', async () => {
 test('a second apply does nothing', async () => {
   const before = [pid('containerd'), pid('kubelet')];
   const result = await rig.run(['apply', '-f', 'Nodefile.example.ts']);
-  expect(result.stdout).toContain('No changes: 6 tasks up to date.');
+  expect(result.stdout).toContain('No changes: 7 tasks up to date.');
   expect([pid('containerd'), pid('kubelet')]).toEqual(before);
 });
 
@@ -71,6 +71,25 @@ test("editing kubelet's configuration restarts kubelet alone", async () => {
   expect((await rig.run(['apply', '-f', 'Nodefile.example.ts'])).code).toBe(0);
   expect(pid('kubelet')).not.toBe(kubelet);
   expect(pid('containerd')).toBe(containerd);
+});
+
+test('a configuration containerd would refuse fails the apply, which is rolled back: settings.json as it was, containerd untouched', async () => {
+  const containerd = pid('containerd');
+  const before = readFileSync(rig.path('example/settings.json'), 'utf8');
+  const s = settings();
+  s.containerd.logLevel = 'loud';
+  writeFileSync(rig.path('example/settings.json'), JSON.stringify(s));
+  const plan = await rig.run(['plan', '-f', 'Nodefile.example.ts']);
+  expect(plan.stdout).toMatch(/\nAtomic: preserves no path; if a task fails or every check passing does not hold, it falls back to generation 3\.\n$/);
+  const result = await rig.run(['apply', '-f', 'Nodefile.example.ts']);
+  expect(result.code).toBe(1);
+  expect(result.stdout).toContain('containerd/config failed: containerd.logLevel must be one of trace, debug, info, warn, error, fatal, panic, not "loud"');
+  expect(result.stderr).toBe(
+    'error[atomic-apply-failed]: containerd/config failed: rolled back to generation 3, and the rollback succeeded; the failed change is kept as generation 4 (`nodegraph rollback 4` applies it again)\n',
+  );
+  expect(readFileSync(rig.path('example/settings.json'), 'utf8')).toBe(before);
+  expect(pid('containerd')).toBe(containerd);
+  expect((await rig.run(['plan', '-f', 'Nodefile.example.ts', '--detailed-exitcode'])).code).toBe(0);
 });
 
 test('a service that died is drift: apply starts it again', async () => {
