@@ -285,14 +285,14 @@ function rmdirQuietly(dir: string): void {
 /** Records the sources as a new generation unless they are the current one's; a number, or why not. */
 function recordGeneration(store: GenerationStore, sources: Sources, ran: readonly TaskId[], destroyed: readonly TaskId[], keep: number): number | string {
   const current = store.current();
-  if (current !== undefined && store.read(current)?.digest === sources.digest) return current;
+  if (current !== undefined && store.currentDigest() === sources.digest) return current;
   // Called with the lock held and no transaction open: a pending generation is a crash's debris.
   store.dropPending();
   const n = store.next();
   const recorded = store.record(n, sources, { status: 'applied', ran, destroyed });
   if (!recorded.ok) return generationProblem(recorded.error);
   try {
-    store.setCurrent(n);
+    store.setCurrent(recorded.value);
   } catch (error) {
     return (error as Error).message;
   }
@@ -324,7 +324,8 @@ async function settleTransaction(
     if (!health.ok) cause = `${health.task} is not healthy: ${health.detail}`;
   }
   if (cause === undefined && result.ok) {
-    commit(stateDir, store, transaction, { ran: result.value.ran, destroyed: result.value.destroyed, keep: options.keep ?? DEFAULT_KEEP });
+    const problem = commit(stateDir, store, transaction, { ran: result.value.ran, destroyed: result.value.destroyed, keep: options.keep ?? DEFAULT_KEEP });
+    if (problem !== undefined) return err([{ reason: 'generation-write-failed', path: store.dir, message: `healthy, but the commit is unfinished (the next apply finishes it): ${problem}` }]);
     emit({ type: 'transaction', message: `healthy: generation ${transaction.to} is current` });
     return ok({ ...result.value, generation: transaction.to });
   }
@@ -380,7 +381,8 @@ async function finishTransaction(
   const recovered = (outcome: 'rolled-back' | 'committed') => ({ from, to: transaction.to, outcome });
   if (transaction.phase === 'commit') {
     emit({ type: 'transaction', message: `finishing the commit of generation ${transaction.to}, which an interrupted apply had proven healthy` });
-    commit(stateDir, store, transaction, { ran: store.read(transaction.to)?.ran ?? [], destroyed: store.read(transaction.to)?.destroyed ?? [], keep: options.keep ?? DEFAULT_KEEP });
+    const problem = commit(stateDir, store, transaction, { ran: store.read(transaction.to)?.ran ?? [], destroyed: store.read(transaction.to)?.destroyed ?? [], keep: options.keep ?? DEFAULT_KEEP });
+    if (problem !== undefined) return err([{ reason: 'generation-write-failed', path: store.dir, message: problem }]);
     return ok({ recovered: recovered('committed') });
   }
   if (options.continue === true) {

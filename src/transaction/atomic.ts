@@ -97,16 +97,27 @@ export function advance(stateDir: string, transaction: Transaction, phase: Trans
   return next;
 }
 
-/** The change held: its generation is current, the saved copies go. */
-export function commit(stateDir: string, store: GenerationStore, transaction: Transaction, what: { ran: readonly string[]; destroyed: readonly string[]; keep: number }): void {
+/**
+ * The change held: its generation is current, the saved copies go. When its
+ * manifest cannot be written, the transaction stays in its commit phase for
+ * the next run to finish, and the problem is returned.
+ */
+export function commit(
+  stateDir: string,
+  store: GenerationStore,
+  transaction: Transaction,
+  what: { ran: readonly string[]; destroyed: readonly string[]; keep: number },
+): string | undefined {
   const committing = transaction.phase === 'commit' ? transaction : advance(stateDir, transaction, 'commit');
   if (committing.to !== committing.from) {
-    store.mark(committing.to, 'applied', { ran: what.ran, destroyed: what.destroyed });
-    store.setCurrent(committing.to);
+    const marked = store.mark(committing.to, 'applied', { ran: what.ran, destroyed: what.destroyed });
+    if (!marked.ok) return generationProblem(marked.error);
+    store.setCurrent(marked.value);
   }
   failpoint('committed');
   clearTransaction(stateDir);
   store.prune(what.keep);
+  return undefined;
 }
 
 export interface RollbackContext {

@@ -16,8 +16,9 @@ import { join } from '../graph/analyze.ts';
 import { HASH_PREFIX, type TaskId } from '../ids.ts';
 import type { TaskObservation } from '../hash/observation.ts';
 import { sha256FileSync } from '../hash/file.ts';
-import { hashValue } from '../hash/value.ts';
 import { writeDurably, fsyncFile } from '../util/durable.ts';
+
+const { createHash } = process.getBuiltinModule('node:crypto');
 import { err, ok, type Result } from '../util/result.ts';
 
 export const GENERATION_FORMAT = 'nodegraph-generation';
@@ -100,8 +101,14 @@ export function collectSources(
   }
   const values: Record<string, string | null> = {};
   for (const name of [...names].sort()) values[name] = env[name] ?? null;
-  const list = [...files].map(([p, sha256]) => ({ path: p, sha256 }));
-  return { nodefile: graph.file, files: list, env: values, digest: hashValue({ nodefile: graph.file, files: list, env: values }).slice(HASH_PREFIX) };
+  const list: { path: string; sha256: string }[] = [];
+  // One streamed digest of every path and content: a no-op compares it with the current generation's.
+  const digest = createHash('sha256').update(`${graph.file}\n${JSON.stringify(values)}\n`);
+  for (const [p, sha256] of files) {
+    list.push({ path: p, sha256 });
+    digest.update(`${p}\0${sha256}\n`);
+  }
+  return { nodefile: graph.file, files: list, env: values, digest: digest.digest('hex') };
 }
 
 /** The generations of one state folder. */
@@ -154,21 +161,33 @@ export class GenerationStore {
 
   /** The generation the machine is at, if one was ever recorded. */
   current(): number | undefined {
+    return this.#current()?.number;
+  }
+
+  /** The current generation's sources digest, read from `current` itself: a no-op reads no manifest. */
+  currentDigest(): string | undefined {
+    return this.#current()?.digest;
+  }
+
+  #current(): { number: number; digest: string | undefined } | undefined {
     try {
-      const n = Number(readFileSync(path.join(this.dir, 'current'), 'utf8').trim());
-      return Number.isInteger(n) && n > 0 ? n : undefined;
+      const [number, digest] = readFileSync(path.join(this.dir, 'current'), 'utf8').trim().split(' ');
+      const n = Number(number);
+      return Number.isInteger(n) && n > 0 ? { number: n, digest } : undefined;
     } catch {
       return undefined;
     }
   }
 
-  setCurrent(n: number): void {
-    writeDurably(path.join(this.dir, 'current'), `${n}\n`);
+  /** `current` holds the number, and the digest of its sources. */
+  setCurrent(generation: Pick<Generation, 'number' | 'digest'>): void {
+    writeDurably(path.join(this.dir, 'current'), `${generation.number} ${generation.digest}\n`);
   }
 
-  /** Removes pending manifests (called only where no transaction names one). */
+  /** Removes pending manifests (called only where no transaction names one); they are newer than the current one. */
   dropPending(): void {
-    for (const n of this.numbers()) if (this.read(n)?.status === 'pending') rmSync(this.#manifest(n), { force: true });
+    const current = this.current() ?? 0;
+    for (const n of this.numbers()) if (n > current && this.read(n)?.status === 'pending') rmSync(this.#manifest(n), { force: true });
   }
 
   next(): number {
@@ -187,9 +206,18 @@ export class GenerationStore {
     extra: { readonly status: Generation['status']; readonly ran?: readonly string[]; readonly destroyed?: readonly string[] },
   ): Result<Generation, GenerationError> {
     const files: SourceFile[] = [];
+    // A file with the content it had in the current generation is stored already: its entry is reused, unstatted.
+    const current = this.current();
+    const known = new Map<string, SourceFile>();
+    if (current !== undefined) for (const file of this.read(current)?.files ?? []) known.set(file.path, file);
     try {
       mkdirSync(path.join(this.dir, 'objects'), { recursive: true, mode: 0o700 });
       for (const file of sources.files) {
+        const same = known.get(file.path);
+        if (same !== undefined && same.sha256 === file.sha256) {
+          files.push(same);
+          continue;
+        }
         const stat = statSync(file.path);
         files.push({ path: file.path, sha256: file.sha256, size: stat.size, mode: stat.mode & 0o7777, stored: this.#store(file, stat.size) });
       }
@@ -222,7 +250,7 @@ export class GenerationStore {
 
   #write(generation: Generation): Result<Generation, GenerationError> {
     try {
-      writeDurably(this.#manifest(generation.number), `${JSON.stringify(generation, null, 1)}\n`);
+      writeDurably(this.#manifest(generation.number), `${JSON.stringify(generation)}\n`);
       return ok(generation);
     } catch (error) {
       return err({ reason: 'generation-write-failed', path: this.#manifest(generation.number), message: (error as Error).message });

@@ -58,7 +58,7 @@ async function expectAt(rig: Rig, version: string): Promise<void> {
   expect(JSON.parse(rig.read('settings.json')).version).toBe(version);
   expect(machine(rig).outputs).toEqual(rendered(version));
   expect(existsSync(rig.path('.nodegraph/transaction.json'))).toBe(false);
-  const current = Number(rig.read('.nodegraph/generations/current'));
+  const current = Number(rig.read('.nodegraph/generations/current').split(' ')[0]);
   const manifest = JSON.parse(rig.read(`.nodegraph/generations/${current}.json`)) as { files: { path: string; sha256: string }[] };
   const settingsSha = createHash('sha256').update(readFileSync(rig.path('settings.json'))).digest('hex');
   expect(manifest.files.find((f) => f.path.endsWith('/settings.json'))?.sha256).toBe(settingsSha);
