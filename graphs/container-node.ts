@@ -8,20 +8,25 @@
 //                 ├─ host/cni ─────────┤            ├─ <slot>/kubelet.config ────┤
 //                 ├─ host/certs.d ─────┤            └─ <slot>/cni.config         │
 //                 ├─ host/run-containerd            <slot>/bundle ── <slot>/unit │
-//                 └─ host/bpffs ───────┘                                         ▼
+//                 ├─ host/bpffs ───────┘                                         │
+//                 └─ host/kernel-modules ────────────────────────────────────────▼
 //     <slot>/container ──▶ <slot>/containerd ──(after)──▶ <slot>/kubelet ──▶ <slot>/verified
+//                                   └──(after)──▶ <slot>/image/<archive> ──(after)──┘
 //
 // Trigger edges carry the restart rules: the container restarts when its
-// bundle, unit or rootfs changed; containerd when its config (or the
-// container) changed; kubelet likewise; kubelet runs after containerd, so
-// when both changed containerd goes first. A service whose container was
-// (re)started in the same apply is only started, never restarted.
+// bundle, rootfs or the command that runs it changed (a rewritten unit is
+// only reloaded); containerd when its config (or the container) changed;
+// kubelet likewise; kubelet runs after containerd, so when both changed
+// containerd goes first. A service whose container was (re)started in the
+// same apply is waited for (systemd starts it at boot once enabled), never
+// restarted. A staged image archive is imported when it or the rootfs (the
+// image store) changed, never because containerd restarted.
 
 import { existsSync, lstatSync, mkdirSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import type { Json, NodefileApi, TaskContext, TaskRef } from '../src/nodefile/types.ts';
 import { isOciLayout, removeTree, unpackImage } from '../src/node/archive.ts';
-import { bundleConfig, grantableCapabilities, SHARED_PATHS, validateOciSpec, type OciSpec } from '../src/node/bundle.ts';
+import { bundleConfig, grantableCapabilities, SHARED_PATHS, validateOciSpec, type Mount, type OciSpec } from '../src/node/bundle.ts';
 import { conflistPath, renderConflist } from '../src/node/cni.ts';
 import { renderContainerdConfig, renderHostsFiles } from '../src/node/containerd.ts';
 import { execOf, lastLine, tryExec } from '../src/node/exec.ts';
@@ -29,6 +34,8 @@ import { discoverNvidia } from '../src/node/gpu.ts';
 import { HELPER_PATH, HELPER_SCRIPT, helperAt, type Helper } from '../src/node/helper.ts';
 import { makeHost, type Host } from '../src/node/host.ts';
 import { kubeletDropIn, kubeletSharedFiles, type KubeletSettings } from '../src/node/kubelet.ts';
+import { imageArchiveTasks } from '../src/node/images.ts';
+import { kernelModulesTask, MODULES_LOAD_PATH } from '../src/node/kernel-modules.ts';
 import { install, isPresent, type InstallSpec } from '../src/node/provision.ts';
 import { renderFile } from '../src/node/render.ts';
 import { containerState, execInArgv, isRunning, type RuncOptions } from '../src/node/runc.ts';
@@ -57,6 +64,8 @@ interface Shared {
   readonly runContainerd: TaskRef;
   readonly bpffs: TaskRef;
   readonly cniPlugins: TaskRef | undefined;
+  readonly imageArchives: TaskRef | undefined;
+  readonly kernelModules: TaskRef | undefined;
 }
 
 export default function containerNode(ng: NodefileApi): void {
@@ -175,6 +184,13 @@ function declareHost(ng: NodefileApi, node: Node): Shared {
     ]),
     bpffs: dir('host/bpffs', '/sys/fs/bpf', 'the BPF filesystem the container shares', []),
     cniPlugins: undefined,
+    // The operator's staged archives: the folder is made if missing, never removed.
+    imageArchives:
+      config.imageArchiveDir === undefined ? undefined : dir('host/image-archives', config.imageArchiveDir, 'staged image archives the slots import', []),
+    kernelModules:
+      config.kernelModules.length === 0
+        ? undefined
+        : kernelModulesTask(ng, { modules: config.kernelModules, file: host.path(MODULES_LOAD_PATH), helper, after: [runtime] }),
   };
 
   if (config.binaries.cniPlugins !== undefined) {
@@ -289,7 +305,7 @@ function declareSlot(ng: NodefileApi, node: Node, shared: Shared, slot: Slot, ro
     // What the process running runc may pass on (runc refuses more).
     capabilities: grantableCapabilities(readIfThere('/proc/self/status')),
     devices: gpu.devices,
-    extraMounts: [...gpu.mounts, ...config.bundle.extraMounts],
+    extraMounts: [...gpu.mounts, ...imageArchiveMounts(node), ...config.bundle.extraMounts],
     annotations: { 'org.nodegraph.slot': slot, ...config.bundle.annotations },
     ...(config.bundle.hooks === undefined ? {} : { hooks: config.bundle.hooks }),
     ...(config.bundle.cgroupsPath === undefined ? {} : { cgroupsPath: config.bundle.cgroupsPath }),
@@ -299,7 +315,7 @@ function declareSlot(ng: NodefileApi, node: Node, shared: Shared, slot: Slot, ro
     description: `the OCI bundle's config.json for ${slot}`,
     inputs: { spec: ng.value(asJson(bundleParams)), ...(baseFile === undefined ? {} : { base: ng.file(baseFile) }) },
     outputs: [configJson],
-    after: [rootfs, shared.kubeletDir, shared.cni, shared.certsDir, shared.runContainerd, shared.bpffs],
+    after: [rootfs, shared.kubeletDir, shared.cni, shared.certsDir, shared.runContainerd, shared.bpffs, ...present(shared.imageArchives)],
     run: () => {
       const base = baseFile === undefined ? undefined : readBase(baseFile);
       renderFile(configJson, `${JSON.stringify(bundleConfig({ ...bundleParams, ...(base === undefined ? {} : { base }) }), null, 2)}\n`);
@@ -328,6 +344,8 @@ function declareSlot(ng: NodefileApi, node: Node, shared: Shared, slot: Slot, ro
         await services(execOf(ctx), { kind: 'host' }).daemonReload();
       },
       destroy: [helper.unitRemove(file, unitName(slot))],
+      // A rewritten unit is read by systemd now and used at the container's next start: the container keeps running.
+      verbs: { create: 'write', update: 'reload' },
     });
   }
 
@@ -390,14 +408,23 @@ function declareSlot(ng: NodefileApi, node: Node, shared: Shared, slot: Slot, ro
   const systemd = { kind: 'container' as const, runc: node.runc, id: slot };
   const containerTask = ng.task(id('container'), {
     description: `the node container ${slot}, with systemd as PID 1`,
+    // What the running container is: its bundle, its rootfs, the command that runs it. The unit
+    // around that command (its description, stop timeout, dependencies) is only an order edge.
     inputs: {
       bundle,
       rootfs,
-      ...(unit === undefined ? {} : { unit }),
-      spec: ng.value(asJson({ container, supervisor: node.supervisor })),
+      spec: ng.value(asJson({ id: slot, runc: node.runc, bundle: slotDir, consoleLog: container.consoleLog, supervisor: node.supervisor })),
     },
     // Configuration goes in before the container boots, so its services start with it.
-    after: [containerdConfig, kubeletConfig, ...(cniConfig === undefined ? [] : [cniConfig]), ...provisioned, shared.runtime],
+    after: [
+      containerdConfig,
+      kubeletConfig,
+      ...present(cniConfig),
+      ...provisioned,
+      shared.runtime,
+      ...present(unit),
+      ...present(shared.kernelModules),
+    ],
     run: async (ctx) => {
       const exec = execOf(ctx);
       await restartContainer(exec, node.supervisor, container, {
@@ -430,11 +457,14 @@ function declareSlot(ng: NodefileApi, node: Node, shared: Shared, slot: Slot, ro
       after,
       run: async (ctx) => {
         const svc = services(execOf(ctx), systemd);
-        const action = serviceAction({ containerStarted: ctx.ran(id('container')), firstRun: ctx.firstRun });
+        const containerStarted = ctx.ran(id('container'));
+        const enabled = containerStarted && (await svc.isEnabled(name));
+        const action = serviceAction({ containerStarted, firstRun: ctx.firstRun, enabled });
         // A changed drop-in is read only after a reload; a fresh boot has read it already.
-        if (reload && !ctx.ran(id('container'))) await svc.daemonReload();
-        ctx.log(`${action} ${name}`);
-        await (action === 'start' ? svc.start(name) : svc.restart(name));
+        if (reload && !containerStarted) await svc.daemonReload();
+        ctx.log(action === 'wait' ? `${name} started with the container: waiting for it` : `${action} ${name}`);
+        if (action === 'start') await svc.enableNow(name);
+        if (action === 'restart') await svc.restart(name);
         const active = await unitActive(svc, name, `${name} in ${slot}`, readyOptions(node, ctx, config.timeouts.service));
         if (!active.ok) throw new Error(describeWaitFailure(active.error));
         // The main pid changes with every (re)start, so what verifies the node follows.
@@ -457,10 +487,21 @@ function declareSlot(ng: NodefileApi, node: Node, shared: Shared, slot: Slot, ro
     true,
   );
 
+  const images = imageArchiveTasks(ng, {
+    slot,
+    runc: node.runc,
+    nodeDir: config.imageArchiveDir,
+    hostDir: config.imageArchiveDir === undefined ? undefined : host.path(config.imageArchiveDir),
+    ledgerDir: path.join(slotDir, 'images'),
+    prune: config.imageArchivePrune,
+    rootfs,
+    containerd,
+  });
+
   ng.task(id('verified'), {
     description: `${slot} answers: systemd running, containerd serving, kubelet active`,
     inputs: { containerd, kubelet },
-    after: cniConfig === undefined ? [] : [cniConfig],
+    after: [...present(cniConfig), ...images],
     run: async (ctx) => {
       const exec = execOf(ctx);
       const svc = services(exec, systemd);
@@ -495,6 +536,14 @@ function declareSlot(ng: NodefileApi, node: Node, shared: Shared, slot: Slot, ro
 }
 
 // ---- helpers ---------------------------------------------------------------
+
+const present = <T>(x: T | undefined): T[] => (x === undefined ? [] : [x]);
+
+/** The staged archives' folder, read-only at the same path in the container. */
+function imageArchiveMounts(node: Node): Mount[] {
+  const dir = node.config.imageArchiveDir;
+  return dir === undefined ? [] : [{ destination: dir, type: 'bind', source: node.host.path(dir), options: ['rbind', 'ro'] }];
+}
 
 /** A value input is plain JSON: undefined fields dropped, as the hash will see it. */
 const asJson = (value: unknown): Json => JSON.parse(JSON.stringify(value)) as Json;

@@ -116,6 +116,12 @@ export const nodeConfigSchema = z.strictObject({
       cgroupsPath: z.string().optional(),
     })
     .default({ extraMounts: [], annotations: {} }),
+  /** A host folder of staged image archives (`*.tar`), bind-mounted at the same path and imported into containerd. */
+  imageArchiveDir: absolute.optional(),
+  /** Remove from containerd the images of an archive taken out of imageArchiveDir (left there otherwise). */
+  imageArchivePrune: z.boolean().default(false),
+  /** Kernel modules the host must have loaded: listed in /etc/modules-load.d/nodegraph.conf and loaded when missing. */
+  kernelModules: z.array(z.string().regex(/^[A-Za-z0-9_-]+$/, 'a kernel module name')).default(['overlay', 'br_netfilter']),
   /** NVIDIA devices and driver libraries: granted when the host has them ('auto'), or never. */
   gpu: z.enum(['auto', 'off']).default('auto'),
   timeouts: z

@@ -27,6 +27,8 @@ export const HELPER_SCRIPT = String.raw`#!/bin/sh
 #       Remove each DIR that is empty (folders nodegraph made on the way); keep the rest.
 #   unit-remove UNIT-FILE UNIT-NAME
 #       Disable and stop a host systemd unit, remove its file, reload systemd.
+#   kernel-modules MODULE...
+#       Print "MODULE loaded|built-in|missing" for each, from /proc/modules and /sys/module.
 set -eu
 
 die() { echo "node-helper: $*" >&2; exit 1; }
@@ -127,8 +129,17 @@ case "$cmd" in
     rm -f "$1"
     if [ -d /run/systemd/system ]; then systemctl daemon-reload; fi
     ;;
+  kernel-modules)
+    for module in "$@"; do
+      name=$(printf '%s' "$module" | tr - _)
+      if [ -r /proc/modules ] && grep -q "^$name " /proc/modules; then echo "$module loaded"
+      elif [ -d "/sys/module/$name" ]; then echo "$module built-in"
+      else echo "$module missing"
+      fi
+    done
+    ;;
   *)
-    die "unknown command: $cmd (stop-container, service, unmount-below, remove, remove-unless-mounted, prune, unit-remove)"
+    die "unknown command: $cmd (stop-container, service, unmount-below, remove, remove-unless-mounted, prune, unit-remove, kernel-modules)"
     ;;
 esac
 `;
@@ -143,6 +154,7 @@ export interface Helper {
   removeUnlessMounted(target: string): string[];
   prune(...dirs: string[]): string[];
   unitRemove(unitFile: string, unitName: string): string[];
+  kernelModules(...modules: string[]): string[];
 }
 
 export function helperAt(hostPath: string): Helper {
@@ -156,5 +168,6 @@ export function helperAt(hostPath: string): Helper {
     removeUnlessMounted: (target) => [hostPath, 'remove-unless-mounted', target],
     prune: (...dirs) => [hostPath, 'prune', ...dirs],
     unitRemove: (unitFile, unitName) => [hostPath, 'unit-remove', unitFile, unitName],
+    kernelModules: (...modules) => [hostPath, 'kernel-modules', ...modules],
   };
 }

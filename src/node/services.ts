@@ -24,6 +24,10 @@ export interface Services {
   reload(unit: string): Promise<void>;
   stop(unit: string): Promise<void>;
   enable(unit: string): Promise<void>;
+  /** Enables the unit, so systemd starts it at boot, and starts it now. */
+  enableNow(unit: string): Promise<void>;
+  /** `systemctl is-enabled`: will systemd start it at boot? */
+  isEnabled(unit: string): Promise<boolean>;
   disable(unit: string): Promise<void>;
   daemonReload(): Promise<void>;
   /** `systemctl is-active`: the word it prints (active, inactive, failed, activating, …). */
@@ -44,6 +48,8 @@ export function services(exec: Exec, target: SystemdTarget): Services {
     reload: (unit) => run('reload', unit),
     stop: (unit) => run('stop', unit),
     enable: (unit) => run('enable', unit),
+    enableNow: (unit) => run('enable', '--now', unit),
+    isEnabled: async (unit) => (await tryExec(exec, systemctlArgv(target, 'is-enabled', unit))).exitCode === 0,
     disable: (unit) => run('disable', unit),
     daemonReload: () => run('daemon-reload'),
     activeState: async (unit) => {
@@ -92,15 +98,16 @@ export function unitActive(s: Services, unit: string, what: string, o: ReadyOpti
   }, waitOptions(what, o));
 }
 
-export type ServiceAction = 'start' | 'restart';
+export type ServiceAction = 'wait' | 'start' | 'restart';
 
 /**
  * What a service task does when it runs. If this apply (re)started the
- * container, systemd inside has just booted with the new configuration:
- * start the service (a no-op if it already runs), never restart it. On a
- * first run, start it. Otherwise its configuration (or its binary) changed,
- * or it drifted: restart it.
+ * container, systemd inside has just booted with the new configuration and
+ * started the service if it is enabled: wait for it, never restart it. A
+ * service not yet enabled (a first run, a new rootfs) is enabled and started.
+ * Otherwise its configuration (or its binary) changed, or it drifted: restart it.
  */
-export function serviceAction(o: { readonly containerStarted: boolean; readonly firstRun: boolean }): ServiceAction {
+export function serviceAction(o: { readonly containerStarted: boolean; readonly firstRun: boolean; readonly enabled: boolean }): ServiceAction {
+  if (o.containerStarted && o.enabled) return 'wait';
   return o.containerStarted || o.firstRun ? 'start' : 'restart';
 }

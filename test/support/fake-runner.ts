@@ -4,7 +4,7 @@
 // Commands it does not model (tar, sh scripts the tests want to really run)
 // can be passed through to the real runner.
 
-import { rmdirSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, rmdirSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Command } from '../../src/nodefile/types.ts';
 import { LocalRunner } from '../../src/execute/runner.ts';
@@ -30,6 +30,12 @@ export type FakeEvent =
   | { readonly kind: 'container-stop'; readonly id: string }
   | { readonly kind: 'container-delete'; readonly id: string }
   | { readonly kind: 'service-start'; readonly id: string; readonly unit: string; readonly already: boolean }
+  /** systemd in a booting container started an enabled unit by itself. */
+  | { readonly kind: 'service-boot'; readonly id: string; readonly unit: string }
+  | { readonly kind: 'service-enable'; readonly id: string; readonly unit: string }
+  | { readonly kind: 'image-import'; readonly id: string; readonly archive: string }
+  | { readonly kind: 'image-remove'; readonly id: string; readonly refs: readonly string[] }
+  | { readonly kind: 'modprobe'; readonly module: string }
   | { readonly kind: 'service-restart'; readonly id: string; readonly unit: string }
   | { readonly kind: 'service-stop'; readonly id: string; readonly unit: string }
   | { readonly kind: 'daemon-reload'; readonly id: string }
@@ -49,6 +55,10 @@ export interface FakeRunnerOptions {
   readonly sandbox: string;
   /** A test's own answer for a command; undefined to fall back to the model. */
   readonly answer?: (argv: readonly string[]) => Partial<RunResult> | undefined;
+  /** Kernel modules modprobe cannot find. */
+  readonly missingModules?: readonly string[];
+  /** Kernel modules built into the kernel. */
+  readonly builtinModules?: readonly string[];
 }
 
 const okResult = (command: string, stdout = ''): RunResult => ({
@@ -78,6 +88,12 @@ export class FakeRunner implements ProcessRunner {
   readonly events: FakeEvent[] = [];
   readonly containers = new Map<string, FakeContainer>();
   readonly hostUnits = new Map<string, { enabled: boolean }>();
+  /** Kernel modules modprobe loaded. */
+  readonly loadedModules = new Set<string>();
+  /** containerd's image store per container, ref → manifest digest: it lives in the rootfs, so a restart keeps it. */
+  readonly images = new Map<string, Map<string, string>>();
+  /** Units enabled in a container whose bundle is not known (the systemd supervisor); otherwise a file in its rootfs says so. */
+  readonly #enabled = new Map<string, Set<string>>();
   readonly #real = new LocalRunner();
   readonly #options: FakeRunnerOptions;
   #nextPid = 1000;
@@ -115,6 +131,15 @@ export class FakeRunner implements ProcessRunner {
     if (program === 'runc') return this.#runc(stripGlobals(argv.slice(1)), text);
     if (program === 'systemctl') return this.#hostSystemctl(argv.slice(1), text);
     if (program === 'node-helper') return this.#helper(argv.slice(1), text);
+    if (program === 'modprobe') {
+      const module = argv[1] ?? '';
+      this.events.push({ kind: 'modprobe', module });
+      if (this.#options.missingModules?.includes(module)) {
+        return failResult(text, 1, `modprobe: FATAL: Module ${module} not found in directory /lib/modules/6.1.0-fake\n`);
+      }
+      this.loadedModules.add(module);
+      return okResult(text);
+    }
     if (program === 'rm' && argv[1] === '-rf') return this.#helper(['remove', argv.at(-1)!], text);
     return failResult(text, 127, `fake runner: no model for ${text}\n`);
   }
@@ -166,16 +191,69 @@ export class FakeRunner implements ProcessRunner {
   #start(id: string, bundle: string, text: string): RunResult {
     const existing = this.containers.get(id);
     if (existing !== undefined) return failResult(text, 1, `container with id exists: ${id}\n`);
-    this.containers.set(id, {
+    const c: FakeContainer = {
       status: 'running',
       pid: this.#nextPid++,
       created: new Date(Date.UTC(2025, 0, 1, 0, 0, this.#clock++)).toISOString(),
       bundle,
       services: new Map(),
       systemState: 'running',
-    });
+    };
+    this.containers.set(id, c);
     this.events.push({ kind: 'container-start', id });
+    for (const unit of ['containerd', 'kubelet']) {
+      if (!this.#isEnabled(id, c, unit)) continue;
+      c.services.set(unit, { active: true, pid: this.#nextPid++ });
+      this.events.push({ kind: 'service-boot', id, unit });
+    }
     return okResult(text);
+  }
+
+  #wantsFile(c: FakeContainer, unit: string): string {
+    return path.join(c.bundle, 'rootfs/etc/systemd/system/multi-user.target.wants', `${unit.replace(/\.service$/, '')}.service`);
+  }
+
+  #isEnabled(id: string, c: FakeContainer, unit: string): boolean {
+    return c.bundle === '' ? (this.#enabled.get(id)?.has(unit) ?? false) : existsSync(this.#wantsFile(c, unit));
+  }
+
+  #enable(id: string, c: FakeContainer, unit: string): void {
+    if (c.bundle === '') {
+      this.#enabled.set(id, new Set([...(this.#enabled.get(id) ?? []), unit]));
+      return;
+    }
+    mkdirSync(path.dirname(this.#wantsFile(c, unit)), { recursive: true });
+    writeFileSync(this.#wantsFile(c, unit), '');
+  }
+
+  #ctr(id: string, c: FakeContainer, args: readonly string[], text: string): RunResult {
+    if (!c.services.get('containerd')?.active) return failResult(text, 1, 'ctr: failed to dial "/run/containerd/containerd.sock"\n');
+    const rest = args[0] === '-n' ? args.slice(2) : args;
+    if (rest[0] !== 'images') return okResult(text, 'Client:\n  Version: 1.6.20 (fake)\nServer:\n  Version: 1.6.20 (fake)\n');
+    let store = this.images.get(id);
+    if (store === undefined) this.images.set(id, (store = new Map()));
+    const digest = (ref: string): string => `sha256:${Buffer.from(ref).toString('hex').padEnd(64, '0').slice(0, 64)}`;
+    switch (rest[1]) {
+      case 'import': {
+        const archive = rest[2] ?? '';
+        const name = path.basename(archive, '.tar');
+        if (name.startsWith('bad')) return failResult(text, 1, 'ctr: unexpected EOF\n');
+        const ref = `nodegraph.test/${name}:1`;
+        store.set(ref, digest(ref));
+        this.events.push({ kind: 'image-import', id, archive });
+        return okResult(text, `unpacking ${ref} (${digest(ref)})...done\n`);
+      }
+      case 'ls':
+        return okResult(text, ['REF TYPE DIGEST SIZE PLATFORMS LABELS', ...[...store].map(([ref, d]) => `${ref} application/vnd.oci.image.manifest.v1+json ${d} 10.6KiB linux/amd64 -`)].join('\n') + '\n');
+      case 'rm': {
+        const refs = rest.slice(2);
+        for (const ref of refs) store.delete(ref);
+        this.events.push({ kind: 'image-remove', id, refs });
+        return okResult(text, `${refs.join('\n')}\n`);
+      }
+      default:
+        return failResult(text, 1, `fake ctr: unknown command ${rest.join(' ')}\n`);
+    }
   }
 
   #stop(id: string, c: FakeContainer): void {
@@ -186,9 +264,7 @@ export class FakeRunner implements ProcessRunner {
 
   #inside(id: string, c: FakeContainer, argv: readonly string[], text: string): RunResult {
     const [program, ...args] = argv;
-    if (program === 'ctr') {
-      return c.services.get('containerd')?.active ? okResult(text, 'Client:\n  Version: 1.6.20 (fake)\nServer:\n  Version: 1.6.20 (fake)\n') : failResult(text, 1, 'ctr: failed to dial "/run/containerd/containerd.sock"\n');
-    }
+    if (program === 'ctr') return this.#ctr(id, c, args, text);
     if (program === 'mount') return okResult(text);
     if (program !== 'systemctl') return failResult(text, 127, `fake container: no ${program}\n`);
     const [verb, ...rest] = args;
@@ -220,8 +296,19 @@ export class FakeRunner implements ProcessRunner {
         Object.assign(service(), { active: false, pid: 0 });
         this.events.push({ kind: 'service-stop', id, unit });
         return okResult(text);
+      case 'enable': {
+        this.#enable(id, c, unit);
+        this.events.push({ kind: 'service-enable', id, unit });
+        if (!rest.includes('--now')) return okResult(text);
+        const s = service();
+        const already = s.active;
+        if (!s.active) Object.assign(s, { active: true, pid: this.#nextPid++ });
+        this.events.push({ kind: 'service-start', id, unit, already });
+        return okResult(text);
+      }
+      case 'is-enabled':
+        return this.#isEnabled(id, c, unit) ? okResult(text, 'enabled\n') : failResult(text, 1, '', 'disabled\n');
       case 'reload':
-      case 'enable':
       case 'disable':
         return okResult(text);
       case 'is-active':
@@ -310,6 +397,11 @@ export class FakeRunner implements ProcessRunner {
           }
         }
         return okResult(text);
+      case 'kernel-modules':
+        return okResult(
+          text,
+          rest.map((m) => `${m} ${this.loadedModules.has(m) ? 'loaded' : this.#options.builtinModules?.includes(m) ? 'built-in' : 'missing'}\n`).join(''),
+        );
       case 'unit-remove':
         rmSync(rest[0]!, { force: true });
         this.hostUnits.delete(rest[1]!);

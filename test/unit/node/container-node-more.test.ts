@@ -15,6 +15,8 @@ const story = (events: readonly FakeEvent[]): string[] =>
         return [`${e.kind} ${e.id}`];
       case 'service-start':
         return [`start ${e.unit}${e.already ? ' (already)' : ''}`];
+      case 'service-boot':
+        return [`boot ${e.unit}`];
       case 'service-restart':
         return [`restart ${e.unit}`];
       case 'service-stop':
@@ -105,7 +107,7 @@ describe('the container node, further', () => {
     rig.runner.reset();
     const back = ok(await rig.apply());
     expect(back.ran).not.toContain('kube1/rootfs');
-    expect(story(rig.runner.events)).toEqual(['container-start kube1', 'start containerd', 'start kubelet']);
+    expect(story(rig.runner.events)).toEqual(['container-start kube1', 'boot containerd', 'boot kubelet']);
   });
 
   it('fails the apply with the last probe output when kubelet does not come up', async () => {

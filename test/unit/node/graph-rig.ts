@@ -23,11 +23,17 @@ export interface Rig {
   readonly events: EngineEvent[];
   config: NodeConfigInput;
   writeConfig(change?: (c: NodeConfigInput) => NodeConfigInput): void;
-  apply(): ReturnType<typeof applyNodefile>;
-  plan(): ReturnType<typeof planNodefile>;
+  apply(more?: RunMore): ReturnType<typeof applyNodefile>;
+  plan(more?: RunMore): ReturnType<typeof planNodefile>;
   destroy(): ReturnType<typeof teardownNodefile>;
   stop(): ReturnType<typeof teardownNodefile>;
   cleanup(): void;
+}
+
+/** Engine options a test adds to a run: `--replace ID`, targets. */
+export interface RunMore {
+  readonly replace?: readonly string[];
+  readonly targets?: readonly string[];
 }
 
 export function makeImage(dir: string, name = 'image.tar.gz', marker = 'one'): string {
@@ -42,7 +48,7 @@ export function makeImage(dir: string, name = 'image.tar.gz', marker = 'one'): s
   return archive;
 }
 
-export function makeRig(overrides: Partial<NodeConfigInput> = {}): Rig {
+export function makeRig(overrides: Partial<NodeConfigInput> = {}, fake: { missingModules?: string[]; builtinModules?: string[] } = {}): Rig {
   const dir = mkdtempSync(path.join(tmpdir(), 'nodegraph-node-'));
   const root = path.join(dir, 'root');
   mkdirSync(root);
@@ -51,6 +57,7 @@ export function makeRig(overrides: Partial<NodeConfigInput> = {}): Rig {
   const runner = new FakeRunner({
     sandbox: root,
     passthrough: (argv) => argv[0] === 'tar',
+    ...fake,
   });
   const events: EngineEvent[] = [];
   const options = () => ({
@@ -77,6 +84,8 @@ export function makeRig(overrides: Partial<NodeConfigInput> = {}): Rig {
       supervisor: 'runc',
       registryMirrors: { 'docker.io': ['https://mirror.example.com'] },
       gpu: 'off',
+      // No host has this module: modprobe (the fake's) is always asked, whatever this machine's kernel holds.
+      kernelModules: ['nodegraph_fake_module'],
       timeouts: { systemd: 1, service: 1, stop: 1, interval: 0.01 },
       ...overrides,
     },
@@ -84,8 +93,8 @@ export function makeRig(overrides: Partial<NodeConfigInput> = {}): Rig {
       if (change !== undefined) rig.config = change(rig.config);
       writeFileSync(configFile, `${JSON.stringify(rig.config, null, 2)}\n`);
     },
-    apply: () => applyNodefile(options()),
-    plan: () => planNodefile(options()),
+    apply: (more = {}) => applyNodefile({ ...options(), ...more }),
+    plan: (more = {}) => planNodefile({ ...options(), ...more }),
     destroy: () => teardownNodefile({ ...options(), mode: 'destroy' }),
     stop: () => teardownNodefile({ ...options(), mode: 'stop' }),
     cleanup: () => rmSync(dir, { recursive: true, force: true }),

@@ -116,6 +116,19 @@ describe('node helper', () => {
     expect(refuse.stderr).toContain('not removing /proc: mounted below it');
   });
 
+  it("reads the running kernel's modules: loaded from /proc/modules, built in from /sys/module, or missing", async () => {
+    // /sys/module/kernel is on every Linux kernel and is never a loadable module.
+    const wanted = ['kernel', 'nodegraph-no-such-module'];
+    const procModules = existsSync('/proc/modules') ? readFileSync('/proc/modules', 'utf8') : '';
+    const loaded = procModules.split('\n')[0]?.split(' ')[0];
+    if (loaded) wanted.push(loaded.replaceAll('_', '-'));
+    const r = await run(helper.kernelModules(...wanted));
+    expect(r.exitCode).toBe(0);
+    expect(r.stdout).toBe(
+      ['kernel built-in', 'nodegraph-no-such-module missing', ...(loaded ? [`${loaded.replaceAll('_', '-')} loaded`] : [])].map((l) => `${l}\n`).join(''),
+    );
+  });
+
   it('says what it can do when asked for something else', async () => {
     const r = await run([helper.path, 'frobnicate']);
     expect(r.exitCode).toBe(1);

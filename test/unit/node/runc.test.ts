@@ -84,10 +84,12 @@ describe('services', () => {
     expect(!r.ok && r.error.lastDetail).toBe('kubelet is failed');
   });
 
-  it('starts services after a container (re)start or on a first run, and restarts them otherwise', () => {
-    expect(serviceAction({ containerStarted: true, firstRun: false })).toBe('start');
-    expect(serviceAction({ containerStarted: false, firstRun: true })).toBe('start');
-    expect(serviceAction({ containerStarted: true, firstRun: true })).toBe('start');
-    expect(serviceAction({ containerStarted: false, firstRun: false })).toBe('restart');
+  it('waits for an enabled service the (re)started container brought up, enables and starts one it did not, restarts otherwise', () => {
+    expect(serviceAction({ containerStarted: true, firstRun: false, enabled: true })).toBe('wait');
+    expect(serviceAction({ containerStarted: true, firstRun: true, enabled: true })).toBe('wait');
+    expect(serviceAction({ containerStarted: true, firstRun: false, enabled: false })).toBe('start');
+    expect(serviceAction({ containerStarted: false, firstRun: true, enabled: false })).toBe('start');
+    expect(serviceAction({ containerStarted: true, firstRun: true, enabled: false })).toBe('start');
+    expect(serviceAction({ containerStarted: false, firstRun: false, enabled: false })).toBe('restart');
   });
 });
