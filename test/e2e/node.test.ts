@@ -21,7 +21,7 @@
 // NODEGRAPH_E2E_KEEP=1 keeps the temporary folder after a run, to look at (the container is still
 // removed and mounts undone; the next run deletes the folder).
 
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -31,6 +31,7 @@ import type { EngineEvent } from '../../src/events.ts';
 import { applyNodefile, planNodefile, teardownNodefile, type ApplySummary } from '../../src/operations.ts';
 import type { PlanEntry } from '../../src/plan/plan.ts';
 import { containerUnit } from '../../src/node/supervise.ts';
+import { writeOciArchive } from '../support/oci-archive.ts';
 import {
   cgroupsNamed,
   cleanWorkDir,
@@ -54,6 +55,10 @@ import {
 const NODEFILE = fileURLToPath(new URL('../../graphs/container-node.ts', import.meta.url));
 const SLOT = 'kube1';
 const UNITS = ['containerd.service', 'kubelet.service'];
+/** The staged image archives' folder, a node path (below the root prefix on this host). */
+const IMAGES = '/var/lib/nodegraph-e2e-images';
+/** Built into this host's kernel (it has no loadable modules); elsewhere loaded, or modprobed. */
+const MODULES = ['overlay', 'bridge'];
 // Not a real CA: the stand-in kubelet never talks to an API server.
 const CA = '-----BEGIN CERTIFICATE-----\nMIIBnodegraphe2e\n-----END CERTIFICATE-----\n';
 
@@ -64,11 +69,14 @@ let root = '';
 let stateDir = '';
 let configFile = '';
 let slotDir = '';
+let imagesDir = '';
 let config: NodeConfigInput;
 let node: Node;
 const runner = new RecordingRunner(new LocalRunner());
 let events: EngineEvent[] = [];
 const timings: string[] = [];
+/** The manifest digest of the staged hello.tar. */
+let helloDigest = '';
 /** Set once the first apply brought the node up: later steps make no sense without it. */
 let up = false;
 
@@ -97,13 +105,44 @@ async function timed<T>(what: string, f: () => Promise<T>): Promise<T> {
   }
 }
 
-async function apply(what: string): Promise<ApplySummary> {
+/** An apply that may fail tasks: its summary. */
+async function applyAllowingFailures(what: string, more: { replace?: string[] } = {}): Promise<ApplySummary> {
   runner.reset();
   events = [];
-  const result = await timed(what, () => applyNodefile(engine()));
+  const result = await timed(what, () => applyNodefile({ ...engine(), ...more }));
   if (!result.ok) throw new Error(`apply failed: ${JSON.stringify(result.error, null, 2)}`);
-  if (result.value.failed.length > 0) throw new Error(`apply: tasks failed: ${result.value.failed.join(', ')}\n${failures()}`);
   return result.value;
+}
+
+async function apply(what: string, more: { replace?: string[] } = {}): Promise<ApplySummary> {
+  const summary = await applyAllowingFailures(what, more);
+  if (summary.failed.length > 0) throw new Error(`apply: tasks failed: ${summary.failed.join(', ')}\n${failures()}`);
+  return summary;
+}
+
+/** The error a failed task ended with. */
+function taskError(id: string): string {
+  const done = events.find((e) => e.type === 'task-done' && e.id === id && e.outcome === 'failed');
+  return done !== undefined && 'error' in done ? String(done.error) : `(no failure recorded for ${id})`;
+}
+
+/** Images in containerd's k8s.io namespace: name → manifest digest. */
+function images(): Map<string, string> {
+  const out = node.mustExec('ctr', '-n', 'k8s.io', 'images', 'ls');
+  return new Map(
+    out
+      .split('\n')
+      .slice(1)
+      .map((l) => l.trim().split(/\s+/))
+      .filter((cols) => cols.length >= 3)
+      .map((cols) => [cols[0]!, cols[2]!]),
+  );
+}
+
+/** Stages an OCI image archive the test writes itself; returns its manifest digest. */
+function stage(name: string, ref: string, content: string): string {
+  mkdirSync(imagesDir, { recursive: true });
+  return writeOciArchive(path.join(imagesDir, name), { ref, file: 'hello.txt', content });
 }
 
 async function plan(): Promise<Map<string, PlanEntry>> {
@@ -152,7 +191,7 @@ function systemctlStory(): string[] {
     const i = c.indexOf('systemctl');
     if (i < 0) return [];
     const verb = c[i + 1];
-    if (verb === undefined || ['is-active', 'is-system-running', 'show'].includes(verb)) return [];
+    if (verb === undefined || ['is-active', 'is-enabled', 'is-system-running', 'show'].includes(verb)) return [];
     return [[verb, ...c.slice(i + 2)].join(' ')];
   });
 }
@@ -180,6 +219,7 @@ beforeAll(async () => {
   stateDir = path.join(work, 'state');
   configFile = path.join(work, 'node.json');
   slotDir = path.join(root, 'var/lib/nodegraph/containers', SLOT);
+  imagesDir = path.join(root, IMAGES);
   node = new Node(runcRootOf(work), SLOT);
   config = {
     nodeName: 'e2e-node',
@@ -194,8 +234,11 @@ beforeAll(async () => {
     supervisor: 'runc',
     hostNetwork: false,
     gpu: 'off',
+    imageArchiveDir: IMAGES,
+    kernelModules: MODULES,
     timeouts: { systemd: 120, service: 60, stop: 60, interval: 0.2 },
   };
+  helloDigest = stage('hello.tar', 'nodegraph.test/hello:1', 'hello one\n');
   writeConfig();
   process.env['NODEGRAPH_NODE_CONFIG'] = configFile;
 });
@@ -217,12 +260,28 @@ describe('graphs/container-node.ts on real runc, systemd and containerd', () => 
     expect(p.get(`${SLOT}/container`)?.verb).toBe('start');
     expect(p.get(`${SLOT}/containerd`)?.verb).toBe('start');
     expect(p.get(`${SLOT}/kubelet`)?.verb).toBe('start');
+    expect(p.get(`${SLOT}/image/hello.tar`)).toMatchObject({ verb: 'import', reasons: ['never ran'] });
+    expect(p.get('host/kernel-modules')?.verb).toBe('load');
 
     const summary = await apply('first apply');
     expect(ran(summary)).toEqual([...p.keys()].sort());
     expect(runcStory()).toEqual([`run ${SLOT}`]);
-    // The configuration went in before the container booted, so its services are started once, with no reload.
-    expect(systemctlStory()).toEqual(['start containerd', 'start kubelet']);
+    // The configuration went in before the container booted, so its services are enabled and started once, with no reload.
+    expect(systemctlStory()).toEqual(['enable --now containerd', 'enable --now kubelet']);
+
+    // The staged archive was imported into the CRI's namespace once containerd ran.
+    const importAt = runner.commands.findIndex((c) => c.includes('import'));
+    expect(runner.commands[importAt]).toEqual([config.runtime!.runc, '--root', node.runcRoot, 'exec', SLOT, 'ctr', '-n', 'k8s.io', 'images', 'import', `${IMAGES}/hello.tar`]);
+    expect(importAt).toBeGreaterThan(runner.commands.findIndex((c) => c.includes('--now') && c.includes('containerd')));
+    expect(images().get('nodegraph.test/hello:1')).toBe(helloDigest);
+
+    // The host's modules-load list, and modprobe only for what the kernel has neither loaded nor built in.
+    expect(readFileSync(path.join(root, 'etc/modules-load.d/nodegraph.conf'), 'utf8')).toBe(
+      '# Written by nodegraph: kernel modules the Kubernetes node needs, loaded at boot.\noverlay\nbridge\n',
+    );
+    const procModules = existsSync('/proc/modules') ? readFileSync('/proc/modules', 'utf8') : '';
+    const inKernel = (m: string): boolean => existsSync(`/sys/module/${m}`) || procModules.split('\n').some((l) => l.startsWith(`${m} `));
+    expect(runner.matching('modprobe')).toEqual(MODULES.filter((m) => !inKernel(m)).map((m) => ['modprobe', m]));
 
     const s = snapshot();
     expect(s.container.status).toBe('running');
@@ -399,7 +458,8 @@ describe('graphs/container-node.ts on real runc, systemd and containerd', () => 
     expect(ran(summary)).toEqual(['host/config', `${SLOT}/bundle`, `${SLOT}/container`, `${SLOT}/containerd`, `${SLOT}/kubelet`, `${SLOT}/verified`]);
     // One stop (SIGRTMIN+3 as 37, which runc 1.1 needs) and one run; the services were started with it, never restarted.
     expect(runcStory()).toEqual([`kill ${SLOT} 37`, `delete --force ${SLOT}`, `run ${SLOT}`]);
-    expect(systemctlStory()).toEqual(['start containerd', 'start kubelet']);
+    // systemd in the new container started the enabled services; nodegraph only waited for them.
+    expect(systemctlStory()).toEqual([]);
     expect(runner.matching('systemctl', 'restart')).toEqual([]);
     const after = snapshot();
     expect(after.container.pid).not.toBe(before.container.pid);
@@ -414,6 +474,99 @@ describe('graphs/container-node.ts on real runc, systemd and containerd', () => 
       'Started containerd.service',
       'Started kubelet.service',
     ]);
+    // containerd's image store is in the rootfs: the restart kept it, and nothing was imported.
+    expect(runner.matching('images', 'import')).toEqual([]);
+    expect(images().get('nodegraph.test/hello:1')).toBe(helloDigest);
+  });
+
+  it('7. a soft reboot (--replace the container): the container alone restarts, systemd starts the services, nothing else runs', async () => {
+    expect(up, 'the node is not up (step 1 failed)').toBe(true);
+    const p = await plan();
+    expect(changes(p)).toEqual([]);
+    const before = snapshot();
+    const summary = await apply('soft reboot (--replace kube1/container)', { replace: [`${SLOT}/container`] });
+    expect(ran(summary)).toEqual([`${SLOT}/container`, `${SLOT}/containerd`, `${SLOT}/kubelet`, `${SLOT}/verified`]);
+    expect(runcStory()).toEqual([`kill ${SLOT} 37`, `delete --force ${SLOT}`, `run ${SLOT}`]);
+    // Nothing started, restarted or enabled them: systemd did, at boot; nodegraph waited.
+    expect(systemctlStory()).toEqual([]);
+    expect(runner.matching('modprobe')).toEqual([]);
+    expect(runner.matching('images', 'import')).toEqual([]);
+    const after = snapshot();
+    expect(after.container.pid).not.toBe(before.container.pid);
+    expect(after.containerd).not.toBe(before.containerd);
+    expect(after.kubelet).not.toBe(before.kubelet);
+    expectHealthy();
+    expect(unitStory(node.journal(), UNITS)).toEqual(['Starting containerd.service', 'Started containerd.service', 'Started kubelet.service']);
+    expect(changes(await plan())).toEqual([]);
+  });
+
+  it("10. a setting of the unit around the container (the stop timeout) does not restart it: same init pid", async () => {
+    expect(up, 'the node is not up (step 1 failed)').toBe(true);
+    writeConfig((c) => ({ ...c, timeouts: { ...c.timeouts!, stop: 45 } }));
+    const p = await plan();
+    expect(changes(p)).toEqual(['host/config: update']);
+    const before = snapshot();
+    const summary = await apply('stop timeout changed');
+    expect(ran(summary)).toEqual(['host/config']);
+    expect(runcStory()).toEqual([]);
+    expect(snapshot()).toEqual(before);
+  });
+
+  it("11. staged archives: a changed one is imported again, a new one imported, a bad one fails with containerd's words, a removed one left or pruned", async () => {
+    expect(up, 'the node is not up (step 1 failed)').toBe(true);
+    const hello2 = stage('hello.tar', 'nodegraph.test/hello:1', 'hello two\n');
+    expect(hello2).not.toBe(helloDigest);
+    let p = await plan();
+    expect(changes(p)).toEqual([`${SLOT}/image/hello.tar: import`]);
+    expect(p.get(`${SLOT}/image/hello.tar`)?.reasons.join(' ')).toMatch(/^input archive changed/);
+    let summary = await apply('a staged archive changed');
+    expect(ran(summary)).toEqual([`${SLOT}/image/hello.tar`]);
+    expect(images().get('nodegraph.test/hello:1')).toBe(hello2);
+
+    const worldDigest = stage('world.tar', 'nodegraph.test/world:1', 'world\n');
+    writeFileSync(path.join(imagesDir, 'bad.tar'), 'this is not an image archive\n');
+    p = await plan();
+    expect(changes(p)).toEqual([`${SLOT}/image/bad.tar: import`, `${SLOT}/image/world.tar: import`]);
+    summary = await applyAllowingFailures('a new archive and a bad one');
+    expect(summary.failed.map(String)).toEqual([`${SLOT}/image/bad.tar`]);
+    expect(taskError(`${SLOT}/image/bad.tar`)).toBe(`containerd could not import ${IMAGES}/bad.tar: ctr: unexpected EOF`);
+    expect(images().get('nodegraph.test/world:1')).toBe(worldDigest);
+
+    // Taken away: the bad one never imported, so it just goes; world's images stay, and the plan says so.
+    rmSync(path.join(imagesDir, 'bad.tar'));
+    rmSync(path.join(imagesDir, 'world.tar'));
+    p = await plan();
+    expect(changes(p)).toEqual([`${SLOT}/image/world.tar: leave in containerd`, `${SLOT}/image/bad.tar: destroy`]);
+    summary = await apply('archives taken away');
+    expect(runner.matching('images', 'rm')).toEqual([]);
+    expect(images().get('nodegraph.test/world:1')).toBe(worldDigest);
+    expect(changes(await plan())).toEqual([]);
+
+    // Pruning asked for: its name, and the CRI's sha256: name of the same image, go.
+    writeConfig((c) => ({ ...c, imageArchivePrune: true }));
+    p = await plan();
+    expect(changes(p)).toEqual(['host/config: update', `${SLOT}/image/world.tar: prune from containerd`]);
+    await apply('prune taken-away archives');
+    const left = images();
+    expect([...left.keys()].filter((ref) => left.get(ref) === worldDigest)).toEqual([]);
+    expect(left.get('nodegraph.test/hello:1')).toBe(hello2);
+    expect(changes(await plan())).toEqual([]);
+  });
+
+  it('12. a kernel module the host cannot load fails the apply, naming it; the node is not touched', async () => {
+    expect(up, 'the node is not up (step 1 failed)').toBe(true);
+    writeConfig((c) => ({ ...c, kernelModules: [...MODULES, 'nodegraph_e2e_no_such_module'] }));
+    const before = snapshot();
+    const summary = await applyAllowingFailures('a missing kernel module');
+    expect(summary.failed.map(String)).toEqual(['host/kernel-modules']);
+    console.info(`[e2e] host/kernel-modules failed: ${taskError('host/kernel-modules')}`);
+    expect(taskError('host/kernel-modules')).toMatch(
+      /^kernel module nodegraph_e2e_no_such_module is neither loaded nor built in \(\/proc\/modules, \/sys\/module\), and modprobe nodegraph_e2e_no_such_module failed: \S/,
+    );
+    expect(snapshot()).toEqual(before);
+    writeConfig((c) => ({ ...c, kernelModules: MODULES }));
+    await apply('kernel modules back');
+    expect(changes(await plan())).toEqual([]);
   });
 
   it('8. destroy leaves no container, no mount, no file of the node', async () => {
@@ -427,6 +580,9 @@ describe('graphs/container-node.ts on real runc, systemd and containerd', () => 
     const order = result.value.order.map(String);
     expect(order.indexOf(`${SLOT}/kubelet`)).toBeLessThan(order.indexOf(`${SLOT}/containerd`));
     expect(order.indexOf(`${SLOT}/containerd`)).toBeLessThan(order.indexOf(`${SLOT}/container`));
+    // The modules-load list goes once no slot is left; the modules stay loaded.
+    expect(order.indexOf('host/kernel-modules')).toBeGreaterThan(order.indexOf(`${SLOT}/container`));
+    expect(runner.matching('rmmod')).toEqual([]);
 
     expect(node.state()).toBeUndefined();
     expect(node.runc('list', '-q').stdout.split('\n')).not.toContain(SLOT);
@@ -437,12 +593,28 @@ describe('graphs/container-node.ts on real runc, systemd and containerd', () => 
     for (const p of ['var/lib/nodegraph', 'var/lib/kubelet', 'opt/cni', 'etc/containerd', 'run/containerd', 'usr/local/libexec/nodegraph']) {
       expect(existsSync(path.join(root, p)), p).toBe(false);
     }
-    // Nothing but folders is left below the root prefix, and only these: on a real host each is a system folder
-    // (the parents of the node's folders; /sys/fs/bpf; /run/runc, runc's own state folder). /usr/local/libexec is
-    // the exception: Debian has none, so a real host keeps the empty folder nodegraph made for its helper.
-    expect(filesBelow(root)).toEqual([]);
+    // Nothing is left below the root prefix but the operator's staged archive and folders, only these: on a real
+    // host each is a system folder (the parents of the node's folders; /etc/modules-load.d; /sys/fs/bpf; /run/runc,
+    // runc's own state folder) or the staged archives' folder. /usr/local/libexec is the exception: Debian has
+    // none, so a real host keeps the empty folder nodegraph made for its helper.
+    expect(filesBelow(root)).toEqual([`${IMAGES.slice(1)}/hello.tar`]);
     expect(dirsBelow(root)).toEqual(
-      ['etc', 'opt', 'run', 'run/runc', 'sys', 'sys/fs', 'sys/fs/bpf', 'usr', 'usr/local', 'usr/local/libexec', 'var', 'var/lib'].sort(),
+      [
+        'etc',
+        'etc/modules-load.d',
+        'opt',
+        'run',
+        'run/runc',
+        'sys',
+        'sys/fs',
+        'sys/fs/bpf',
+        'usr',
+        'usr/local',
+        'usr/local/libexec',
+        'var',
+        'var/lib',
+        IMAGES.slice(1),
+      ].sort(),
     );
   });
 });
