@@ -21,7 +21,7 @@
 // NODEGRAPH_E2E_KEEP=1 keeps the temporary folder after a run, to look at (the container is still
 // removed and mounts undone; the next run deletes the folder).
 
-import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -484,6 +484,9 @@ describe('graphs/container-node.ts on real runc, systemd and containerd', () => 
     const p = await plan();
     expect(changes(p)).toEqual([]);
     const before = snapshot();
+    // A new pid namespace may hand a service the same MainPID again: its invocation id is new with each start.
+    const invocation = (unit: string): string => node.showValue(unit, 'InvocationID');
+    const invocations = { containerd: invocation('containerd'), kubelet: invocation('kubelet') };
     const summary = await apply('soft reboot (--replace kube1/container)', { replace: [`${SLOT}/container`] });
     expect(ran(summary)).toEqual([`${SLOT}/container`, `${SLOT}/containerd`, `${SLOT}/kubelet`, `${SLOT}/verified`]);
     expect(runcStory()).toEqual([`kill ${SLOT} 37`, `delete --force ${SLOT}`, `run ${SLOT}`]);
@@ -493,8 +496,9 @@ describe('graphs/container-node.ts on real runc, systemd and containerd', () => 
     expect(runner.matching('images', 'import')).toEqual([]);
     const after = snapshot();
     expect(after.container.pid).not.toBe(before.container.pid);
-    expect(after.containerd).not.toBe(before.containerd);
-    expect(after.kubelet).not.toBe(before.kubelet);
+    expect(after.container.created).not.toBe(before.container.created);
+    expect(invocation('containerd')).not.toBe(invocations.containerd);
+    expect(invocation('kubelet')).not.toBe(invocations.kubelet);
     expectHealthy();
     expect(unitStory(node.journal(), UNITS)).toEqual(['Starting containerd.service', 'Started containerd.service', 'Started kubelet.service']);
     expect(changes(await plan())).toEqual([]);
@@ -510,6 +514,65 @@ describe('graphs/container-node.ts on real runc, systemd and containerd', () => 
     expect(ran(summary)).toEqual(['host/config']);
     expect(runcStory()).toEqual([]);
     expect(snapshot()).toEqual(before);
+  });
+
+  it('13. the supervising unit under a real systemd (the node\'s own; this host has none): a rewrite and daemon-reload keep the container\'s init pid, a restart changes it', async () => {
+    expect(up, 'the node is not up (step 1 failed)').toBe(true);
+    // A small container inside the node: a shell that ends on the stop signal (SIGRTMIN+3, 37; as PID 1 it
+    // would ignore it otherwise), with the node's /usr read-only; its bundle from `runc spec`.
+    const inner = path.join(slotDir, 'rootfs/var/tmp/inner');
+    mkdirSync(path.join(inner, 'rootfs'), { recursive: true });
+    for (const d of ['usr', 'proc', 'dev', 'sys', 'tmp']) mkdirSync(path.join(inner, 'rootfs', d), { recursive: true });
+    for (const l of ['bin', 'sbin', 'lib', 'lib64']) symlinkSync(`usr/${l}`, path.join(inner, 'rootfs', l));
+    must(['runc', 'spec', '--bundle', inner]);
+    const spec = JSON.parse(readFileSync(path.join(inner, 'config.json'), 'utf8')) as {
+      process: { terminal: boolean; args: string[] };
+      root: { readonly: boolean };
+      mounts: object[];
+    };
+    spec.process.terminal = false;
+    spec.process.args = ['sh', '-c', "trap 'exit 0' 37; while :; do sleep 0.2; done"];
+    spec.root.readonly = true;
+    spec.mounts.push({ destination: '/usr', type: 'bind', source: '/usr', options: ['rbind', 'ro'] });
+    writeFileSync(path.join(inner, 'config.json'), JSON.stringify(spec));
+
+    // The unit as the graph renders it for a slot (supervisor: systemd), and as its unit task installs it.
+    const unitFile = path.join(slotDir, 'rootfs/etc/systemd/system/nodegraph-inner.service');
+    const render = (stopTimeoutSeconds: number): void =>
+      writeFileSync(
+        unitFile,
+        containerUnit({ id: 'inner', runc: { binary: '/usr/sbin/runc' }, bundle: '/var/tmp/inner', consoleLog: '/var/tmp/inner/console.log', stopTimeoutSeconds }),
+      );
+    // The unit is Type=simple: `systemctl start` returns before runc has made the container.
+    const innerPid = (other?: number): Promise<number> =>
+      eventually(() => {
+        const state = JSON.parse(node.mustExec('runc', 'state', 'inner')) as { pid: number; status: string };
+        expect(state.status).toBe('running');
+        expect(state.pid).not.toBe(other);
+        return state.pid;
+      });
+    render(60);
+    node.mustExec('systemctl', 'daemon-reload');
+    node.mustExec('systemctl', 'start', 'nodegraph-inner.service');
+    try {
+      const pid = await innerPid();
+      expect(pid).toBeGreaterThan(0);
+      // What `kube1/unit` does on a unit-only change (plan: reload): rewrite, daemon-reload. The container keeps running.
+      render(45);
+      expect(node.showValue('nodegraph-inner', 'NeedDaemonReload')).toBe('yes');
+      node.mustExec('systemctl', 'daemon-reload');
+      expect(node.showValue('nodegraph-inner', 'TimeoutStopUSec')).toBe('45s');
+      expect(node.isActive('nodegraph-inner')).toBe('active');
+      expect(await innerPid()).toBe(pid);
+      // What the container task does when the container itself changed (plan: restart): a new init.
+      node.mustExec('systemctl', 'restart', 'nodegraph-inner.service');
+      expect(await innerPid(pid)).not.toBe(pid);
+    } finally {
+      node.exec('systemctl', 'stop', 'nodegraph-inner.service');
+      rmSync(unitFile, { force: true });
+      node.exec('systemctl', 'daemon-reload');
+    }
+    expect(node.exec('runc', 'list', '-q').stdout.trim()).toBe('');
   });
 
   it("11. staged archives: a changed one is imported again, a new one imported, a bad one fails with containerd's words, a removed one left or pruned", async () => {
