@@ -216,8 +216,9 @@ cat >"$ROOTFS/etc/systemd/system/kubelet.service" <<'EOF'
 # Unit name, config path and ordering match a real kubelet install.
 #
 # Deliberately NOT enabled: nodegraph writes the config first and then runs
-# `systemctl start kubelet` (via `runc exec`). An enabled unit would start at
-# boot, before the config exists, fail, and leave the system "degraded".
+# `systemctl enable --now kubelet` (via `runc exec`). Enabled in the image, it
+# would start at boot before the config exists, fail, and leave the system
+# "degraded".
 [Unit]
 Description=kubelet (nodegraph e2e stand-in)
 # Ordering only (no Wants=/Requires=): the tool starts containerd and kubelet
@@ -235,9 +236,9 @@ WantedBy=multi-user.target
 EOF
 
 # containerd: the Debian package enables containerd.service (a
-# multi-user.target.wants symlink). Disable it: the tool starts it explicitly
-# after it has put /etc/containerd/certs.d etc. in place, and a boot that does
-# not start it is faster and reaches "running" independent of containerd.
+# multi-user.target.wants symlink). Disable it: the tool enables and starts it
+# once it has put /etc/containerd/certs.d etc. in place, so a first boot is
+# faster and reaches "running" independent of containerd.
 rm -f "$ROOTFS/etc/systemd/system/multi-user.target.wants/containerd.service"
 
 # Masks. Booting this image under runc with test/e2e/fixtures/known-good-config.json
