@@ -585,6 +585,7 @@ describe('graphs/container-node.ts on real runc, systemd and containerd', () => 
     let summary = await apply('a staged archive changed');
     expect(ran(summary)).toEqual([`${SLOT}/image/hello.tar`]);
     expect(images().get('nodegraph.test/hello:1')).toBe(hello2);
+    helloDigest = hello2;
 
     const worldDigest = stage('world.tar', 'nodegraph.test/world:1', 'world\n');
     writeFileSync(path.join(imagesDir, 'bad.tar'), 'this is not an image archive\n');
@@ -632,8 +633,29 @@ describe('graphs/container-node.ts on real runc, systemd and containerd', () => 
     expect(changes(await plan())).toEqual([]);
   });
 
+  it('14. switching to the other slot: kube1 goes, kube2 comes up on its own rootfs, whose empty image store imports the staged archive again', async () => {
+    expect(up, 'the node is not up (step 1 failed)').toBe(true);
+    const other = new Node(runcRootOf(work), 'kube2');
+    writeConfig((c) => ({ ...c, slot: 'kube2' }));
+    const p = await plan();
+    expect(p.get(`${SLOT}/image/hello.tar`)?.action).toBe('destroy');
+    expect(p.get('kube2/image/hello.tar')).toMatchObject({ action: 'create', verb: 'import' });
+    const summary = await apply('switch to the other slot');
+    expect(summary.destroyed.map(String)).toEqual(expect.arrayContaining([`${SLOT}/container`, `${SLOT}/rootfs`, `${SLOT}/image/hello.tar`]));
+    expect(node.state(), 'kube1 is gone').toBeUndefined();
+    node = other;
+    slotDir = path.join(root, 'var/lib/nodegraph/containers', 'kube2');
+    expect(runcStory()).toEqual([`run kube2`]);
+    expect(node.state()?.status).toBe('running');
+    expectHealthy();
+    expect(runner.matching('images', 'import')).toHaveLength(1);
+    expect(images().get('nodegraph.test/hello:1')).toBe(helloDigest);
+    expect(changes(await plan())).toEqual([]);
+  });
+
   it('8. destroy leaves no container, no mount, no file of the node', async () => {
     expect(up, 'the node is not up (step 1 failed)').toBe(true);
+    const slot = node.id;
     runner.reset();
     events = [];
     const result = await timed('destroy', () => teardownNodefile({ ...engine(), mode: 'destroy' }));
@@ -641,18 +663,20 @@ describe('graphs/container-node.ts on real runc, systemd and containerd', () => 
     expect(result.value.failed, failures()).toEqual([]);
     expect(result.value.kept).toEqual([]);
     const order = result.value.order.map(String);
-    expect(order.indexOf(`${SLOT}/kubelet`)).toBeLessThan(order.indexOf(`${SLOT}/containerd`));
-    expect(order.indexOf(`${SLOT}/containerd`)).toBeLessThan(order.indexOf(`${SLOT}/container`));
+    expect(order.indexOf(`${slot}/kubelet`)).toBeLessThan(order.indexOf(`${slot}/containerd`));
+    expect(order.indexOf(`${slot}/containerd`)).toBeLessThan(order.indexOf(`${slot}/container`));
     // The modules-load list goes once no slot is left; the modules stay loaded.
-    expect(order.indexOf('host/kernel-modules')).toBeGreaterThan(order.indexOf(`${SLOT}/container`));
+    expect(order.indexOf('host/kernel-modules')).toBeGreaterThan(order.indexOf(`${slot}/container`));
     expect(runner.matching('rmmod')).toEqual([]);
 
     expect(node.state()).toBeUndefined();
-    expect(node.runc('list', '-q').stdout.split('\n')).not.toContain(SLOT);
-    expect(sh(['runc', 'list', '-q']).stdout.split('\n')).not.toContain(SLOT);
+    for (const id of ['kube1', 'kube2']) {
+      expect(node.runc('list', '-q').stdout.split('\n')).not.toContain(id);
+      expect(sh(['runc', 'list', '-q']).stdout.split('\n')).not.toContain(id);
+      expect(cgroupsNamed(id)).toEqual([]);
+    }
     expect(mountsBelow(work)).toEqual([]);
-    expect(processesRootedBelow(slotDir)).toEqual([]);
-    expect(cgroupsNamed(SLOT)).toEqual([]);
+    expect(processesRootedBelow(path.join(root, 'var/lib/nodegraph/containers'))).toEqual([]);
     for (const p of ['var/lib/nodegraph', 'var/lib/kubelet', 'opt/cni', 'etc/containerd', 'run/containerd', 'usr/local/libexec/nodegraph']) {
       expect(existsSync(path.join(root, p)), p).toBe(false);
     }
