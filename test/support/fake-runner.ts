@@ -1,6 +1,8 @@
 // A fake process runner for the node graph: it records every command and
 // answers like runc, systemctl (on the host and inside a container), ctr
-// and the node's lifecycle helper would, from a small model of the world.
+// (version, images import/ls/rm), modprobe and the node's lifecycle helper
+// would, from a small model of the world: an enabled unit is a wants file in
+// the container's rootfs, so systemd "starts" it when the container boots.
 // Commands it does not model (tar, sh scripts the tests want to really run)
 // can be passed through to the real runner.
 
