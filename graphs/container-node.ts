@@ -36,6 +36,7 @@ import { makeHost, type Host } from '../src/node/host.ts';
 import { kubeletDropIn, kubeletSharedFiles, type KubeletSettings } from '../src/node/kubelet.ts';
 import { imageArchiveTasks } from '../src/node/images.ts';
 import { kernelModulesTask, MODULES_LOAD_PATH } from '../src/node/kernel-modules.ts';
+import { takeoverTask } from '../src/node/takeover.ts';
 import { install, isPresent, type InstallSpec } from '../src/node/provision.ts';
 import { renderFile } from '../src/node/render.ts';
 import { containerState, execInArgv, isRunning, type RuncOptions } from '../src/node/runc.ts';
@@ -43,7 +44,7 @@ import { serviceAction, services, systemReady, unitActive, type ReadyOptions } f
 import { containerUnit, restartContainer, unitName, unitPath, type ContainerSpec, type Supervisor } from '../src/node/supervise.ts';
 import { dropInPath } from '../src/node/systemd.ts';
 import { describeWaitFailure, waitFor } from '../src/node/wait.ts';
-import { CONFIG_ENV, readNodeConfig, type NodeConfig, type Slot } from './node-config.ts';
+import { CONFIG_ENV, readNodeConfig, SLOTS, type NodeConfig, type Slot } from './node-config.ts';
 
 /** What every task builder below needs to know about the node. */
 interface Node {
@@ -74,6 +75,16 @@ export default function containerNode(ng: NodefileApi): void {
     throw new Error(`${CONFIG_ENV} is not set: point it at the node's configuration file (see graphs/README.md)`);
   }
   const node = makeNode(path.resolve(configFile));
+  // A change to a running node either proves healthy or is undone (a slot switch is a blue/green upgrade).
+  ng.settings({ atomic: true });
+  // What both slots see at the same host paths, and a failed change must give back byte for byte.
+  const { config, host } = node;
+  ng.preserve(
+    host.path('/var/lib/kubelet/pki'),
+    ...(config.cluster.bootstrapToken === undefined ? [] : [host.path('/var/lib/kubelet/kubeconfig')]),
+    host.path('/opt/cni'),
+    host.path(config.containerd.certsDir),
+  );
   const shared = declareHost(ng, node);
   declareSlot(ng, node, shared, node.config.slot, 'run');
   for (const slot of node.config.prepare) declareSlot(ng, node, shared, slot, 'prepare');
@@ -351,6 +362,22 @@ function declareSlot(ng: NodefileApi, node: Node, shared: Shared, slot: Slot, ro
 
   if (role === 'prepare') return;
 
+  // ---- taking over: the old slot stops only once this one is built ----------
+
+  const cni = config.cni === false ? undefined : config.cni;
+  const takeover = takeoverTask(ng, {
+    slot,
+    others: SLOTS.filter((other) => other !== slot),
+    runc: node.runc,
+    helper,
+    supervisor: node.supervisor,
+    stopTimeoutSeconds: config.timeouts.stop,
+    kubeletDir: host.path('/var/lib/kubelet'),
+    bootstrappedKubeconfig: config.cluster.bootstrapToken === undefined ? undefined : host.path('/var/lib/kubelet/kubeconfig'),
+    hostNetwork: config.hostNetwork && cni !== undefined ? { bridge: cni.bridge, ipamDir: host.path(`/var/lib/cni/networks/${cni.name}`) } : undefined,
+    after: [rootfs, ...provisioned, bundle, ...present(unit)],
+  });
+
   // ---- configuration: into the rootfs, and the same-path shared folders ----
 
   const certsDir = host.path(config.containerd.certsDir);
@@ -366,7 +393,7 @@ function declareSlot(ng: NodefileApi, node: Node, shared: Shared, slot: Slot, ro
     outputs: [containerdToml, ...[...hostsFiles.keys()].map((rel) => path.join(certsDir, rel))],
     // Shared files stay when a slot goes; host/certs.d removes them once no slot remains.
     removeOutputs: false,
-    after: [shared.certsDir],
+    after: [shared.certsDir, takeover],
     run: () => {
       renderFile(containerdToml, renderContainerdConfig(config.containerd));
       for (const [rel, content] of hostsFiles) renderFile(path.join(certsDir, rel), content);
@@ -382,7 +409,7 @@ function declareSlot(ng: NodefileApi, node: Node, shared: Shared, slot: Slot, ro
     inputs: { rootfs, settings: ng.value(asJson(kubeletSettings)) },
     outputs: [...kubeletFiles.map((f) => f.path), dropIn],
     removeOutputs: false,
-    after: [shared.kubeletDir],
+    after: [shared.kubeletDir, takeover],
     run: () => {
       for (const f of kubeletFiles) renderFile(f.path, f.content, { mode: f.mode });
       renderFile(dropIn, kubeletDropIn(kubeletSettings));
@@ -390,13 +417,13 @@ function declareSlot(ng: NodefileApi, node: Node, shared: Shared, slot: Slot, ro
   });
 
   let cniConfig: TaskRef | undefined;
-  if (config.cni !== false) {
-    const cni = config.cni;
+  if (cni !== undefined) {
     const file = inRootfs(conflistPath(cni, config.containerd.cniConfDir));
     cniConfig = ng.task(id('cni.config'), {
       description: `the pod network configuration for ${slot}`,
       inputs: { rootfs, settings: ng.value(asJson(cni)) },
       outputs: [file],
+      after: [takeover],
       run: () => {
         renderFile(file, renderConflist(cni));
       },
@@ -531,6 +558,8 @@ function declareSlot(ng: NodefileApi, node: Node, shared: Shared, slot: Slot, ro
       const kubeletState = await svc.activeState('kubelet');
       return kubeletState === 'active' || `kubelet in ${slot} is ${kubeletState}`;
     },
+    // The node's health after a change: it must answer within the service timeout and stay so.
+    health: { within: `${config.timeouts.service}s`, stable: `${config.timeouts.healthy}s` },
     verbs: { create: 'verify', update: 'verify' },
   });
 }

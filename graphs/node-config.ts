@@ -130,8 +130,10 @@ export const nodeConfigSchema = z.strictObject({
       service: seconds.default(60),
       stop: seconds.default(60),
       interval: seconds.default(1),
+      /** After a change, how long the node must stay healthy (systemd running, containerd answering, kubelet active) before it is kept. */
+      healthy: z.number().min(0, 'seconds, at least 0').default(10),
     })
-    .default({ systemd: 120, service: 60, stop: 60, interval: 1 }),
+    .default({ systemd: 120, service: 60, stop: 60, interval: 1, healthy: 10 }),
 });
 
 export type NodeConfig = z.output<typeof nodeConfigSchema>;

@@ -180,6 +180,7 @@ async function applyOnce(options: ApplyOptions, saved: SavedPlan | undefined, re
   let runner: ProcessRunner | undefined;
   let jobs = 1;
   let sources: Sources | undefined;
+  const orphans: TaskId[] = [];
   const result = await withSession(options, { lock: true }, async (session): Promise<Result<ApplySummary, Failure[]>> => {
     runner = session.runner;
     jobs = session.jobs;
@@ -221,10 +222,12 @@ async function applyOnce(options: ApplyOptions, saved: SavedPlan | undefined, re
     const destroyed: TaskId[] = [];
     // A whole-graph plan lists the orphans, dependents first: no second search of 50,000 records for them.
     if (plan.counts.destroy > 0) {
-      const orphans: TaskId[] = [];
       for (const e of plan) if (e.action === 'destroy') orphans.push(e.id);
-      const removed = await runTeardown({ ...session, guard: guardOf(options) }, orphans, 'destroy');
-      for (const id of removed.done) destroyed.push(id);
+      // Blue/green: an atomic apply retires what it no longer declares only once the new generation is healthy.
+      if (transaction === undefined) {
+        const removed = await runTeardown({ ...session, guard: guardOf(options) }, orphans, 'destroy');
+        for (const id of removed.done) destroyed.push(id);
+      }
     }
     const summary = await execute({
       graph: session.graph,
@@ -271,7 +274,7 @@ async function applyOnce(options: ApplyOptions, saved: SavedPlan | undefined, re
     return ok({ ...summary, graph: session.graph, plan: shown, destroyed, durationMs, io: ioOf(session), generation });
   });
   if (transaction === undefined) return result;
-  return settleTransaction(options, store, transaction, result, runner!, jobs);
+  return settleTransaction(options, store, transaction, result, runner!, jobs, orphans);
 }
 
 function rmdirQuietly(dir: string): void {
@@ -308,6 +311,7 @@ async function settleTransaction(
   result: Result<ApplySummary, Failure[]>,
   runner: ProcessRunner,
   jobs: number,
+  orphans: readonly TaskId[],
 ): Promise<Result<ApplySummary, Failure[]>> {
   const stateDir = stateDirOf(options);
   const emit = options.onEvent ?? (() => {});
@@ -323,16 +327,49 @@ async function settleTransaction(
     const health = await waitHealthy(result.value.graph, runner, options.signal ?? new AbortController().signal, jobs);
     if (!health.ok) cause = `${health.task} is not healthy: ${health.detail}`;
   }
+  let retired: TaskId[] = [];
+  if (cause === undefined && result.ok && orphans.length > 0) {
+    emit({ type: 'transaction', message: `healthy: retiring what this generation no longer declares (${orphans.length})` });
+    retired = await retire(options, result.value.graph, orphans, runner);
+  }
   if (cause === undefined && result.ok) {
-    const problem = commit(stateDir, store, transaction, { ran: result.value.ran, destroyed: result.value.destroyed, keep: options.keep ?? DEFAULT_KEEP });
+    const destroyed = [...result.value.destroyed, ...retired];
+    const problem = commit(stateDir, store, transaction, { ran: result.value.ran, destroyed, keep: options.keep ?? DEFAULT_KEEP });
     if (problem !== undefined) return err([{ reason: 'generation-write-failed', path: store.dir, message: `healthy, but the commit is unfinished (the next apply finishes it): ${problem}` }]);
     emit({ type: 'transaction', message: `healthy: generation ${transaction.to} is current` });
-    return ok({ ...result.value, generation: transaction.to });
+    return ok({ ...result.value, destroyed, generation: transaction.to });
   }
   emit({ type: 'transaction', message: `rolling back: ${cause}` });
   const outcome = await rollBack(rollbackContext(options, store, runner, jobs), transaction, cause!);
   const failure: Failure = { reason: 'atomic-apply-failed', cause: cause!, from: transaction.from, to: transaction.to, rolledBack: outcome.ok, left: outcome.left };
   return err(result.ok ? [failure] : [...result.error, failure]);
+}
+
+/**
+ * Tears down the orphans of a healthy atomic apply. One that will not go stays
+ * recorded (the next apply tries again) and is a warning, not a reason to undo
+ * a healthy change.
+ */
+async function retire(options: ApplyOptions, graph: TaskGraph, orphans: readonly TaskId[], runner: ProcessRunner): Promise<TaskId[]> {
+  const emit = options.onEvent ?? (() => {});
+  const state = openState(stateDirOf(options), { lock: true, held: options.lock! });
+  if (!state.ok) {
+    emit({ type: 'warning', message: `could not retire ${orphans.join(', ')}: ${state.error.reason}` });
+    return [];
+  }
+  try {
+    const store = appender(state.value.store);
+    const removed = await runTeardown(
+      { state: state.value, store, runner, signal: new AbortController().signal, emit, graph, guard: guardOf(options) },
+      orphans,
+      'destroy',
+    );
+    store.sync();
+    for (const id of [...removed.failed, ...removed.kept]) emit({ type: 'warning', message: `${id} was not retired: the next apply tries again` });
+    return removed.done;
+  } finally {
+    state.value.close();
+  }
 }
 
 function rollbackContext(options: ApplyOptions, store: GenerationStore, runner: ProcessRunner, jobs: number) {

@@ -48,7 +48,8 @@ export async function run(args: Args, io: CliIo): Promise<number> {
       const kept = atomicView.preserve.length === 0 ? 'preserves no path' : `preserves ${atomicView.preserve.map(rel).join(', ')}`;
       const back = atomicView.fallback === null ? 'undoes what it made' : `falls back to generation ${atomicView.fallback}`;
       const health = atomicView.health.length === 0 ? 'every check passing' : `the health of ${atomicView.health.join(', ')}`;
-      io.stdout.write(`Atomic: ${kept}; if a task fails or ${health} does not hold, it ${back}.\n`);
+      const retired = plan.counts.destroy === 0 ? '' : ` What it no longer declares (${plan.counts.destroy}) is destroyed once it is healthy.`;
+      io.stdout.write(`Atomic: ${kept}; if a task fails or ${health} does not hold, it ${back}.${retired}\n`);
     }
     if (out !== undefined) io.stdout.write(`Saved the plan to ${out}; apply it with: nodegraph apply ${out}\n`);
   }

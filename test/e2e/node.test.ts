@@ -236,7 +236,7 @@ beforeAll(async () => {
     gpu: 'off',
     imageArchiveDir: IMAGES,
     kernelModules: MODULES,
-    timeouts: { systemd: 120, service: 60, stop: 60, interval: 0.2 },
+    timeouts: { systemd: 120, service: 60, stop: 60, interval: 0.2, healthy: 2 },
   };
   helloDigest = stage('hello.tar', 'nodegraph.test/hello:1', 'hello one\n');
   writeConfig();

@@ -122,7 +122,8 @@ describe('the container node, further', () => {
       if (Array.isArray(command) && command.includes('restart') && command.includes('kubelet')) kubelet().active = false;
       return result;
     };
-    const summary = ok(await rig.apply());
+    // Not atomic: the failure as it is left, not undone.
+    const summary = ok(await rig.apply({ atomic: false }));
     expect(summary.failed).toEqual(['kube1/kubelet']);
     const done = rig.events.find((e) => e.type === 'task-done' && e.id === 'kube1/kubelet' && e.outcome === 'failed');
     expect(done && 'error' in done && done.error).toMatch(/timed out after .* waiting for kubelet in kube1; last probe: kubelet is inactive/);

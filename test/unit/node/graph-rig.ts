@@ -30,10 +30,11 @@ export interface Rig {
   cleanup(): void;
 }
 
-/** Engine options a test adds to a run: `--replace ID`, targets. */
+/** Engine options a test adds to a run: `--replace ID`, targets, `--no-atomic`. */
 export interface RunMore {
   readonly replace?: readonly string[];
   readonly targets?: readonly string[];
+  readonly atomic?: boolean;
 }
 
 export function makeImage(dir: string, name = 'image.tar.gz', marker = 'one'): string {
@@ -86,7 +87,7 @@ export function makeRig(overrides: Partial<NodeConfigInput> = {}, fake: { missin
       gpu: 'off',
       // No host has this module: modprobe (the fake's) is always asked, whatever this machine's kernel holds.
       kernelModules: ['nodegraph_fake_module'],
-      timeouts: { systemd: 1, service: 1, stop: 1, interval: 0.01 },
+      timeouts: { systemd: 1, service: 1, stop: 1, interval: 0.01, healthy: 0 },
       ...overrides,
     },
     writeConfig(change) {

@@ -1,0 +1,90 @@
+// The middle of a blue/green slot switch: once the new slot is built beside
+// the old (rootfs, bundle, unit), the old slot stops — kubelet, containerd,
+// then the container; its files and rootfs stay, so a rollback starts it again
+// in place — the host networking it left is cleaned, and the kubelet's client
+// credentials shared at /var/lib/kubelet are reset, so the new kubelet
+// bootstraps its own. The same task on a fresh host finds nothing to stop.
+
+import { existsSync, readdirSync, rmSync } from 'node:fs';
+import path from 'node:path';
+import type { NodefileApi, TaskRef } from '../nodefile/types.ts';
+import { execOf, tryExec } from './exec.ts';
+import type { Helper } from './helper.ts';
+import { containerState, type RuncOptions } from './runc.ts';
+import { unitName, type Supervisor } from './supervise.ts';
+
+export interface TakeoverSpec {
+  /** The slot that takes over. */
+  readonly slot: string;
+  /** The container ids of the other slots, which must not run beside it. */
+  readonly others: readonly string[];
+  readonly runc: RuncOptions;
+  readonly helper: Helper;
+  readonly supervisor: Supervisor;
+  readonly stopTimeoutSeconds: number;
+  /** The shared kubelet folder, as a host path. */
+  readonly kubeletDir: string;
+  /** The kubeconfig kubelet wrote after its TLS bootstrap (none when nodegraph writes it). */
+  readonly bootstrappedKubeconfig?: string | undefined;
+  /** With host networking: the CNI bridge the old slot made on the host, and its host-local IPAM folder. */
+  readonly hostNetwork?: { readonly bridge: string; readonly ipamDir: string } | undefined;
+  /** Built, but not yet started: what must be in place before the old slot stops. */
+  readonly after: readonly TaskRef[];
+}
+
+/** The client credentials kubelet wrote for itself (TLS bootstrap), by name in its pki folder. */
+export const KUBELET_CREDENTIALS = /^kubelet-(client|server)(-.*)?\.(pem|crt|key)$/;
+
+export function takeoverTask(ng: NodefileApi, spec: TakeoverSpec): TaskRef {
+  return ng.task(`${spec.slot}/takeover`, {
+    description: `${spec.slot} takes over: any other slot stopped (kept in place), its host networking cleaned, kubelet's credentials reset`,
+    inputs: { spec: ng.value({ slot: spec.slot, others: [...spec.others], hostNetwork: spec.hostNetwork ?? null, kubeconfig: spec.bootstrappedKubeconfig ?? null }) },
+    after: [...spec.after],
+    run: async (ctx) => {
+      const exec = execOf(ctx);
+      const stopped: string[] = [];
+      for (const other of spec.others) {
+        const state = await containerState(exec, spec.runc, other);
+        if (state.status === 'absent') continue;
+        if (state.status === 'running') {
+          // Kubelet first, then containerd: what a node does when it drains its own services.
+          for (const service of ['kubelet', 'containerd']) await tryExec(exec, spec.helper.service(spec.runc, other, 'stop', service));
+        }
+        if (spec.supervisor === 'systemd') await tryExec(exec, ['systemctl', 'stop', unitName(other)]);
+        await exec(spec.helper.stopContainer(spec.runc, other, spec.stopTimeoutSeconds));
+        stopped.push(other);
+      }
+      if (spec.hostNetwork !== undefined) {
+        const { bridge, ipamDir } = spec.hostNetwork;
+        if (existsSync(`/sys/class/net/${bridge}`)) await exec(['ip', 'link', 'delete', bridge]);
+        rmSync(ipamDir, { recursive: true, force: true });
+      }
+      const reset = resetKubeletCredentials(spec.kubeletDir);
+      if (spec.bootstrappedKubeconfig !== undefined && existsSync(spec.bootstrappedKubeconfig)) {
+        rmSync(spec.bootstrappedKubeconfig);
+        reset.push(spec.bootstrappedKubeconfig);
+      }
+      ctx.log(`stopped ${stopped.length === 0 ? 'no other slot' : stopped.join(', ')}; reset ${reset.length} kubelet credential file${reset.length === 1 ? '' : 's'}`);
+      return { slot: spec.slot };
+    },
+    verbs: { create: 'take over', update: 'take over' },
+  });
+}
+
+/** Removes the credentials kubelet bootstrapped (pki/kubelet-client-*, kubelet-server-*, its kubeconfig); says which. */
+export function resetKubeletCredentials(kubeletDir: string): string[] {
+  const removed: string[] = [];
+  const pki = path.join(kubeletDir, 'pki');
+  let names: string[] = [];
+  try {
+    names = readdirSync(pki);
+  } catch {
+    // no pki yet: nothing to reset
+  }
+  for (const name of names) {
+    if (!KUBELET_CREDENTIALS.test(name)) continue;
+    rmSync(path.join(pki, name), { force: true });
+    removed.push(path.join(pki, name));
+  }
+  return removed;
+}

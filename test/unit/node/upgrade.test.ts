@@ -1,0 +1,98 @@
+// The blue/green slot switch with the fake runner: the new slot is built while
+// the old one runs, the old one stops only then (kept in place), kubelet's
+// bootstrapped credentials are reset, and the old slot is retired only once
+// the new one is healthy; a new slot that does not come up is undone — the
+// old slot runs again on its untouched rootfs, the shared files as they were.
+
+import { mkdirSync, statSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import type { EngineEvent } from '../../../src/events.ts';
+import { describeTree } from '../../support/tree.ts';
+import { makeRig, ok, type Rig } from './graph-rig.ts';
+
+let rig: Rig;
+afterEach(() => rig?.cleanup());
+
+const slotDir = (slot: string): string => path.join(rig.root, 'var/lib/nodegraph/containers', slot);
+
+/** kubelet's identity after its TLS bootstrap, a CNI binary, as a node has them. */
+function bootstrapped(): void {
+  mkdirSync(path.join(rig.root, 'var/lib/kubelet/pki'), { recursive: true });
+  writeFileSync(path.join(rig.root, 'var/lib/kubelet/pki/kubelet-client-current.pem'), 'identity of node-a\n');
+  writeFileSync(path.join(rig.root, 'var/lib/kubelet/kubeconfig'), 'apiVersion: v1\n');
+  mkdirSync(path.join(rig.root, 'opt/cni/bin'), { recursive: true });
+  writeFileSync(path.join(rig.root, 'opt/cni/bin/bridge'), 'ELF\n');
+}
+
+const shared = (): Record<string, string> => ({
+  ...Object.fromEntries(Object.entries(describeTree(path.join(rig.root, 'var/lib/kubelet/pki'))).map(([k, v]) => [`pki/${k}`, v])),
+  ...Object.fromEntries(Object.entries(describeTree(path.join(rig.root, 'opt/cni'))).map(([k, v]) => [`cni/${k}`, v])),
+  ...Object.fromEntries(Object.entries(describeTree(path.join(rig.root, 'etc/containerd/certs.d'))).map(([k, v]) => [`certs.d/${k}`, v])),
+});
+
+describe('switching the running slot (blue/green)', () => {
+  it('builds the new slot while the old one runs, stops the old one only then, resets kubelet credentials, and retires the old slot once healthy', async () => {
+    rig = makeRig();
+    ok(await rig.apply());
+    bootstrapped();
+    rig.writeConfig((c) => ({ ...c, slot: 'kube2', prepare: ['kube1'] }));
+    const rootfs = statSync(path.join(slotDir('kube1'), 'rootfs')).ino;
+
+    const plan = ok(await rig.plan()).plan;
+    const entry = (id: string): string | undefined => plan.entries().find((e) => e.id === id)?.verb;
+    expect(entry('kube2/takeover')).toBe('take over');
+    expect(entry('kube2/rootfs')).toBe('unpack');
+    expect(entry('kube1/container')).toBe('destroy');
+
+    // What had happened to kube1 when kube2's bundle was written: nothing.
+    let whenBuilt: string[] | undefined;
+    const push = rig.events.push.bind(rig.events);
+    rig.events.push = (...events: EngineEvent[]) => {
+      for (const e of events) if (e.type === 'task-done' && e.id === 'kube2/bundle') whenBuilt = rig.runner.events.map((f) => `${f.kind} ${'id' in f ? f.id : ''}`);
+      return push(...events);
+    };
+    rig.runner.reset();
+    const summary = ok(await rig.apply());
+    expect(summary.failed).toEqual([]);
+    expect(whenBuilt?.filter((f) => f.includes('kube1'))).toEqual([]);
+    const order = rig.runner.events.filter((e) => e.kind === 'container-stop' || e.kind === 'container-start').map((e) => `${e.kind} ${'id' in e ? e.id : ''}`);
+    expect(order.slice(0, 2)).toEqual(['container-stop kube1', 'container-start kube2']);
+    expect([...rig.runner.containers].filter(([, c]) => c.status === 'running').map(([id]) => id)).toEqual(['kube2']);
+    // kube1 is kept prepared, on the same rootfs; its running tasks are retired.
+    expect(statSync(path.join(slotDir('kube1'), 'rootfs')).ino).toBe(rootfs);
+    expect(summary.destroyed).toEqual(expect.arrayContaining(['kube1/container', 'kube1/containerd', 'kube1/kubelet']));
+    // The new kubelet bootstraps afresh: the old client credentials and kubeconfig are gone, the CNI binaries stay.
+    expect(Object.keys(describeTree(path.join(rig.root, 'var/lib/kubelet/pki')))).not.toContain('kubelet-client-current.pem');
+    expect(describeTree(path.join(rig.root, 'var/lib/kubelet'))['kubeconfig']).toBeUndefined();
+    expect(describeTree(path.join(rig.root, 'opt/cni'))['bin/bridge']).toBeDefined();
+  });
+
+  it("undoes a switch whose new kubelet never comes up: kube2 removed, kube1 running again on its own rootfs, shared files byte for byte", async () => {
+    rig = makeRig();
+    ok(await rig.apply());
+    bootstrapped();
+    const before = shared();
+    const rootfs = statSync(path.join(slotDir('kube1'), 'rootfs')).ino;
+    rig.writeConfig((c) => ({ ...c, slot: 'kube2', prepare: ['kube1'] }));
+    // kube2's kubelet fails as soon as it is started.
+    const run = rig.runner.run.bind(rig.runner);
+    rig.runner.run = async (command, options) => {
+      const result = await run(command, options);
+      const kubelet = rig.runner.containers.get('kube2')?.services.get('kubelet');
+      if (kubelet !== undefined) kubelet.active = false;
+      return result;
+    };
+    const result = await rig.apply();
+    expect(result.ok).toBe(false);
+    const failure = !result.ok && result.error.at(-1);
+    expect(failure).toMatchObject({ reason: 'atomic-apply-failed', cause: 'kube2/kubelet failed', rolledBack: true, from: 1, to: 2 });
+    expect([...rig.runner.containers].filter(([, c]) => c.status === 'running').map(([id]) => id)).toEqual(['kube1']);
+    expect(rig.runner.containers.has('kube2')).toBe(false);
+    expect(statSync(path.join(slotDir('kube1'), 'rootfs')).ino).toBe(rootfs);
+    expect(shared()).toEqual(before);
+    const node = JSON.parse(await import('node:fs').then((fs) => fs.readFileSync(rig.configFile, 'utf8'))) as { slot: string };
+    expect(node.slot).toBe('kube1');
+    expect(ok(await rig.plan()).plan.counts.unchanged).toBe(ok(await rig.plan()).plan.size);
+  });
+});
