@@ -8,6 +8,7 @@
 //                 ├─ host/cni ─────────┤            ├─ <slot>/kubelet.config ────┤
 //                 ├─ host/certs.d ─────┤            └─ <slot>/cni.config         │
 //                 ├─ host/run-containerd            <slot>/bundle ── <slot>/unit │
+//                 │        (configuration waits for <slot>/takeover: built, then the other slot stops)
 //                 ├─ host/bpffs ───────┘                                         │
 //                 └─ host/kernel-modules ────────────────────────────────────────▼
 //     <slot>/container ──▶ <slot>/containerd ──(after)──▶ <slot>/kubelet ──▶ <slot>/verified

@@ -21,7 +21,7 @@
 // NODEGRAPH_E2E_KEEP=1 keeps the temporary folder after a run, to look at (the container is still
 // removed and mounts undone; the next run deletes the folder).
 
-import { existsSync, mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -106,7 +106,12 @@ async function timed<T>(what: string, f: () => Promise<T>): Promise<T> {
 }
 
 /** An apply that may fail tasks: its summary. */
+/** A failure here is reported as the task left it: not atomic, so nothing is undone. */
 async function applyAllowingFailures(what: string, more: { replace?: string[] } = {}): Promise<ApplySummary> {
+  return applyWith(what, { atomic: false, ...more });
+}
+
+async function applyWith(what: string, more: { replace?: string[]; atomic?: boolean }): Promise<ApplySummary> {
   runner.reset();
   events = [];
   const result = await timed(what, () => applyNodefile({ ...engine(), ...more }));
@@ -114,10 +119,21 @@ async function applyAllowingFailures(what: string, more: { replace?: string[] } 
   return result.value;
 }
 
+/** An apply as the node has it: atomic, its health waited for. */
 async function apply(what: string, more: { replace?: string[] } = {}): Promise<ApplySummary> {
-  const summary = await applyAllowingFailures(what, more);
+  const summary = await applyWith(what, more);
   if (summary.failed.length > 0) throw new Error(`apply: tasks failed: ${summary.failed.join(', ')}\n${failures()}`);
   return summary;
+}
+
+/** SHA-256 of every file the slots share at the same host paths (kubelet's pki, CNI, registry hosts), by path. */
+function sharedFiles(): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const dir of ['var/lib/kubelet/pki', 'opt/cni', 'etc/containerd/certs.d']) {
+    const listed = sh(['sh', '-c', `cd ${JSON.stringify(path.join(root, dir))} 2>/dev/null && find . -type f -exec sha256sum {} + | sort`]);
+    out[dir] = listed.stdout;
+  }
+  return out;
 }
 
 /** The error a failed task ended with. */
@@ -633,16 +649,20 @@ describe('graphs/container-node.ts on real runc, systemd and containerd', () => 
     expect(changes(await plan())).toEqual([]);
   });
 
-  it('14. switching to the other slot: kube1 goes, kube2 comes up on its own rootfs, whose empty image store imports the staged archive again', async () => {
+  it('14. switching to the other slot (blue/green): kube2 comes up on its own rootfs, whose empty image store imports the staged archive again; kube1 stops and is kept prepared on its rootfs', async () => {
     expect(up, 'the node is not up (step 1 failed)').toBe(true);
     const other = new Node(runcRootOf(work), 'kube2');
-    writeConfig((c) => ({ ...c, slot: 'kube2' }));
+    const kube1Rootfs = statSync(path.join(slotDir, 'rootfs')).ino;
+    writeConfig((c) => ({ ...c, slot: 'kube2', prepare: [SLOT] }));
     const p = await plan();
     expect(p.get(`${SLOT}/image/hello.tar`)?.action).toBe('destroy');
     expect(p.get('kube2/image/hello.tar')).toMatchObject({ action: 'create', verb: 'import' });
+    expect(p.get('kube2/takeover')).toMatchObject({ action: 'create', verb: 'take over' });
     const summary = await apply('switch to the other slot');
-    expect(summary.destroyed.map(String)).toEqual(expect.arrayContaining([`${SLOT}/container`, `${SLOT}/rootfs`, `${SLOT}/image/hello.tar`]));
-    expect(node.state(), 'kube1 is gone').toBeUndefined();
+    expect(summary.destroyed.map(String)).toEqual(expect.arrayContaining([`${SLOT}/container`, `${SLOT}/image/hello.tar`]));
+    expect(summary.destroyed.map(String)).not.toContain(`${SLOT}/rootfs`);
+    expect(statSync(path.join(slotDir, 'rootfs')).ino, 'kube1 kept prepared on the same rootfs').toBe(kube1Rootfs);
+    expect(node.state(), 'kube1 is stopped').toBeUndefined();
     node = other;
     slotDir = path.join(root, 'var/lib/nodegraph/containers', 'kube2');
     expect(runcStory()).toEqual([`run kube2`]);
@@ -650,6 +670,30 @@ describe('graphs/container-node.ts on real runc, systemd and containerd', () => 
     expectHealthy();
     expect(runner.matching('images', 'import')).toHaveLength(1);
     expect(images().get('nodegraph.test/hello:1')).toBe(helloDigest);
+    expect(changes(await plan())).toEqual([]);
+  });
+
+  it('15. an upgrade back to kube1 whose bundle hook fails is undone: kube2 runs again on its rootfs, the shared files byte for byte', async () => {
+    expect(up, 'the node is not up (step 1 failed)').toBe(true);
+    const kube2 = node;
+    const kube2Rootfs = statSync(path.join(slotDir, 'rootfs')).ino;
+    const sharedBefore = sharedFiles();
+    const initBefore = kube2.state()?.pid;
+    writeConfig((c) => ({ ...c, slot: SLOT, prepare: ['kube2'], bundle: { ...c.bundle, hooks: { prestart: [{ path: '/bin/false' }] } } }));
+    runner.reset();
+    events = [];
+    const result = await timed('an upgrade whose bundle hook fails', () => applyNodefile(engine()));
+    expect(result.ok).toBe(false);
+    const failure = !result.ok ? result.error.at(-1) : undefined;
+    console.info(`[e2e] failed upgrade: ${JSON.stringify(failure)}`);
+    expect(failure).toMatchObject({ reason: 'atomic-apply-failed', cause: `${SLOT}/container failed`, rolledBack: true });
+    expect(new Node(runcRootOf(work), SLOT).state(), 'kube1 is not left running').toBeUndefined();
+    expect(kube2.state()?.status).toBe('running');
+    expect(kube2.state()?.pid).not.toBe(initBefore);
+    expect(statSync(path.join(slotDir, 'rootfs')).ino, 'kube2 on the same rootfs').toBe(kube2Rootfs);
+    expectHealthy();
+    expect(sharedFiles()).toEqual(sharedBefore);
+    expect(JSON.parse(readFileSync(configFile, 'utf8')).slot, 'the configuration is given back').toBe('kube2');
     expect(changes(await plan())).toEqual([]);
   });
 
