@@ -34,6 +34,7 @@ import { runAction, type ActionResult } from './action.ts';
 import type { Appender } from './appender.ts';
 import { Claimed, keptBecause } from './kept.ts';
 import type { ProcessRunner } from '../process-runner.ts';
+import { failpoint } from '../util/failpoint.ts';
 
 export interface BuilderOptions {
   readonly graph: TaskGraph;
@@ -260,6 +261,7 @@ export class Builder {
     const { store, records } = this.#options;
     // Kept as where it went: nothing this run does reads it whole again.
     records.setWritten(record, store.append(record), store.readBack);
+    failpoint(`after:${record.id}`);
     // A state that cannot be written must not be run ahead of.
     if (store.failure !== undefined) this.#hooks.stop();
   }

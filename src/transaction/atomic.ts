@@ -24,7 +24,8 @@ import { err, ok, type Result } from '../util/result.ts';
 import { GenerationStore, type Sources } from './generations.ts';
 import { waitHealthy } from './health.ts';
 import { readPreserved, restorePreserved, savePreserved } from './preserve.ts';
-import { clearTransaction, failpoint, transactionDir, writeTransaction, type Transaction } from './record.ts';
+import { failpoint } from '../util/failpoint.ts';
+import { clearTransaction, transactionDir, writeTransaction, type Transaction } from './record.ts';
 
 /** A task's record as a transaction compares it: any run, stop or change since gives another string. */
 function identity(records: Records, id: TaskId): string {

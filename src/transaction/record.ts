@@ -14,6 +14,7 @@
 import { readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { writeDurably } from '../util/durable.ts';
+import { failpoint } from '../util/failpoint.ts';
 
 export const TRANSACTION_FORMAT = 'nodegraph-transaction';
 
@@ -68,11 +69,3 @@ export function clearTransaction(stateDir: string): void {
   rmSync(transactionDir(stateDir), { recursive: true, force: true });
 }
 
-/**
- * Crash injection for the tests that kill nodegraph at each step boundary:
- * with NODEGRAPH_FAILPOINT set to a step's name, the process kills itself
- * with SIGKILL right after that step is recorded, as a power loss would.
- */
-export function failpoint(step: string): void {
-  if (process.env['NODEGRAPH_FAILPOINT'] === step) process.kill(process.pid, 'SIGKILL');
-}

@@ -22,6 +22,8 @@
 // removed and mounts undone; the next run deletes the folder).
 
 import { existsSync, mkdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -53,6 +55,7 @@ import {
 } from './node-host.ts';
 
 const NODEFILE = fileURLToPath(new URL('../../graphs/container-node.ts', import.meta.url));
+const CLI = fileURLToPath(new URL('../../bin/nodegraph.js', import.meta.url));
 const SLOT = 'kube1';
 const UNITS = ['containerd.service', 'kubelet.service'];
 /** The staged image archives' folder, a node path (below the root prefix on this host). */
@@ -695,6 +698,42 @@ describe('graphs/container-node.ts on real runc, systemd and containerd', () => 
     expect(sharedFiles()).toEqual(sharedBefore);
     expect(JSON.parse(readFileSync(configFile, 'utf8')).slot, 'the configuration is given back').toBe('kube2');
     expect(changes(await plan())).toEqual([]);
+  });
+
+  it('16. kill -9 of nodegraph at five points of an upgrade, then apply: exactly one slot running, the generation current that describes it, the shared files as it expects', async () => {
+    expect(up, 'the node is not up (step 1 failed)').toBe(true);
+    const kube2 = node;
+    const kube1 = new Node(runcRootOf(work), SLOT);
+    const sharedBefore = sharedFiles();
+    const configBefore = readFileSync(configFile, 'utf8');
+    const cli = (args: string[], env: Record<string, string> = {}): ReturnType<typeof spawnSync> =>
+      spawnSync(process.execPath, [CLI, ...args, '-f', NODEFILE, '--state-dir', stateDir], {
+        env: { ...process.env, NODEGRAPH_NODE_CONFIG: configFile, NO_COLOR: '1', CI: '1', ...env },
+        encoding: 'utf8',
+        timeout: 600_000,
+      });
+    // The upgrade: back to kube1, whose bundle (an annotation) is rendered anew, so that building it is a step.
+    const points = [`after:${SLOT}/bundle`, `after:${SLOT}/takeover`, `after:${SLOT}/kubelet.config`, `after:${SLOT}/container`, 'health'];
+    for (const point of points) {
+      writeConfig((c) => ({ ...c, slot: SLOT, prepare: ['kube2'], bundle: { ...c.bundle, hooks: undefined, annotations: { upgrade: point } } }));
+      const killed = await timed(`upgrade killed at ${point}`, async () => cli(['apply'], { NODEGRAPH_FAILPOINT: point }));
+      expect(killed.signal, `the apply was killed at ${point}: ${String(killed.stdout)}${String(killed.stderr)}`).toBe('SIGKILL');
+      const recovered = await timed(`apply after the kill at ${point}`, async () => cli(['apply']));
+      expect(recovered.status, `the apply after ${point}: ${String(recovered.stdout)}${String(recovered.stderr)}`).toBe(0);
+      expect(String(recovered.stdout)).toContain('rolling it back first');
+      const running = [kube1, kube2].filter((n) => n.state()?.status === 'running').map((n) => n.id);
+      expect(running, `after the kill at ${point}`).toEqual(['kube2']);
+      expect(readFileSync(configFile, 'utf8'), 'the configuration is the running generation\'s').toBe(configBefore);
+      const current = readFileSync(path.join(stateDir, 'generations/current'), 'utf8').split(' ')[0];
+      const manifest = JSON.parse(readFileSync(path.join(stateDir, `generations/${current}.json`), 'utf8')) as { files: { path: string; sha256: string }[] };
+      expect(manifest.files.find((f) => f.path === configFile)?.sha256).toBe(createHash('sha256').update(configBefore).digest('hex'));
+      expect(sharedFiles()).toEqual(sharedBefore);
+      expect(existsSync(path.join(stateDir, 'transaction.json'))).toBe(false);
+    }
+    expectHealthy();
+    // Through the CLI, as it was applied: in this process vitest's transform gives function actions another source text.
+    const after = cli(['plan', '--detailed-exitcode']);
+    expect(after.status, String(after.stdout)).toBe(0);
   });
 
   it('8. destroy leaves no container, no mount, no file of the node', async () => {
