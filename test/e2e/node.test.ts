@@ -736,6 +736,52 @@ describe('graphs/container-node.ts on real runc, systemd and containerd', () => 
     expect(after.status, String(after.stdout)).toBe(0);
   });
 
+  /** An upgrade to kube1 made to fail by `change`: undone, kube2 running again, the shared files and the configuration as they were. */
+  async function failedUpgrade(what: string, change: (c: NodeConfigInput) => NodeConfigInput, cause: RegExp): Promise<void> {
+    const kube2 = node;
+    const kube1 = new Node(runcRootOf(work), SLOT);
+    const sharedBefore = sharedFiles();
+    const configBefore = readFileSync(configFile, 'utf8');
+    writeConfig((c) => change({ ...c, slot: SLOT, prepare: ['kube2'] }));
+    runner.reset();
+    events = [];
+    const result = await timed(what, () => applyNodefile(engine()));
+    expect(result.ok).toBe(false);
+    const failure = !result.ok ? result.error.at(-1) : undefined;
+    console.info(`[e2e] ${what}: ${JSON.stringify(failure)}`);
+    expect(failure).toMatchObject({ reason: 'atomic-apply-failed', rolledBack: true });
+    expect(failure !== undefined && 'cause' in failure ? failure.cause : '').toMatch(cause);
+    expect(kube1.state(), 'kube1 is not left running').toBeUndefined();
+    expect(kube2.state()?.status).toBe('running');
+    expectHealthy();
+    expect(sharedFiles()).toEqual(sharedBefore);
+    expect(readFileSync(configFile, 'utf8')).toBe(configBefore);
+  }
+
+  it('17. an upgrade whose kubelet binary does not exist is undone', async () => {
+    expect(up, 'the node is not up (step 1 failed)').toBe(true);
+    await failedUpgrade(
+      'an upgrade to a kubelet binary that does not exist',
+      (c) => ({ ...c, kubelet: { ...c.kubelet, binary: '/usr/local/bin/no-such-kubelet' }, timeouts: { ...c.timeouts!, service: 10 } }),
+      /^kube1\/kubelet failed$/,
+    );
+  });
+
+  it('18. an upgrade whose kubelet starts and dies after 5 s is undone: the health window catches it', async () => {
+    expect(up, 'the node is not up (step 1 failed)').toBe(true);
+    const dying = path.join(work, 'dying-kubelet');
+    writeFileSync(dying, '#!/bin/sh\n# Starts, and dies 5 s later.\nsleep 5\nexit 1\n', { mode: 0o755 });
+    await failedUpgrade(
+      'an upgrade whose kubelet dies after 5 s',
+      (c) => ({
+        ...c,
+        binaries: { ...c.binaries, kubelet: { source: dying, version: 'dies-after-5s', format: 'binary' } },
+        timeouts: { ...c.timeouts!, healthy: 10 },
+      }),
+      /^kube1\/verified is not healthy: its check failed \d+\.\d s into the 10s it must keep passing: kubelet in kube1 is (failed|inactive|activating)/,
+    );
+  });
+
   it('8. destroy leaves no container, no mount, no file of the node', async () => {
     expect(up, 'the node is not up (step 1 failed)').toBe(true);
     const slot = node.id;
