@@ -782,6 +782,60 @@ describe('graphs/container-node.ts on real runc, systemd and containerd', () => 
     );
   });
 
+  it('19. stop keeps the place: kubelet stopped then applied starts alone (containerd and the container untouched); the whole slot stopped then applied comes back on the same rootfs and bundle', async () => {
+    expect(up, 'the node is not up (step 1 failed)').toBe(true);
+    const slot = node.id;
+    const init = node.state()?.pid;
+    const containerd = node.mainPid('containerd');
+    const teardown = async (what: string, mode: 'stop' | 'destroy', targets: string[]): Promise<void> => {
+      const result = await timed(what, () => teardownNodefile({ ...engine(), mode, targets }));
+      if (!result.ok) throw new Error(`${what} failed: ${JSON.stringify(result.error, null, 2)}`);
+      expect(result.value.failed).toEqual([]);
+    };
+    await teardown(`stop ${slot}/kubelet`, 'stop', [`${slot}/kubelet`]);
+    expect(node.isActive('kubelet')).not.toBe('active');
+    let summary = await apply(`apply after stop ${slot}/kubelet`);
+    expect(ran(summary).filter((id) => id !== `${slot}/verified`)).toEqual([`${slot}/kubelet`]);
+    // kubelet's task reads its drop-in anew (daemon-reload) before it starts it: nothing else is touched.
+    expect(systemctlStory()).toEqual(['daemon-reload', 'restart kubelet']);
+    expect(node.isActive('kubelet')).toBe('active');
+    expect(node.mainPid('containerd')).toBe(containerd);
+    expect(node.state()?.pid).toBe(init);
+
+    const rootfs = statSync(path.join(slotDir, 'rootfs')).ino;
+    const bundle = statSync(path.join(slotDir, 'config.json')).ino;
+    await teardown(`stop ${slot}/*`, 'stop', [`${slot}/*`]);
+    expect(node.state()).toBeUndefined();
+    summary = await apply(`apply after stop ${slot}/*`);
+    expect(ran(summary)).not.toContain(`${slot}/rootfs`);
+    expect(ran(summary)).not.toContain(`${slot}/bundle`);
+    expect(runcStory()).toEqual([`run ${slot}`]);
+    expect(statSync(path.join(slotDir, 'rootfs')).ino).toBe(rootfs);
+    expect(statSync(path.join(slotDir, 'config.json')).ino).toBe(bundle);
+    expectHealthy();
+  });
+
+  it('20. with one slot running and the other prepared: stopping and destroying the prepared one leave the running one untouched, and the shared data in place', async () => {
+    expect(up, 'the node is not up (step 1 failed)').toBe(true);
+    const running = node;
+    const prepared = SLOT === running.id ? 'kube2' : SLOT;
+    const init = running.state()?.pid;
+    const pids = { containerd: running.mainPid('containerd'), kubelet: running.mainPid('kubelet') };
+    const sharedBefore = sharedFiles();
+    for (const mode of ['stop', 'destroy'] as const) {
+      const result = await timed(`${mode} ${prepared}/*`, () => teardownNodefile({ ...engine(), mode, targets: [`${prepared}/*`] }));
+      if (!result.ok) throw new Error(`${mode} failed: ${JSON.stringify(result.error, null, 2)}`);
+      expect(result.value.failed).toEqual([]);
+      if (mode === 'destroy') expect(result.value.order.map(String).every((id) => id.startsWith(`${prepared}/`))).toBe(true);
+    }
+    expect(existsSync(path.join(root, 'var/lib/nodegraph/containers', prepared))).toBe(false);
+    expect(running.state()?.pid).toBe(init);
+    expect({ containerd: running.mainPid('containerd'), kubelet: running.mainPid('kubelet') }).toEqual(pids);
+    expect(sharedFiles()).toEqual(sharedBefore);
+    expect(existsSync(path.join(root, 'var/lib/kubelet'))).toBe(true);
+    expectHealthy();
+  });
+
   it('8. destroy leaves no container, no mount, no file of the node', async () => {
     expect(up, 'the node is not up (step 1 failed)').toBe(true);
     const slot = node.id;
