@@ -259,7 +259,7 @@ async function applyOnce(options: ApplyOptions, saved: SavedPlan | undefined, re
         failed: summary.failed.length,
         skipped: summary.skipped.length,
         canceled: summary.canceled.length,
-        'up to date': summary.upToDate,
+        'up-to-date': summary.upToDate,
         destroyed: destroyed.length,
       },
     });

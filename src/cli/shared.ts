@@ -55,7 +55,7 @@ export function printJsonFailures(failures: readonly Failure[], io: CliIo): numb
   return printFailures(failures, { ...io, json: true });
 }
 
-/** JSON lines with --json, the listr2 view on a terminal, plain lines otherwise. */
+/** JSON lines with --json, the live view on a terminal, plain lines otherwise. */
 export async function reporterFor(args: Args, io: CliIo): Promise<Reporter> {
   const write = (text: string): void => void io.stdout.write(text);
   if (args.values['json'] === true) {
@@ -65,7 +65,7 @@ export async function reporterFor(args: Args, io: CliIo): Promise<Reporter> {
   const c = paletteFor(io);
   if (io.stdout.isTTY === true && io.env['CI'] === undefined) {
     const { ttyReporter } = await import('../report/tty.ts');
-    return ttyReporter(write, c);
+    return ttyReporter({ write, c, columns: () => process.stdout.columns || 80, rows: () => process.stdout.rows || 24 });
   }
   const { plainReporter } = await import('../report/plain.ts');
   return plainReporter({ write, c });

@@ -1,10 +1,12 @@
-// Plain lines for logs and pipes: one line per task that starts and ends,
-// the command and its output in full when it fails, and a line every
-// so often for a task that is still running.
+// Plain lines for logs and pipes: one line per task that starts and one,
+// counted as ninja counts (`[12/40] ✔ id 1.2s`), per task that ends; the
+// command and its output in full when it fails, and a line every so often for
+// a task that is still running.
 
 import type { EngineEvent } from '../events.ts';
 import type { Palette } from './color.ts';
 import { writePlan } from './plan-view.ts';
+import { Progress, seconds } from './progress.ts';
 import type { Reporter } from './reporter.ts';
 
 export interface PlainOptions {
@@ -14,8 +16,6 @@ export interface PlainOptions {
   readonly aliveEvery?: number;
   readonly showPlan?: boolean;
 }
-
-const seconds = (ms: number): string => (ms < 1000 ? `${ms}ms` : `${(ms / 1000).toFixed(1)}s`);
 
 /** `id failed: exited with code 3`; a canceled task is only `id canceled`, not `id canceled: canceled`. */
 export function unsuccessful(id: string, outcome: string, error: string | undefined): string {
@@ -34,6 +34,7 @@ export function indent(text: string, prefix = '    '): string {
 export function plainReporter(options: PlainOptions): Reporter {
   const { write, c } = options;
   const running = new Map<string, number>();
+  const progress = new Progress();
   const every = options.aliveEvery ?? 15_000;
   const timer = setInterval(() => {
     const now = Date.now();
@@ -44,6 +45,8 @@ export function plainReporter(options: PlainOptions): Reporter {
   timer.unref();
 
   const sink = (event: EngineEvent): void => {
+    progress.see(event);
+    const n = c.dim(progress.counter());
     switch (event.type) {
       case 'plan':
         if (options.showPlan !== false) writePlan(event.plan, c, write);
@@ -61,14 +64,16 @@ export function plainReporter(options: PlainOptions): Reporter {
       case 'task-done':
         running.delete(event.id);
         if (event.outcome === 'ran') {
-          write(`${c.green('✔')} ${event.id} ${c.dim(seconds(event.durationMs))}${event.outputsChanged === false ? c.dim(' (outputs unchanged)') : ''}\n`);
+          write(`${n} ${c.green('✔')} ${event.id} ${c.dim(seconds(event.durationMs))}${event.outputsChanged === false ? c.dim(' (outputs unchanged)') : ''}\n`);
           if (event.output !== undefined && event.output.trim() !== '') write(`${indent(event.output)}\n`);
         } else if (event.outcome === 'failed' || event.outcome === 'canceled') {
-          write(`${c.red('✖')} ${unsuccessful(event.id, event.outcome, event.error)}\n`);
+          write(`${n} ${c.red('✖')} ${unsuccessful(event.id, event.outcome, event.error)}\n`);
           if (event.command !== undefined) write(`${indent(`$ ${event.command}`)}\n`);
           if (event.output !== undefined && event.output.trim() !== '') write(`${indent(event.output)}\n`);
+        } else if (event.outcome === 'up-to-date') {
+          write(`${n} ${c.green('✔')} ${event.id} ${c.dim('up to date (what it consumes came out unchanged)')}\n`);
         } else if (event.outcome === 'skipped') {
-          write(`${c.yellow('-')} ${event.id} skipped${event.because === undefined ? '' : ` (${event.because} did not succeed)`}\n`);
+          write(`${n} ${c.yellow('-')} ${event.id} skipped${event.because === undefined ? '' : ` (${event.because} did not succeed)`}\n`);
         }
         break;
       case 'destroy-start':
@@ -77,17 +82,17 @@ export function plainReporter(options: PlainOptions): Reporter {
         break;
       case 'destroy-done':
         running.delete(event.id);
-        if (event.outcome === 'destroyed') write(`${c.green('✔')} ${event.id} done\n`);
+        if (event.outcome === 'destroyed') write(`${n} ${c.green('✔')} ${event.id} done\n`);
         else if (event.outcome === 'failed') {
-          write(`${c.red('✖')} ${event.id} failed: ${event.error ?? ''}\n`);
+          write(`${n} ${c.red('✖')} ${event.id} failed: ${event.error ?? ''}\n`);
           if (event.output !== undefined && event.output.trim() !== '') write(`${indent(event.output)}\n`);
-        } else write(`${c.yellow('-')} ${event.id} kept${event.because === undefined ? '' : ` (${event.because})`}\n`);
+        } else write(`${n} ${c.yellow('-')} ${event.id} kept${event.because === undefined ? '' : ` (${event.because})`}\n`);
         break;
       case 'transaction':
         write(`${c.cyan('↺')} ${event.message}\n`);
         break;
       case 'summary': {
-        const parts = Object.entries(event.counts).map(([k, v]) => `${v} ${k}`);
+        const parts = Object.entries(event.counts).map(([k, v]) => `${v} ${k.replaceAll('-', ' ')}`);
         write(`${event.command === 'apply' ? 'Apply' : event.command === 'stop' ? 'Stop' : 'Destroy'}: ${parts.join(', ')} in ${seconds(event.durationMs)}.\n`);
         break;
       }

@@ -1,68 +1,109 @@
-// The terminal view: the one module that imports listr2. Each task the plan
-// says will (or may) act gets a line that spins while it runs and ends
-// ticked, crossed or skipped; a failure's command and output are printed in
-// full once the view is done. Large plans fall back to plain lines.
+// The terminal view, drawn as ninja draws its status: each task that settles
+// gets a line that scrolls up and is never rewritten (so it keeps its outcome
+// to the end), and below them a live area redrawn in place: the running
+// tasks with their elapsed time and last line of output, a few queued ones,
+// and a status line `[done/total] N running · elapsed`. A failure's command
+// and output follow its line at once.
+//
+// A row's life:
+//
+//   queued ──task-start──▶ running ──task-done──▶ printed (ran | failed | canceled)
+//      └──task-done (skipped, up to date)──────▶ printed
 
-import { Listr, type DefaultRenderer, type ListrTaskWrapper } from 'listr2';
 import type { EngineEvent } from '../events.ts';
 import type { TaskId } from '../ids.ts';
-import type { PlanEntry } from '../plan/plan.ts';
 import type { Palette } from './color.ts';
 import { indent, plainReporter, unsuccessful } from './plain.ts';
 import { writePlan } from './plan-view.ts';
+import { Progress, seconds } from './progress.ts';
 import type { Reporter } from './reporter.ts';
 
-/** Beyond this many acting tasks the view would only scroll: plain lines serve better. */
+/** Beyond this many acting tasks, plain lines: the view keeps a row for each. */
 const MAX_VIEW_TASKS = 300;
+const SPINNER = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
+const CLEAR_BELOW = '\x1b[J';
+const HIDE_CURSOR = '\x1b[?25l';
+const SHOW_CURSOR = '\x1b[?25h';
 
-interface Row {
-  resolve: (outcome: { ok: boolean; skip?: string; title?: string; error?: string }) => void;
-  wrapper?: ListrTaskWrapper<unknown, typeof DefaultRenderer, never>;
+export interface TtyOptions {
+  readonly write: (text: string) => void;
+  readonly c: Palette;
+  /** The terminal's size, asked at each frame (a resized window). */
+  readonly columns: () => number;
+  readonly rows: () => number;
+  /** How often the live area is redrawn (ms). */
+  readonly frameMs?: number;
 }
 
-export function ttyReporter(write: (text: string) => void, c: Palette): Reporter {
+interface Row {
+  readonly id: TaskId;
+  readonly verb: string;
+  state: 'queued' | 'running';
+  startedAt: number;
+  last: string;
+}
+
+/** `text` cut to `width` characters, with an ellipsis where it was cut. */
+function fit(text: string, width: number): string {
+  const chars = [...text];
+  return chars.length <= width ? text : `${chars.slice(0, Math.max(0, width - 1)).join('')}…`;
+}
+
+export function ttyReporter(options: TtyOptions): Reporter {
+  const { write, c } = options;
   const fallback = plainReporter({ write, c, showPlan: false });
   const rows = new Map<TaskId, Row>();
-  const pending = new Map<TaskId, { ok: boolean; skip?: string; title?: string; error?: string }>();
-  const failures: string[] = [];
-  let view: Promise<unknown> | undefined;
+  let progress = new Progress();
+  let drawn = 0;
   let plain = false;
   let summary: EngineEvent | undefined;
+  let tick = 0;
+  let failures = 0;
 
-  const settle = (id: TaskId, outcome: { ok: boolean; skip?: string; title?: string; error?: string }): void => {
-    const row = rows.get(id);
-    if (row === undefined) pending.set(id, outcome);
-    else row.resolve(outcome);
+  const liveLines = (): string[] => {
+    const width = Math.max(20, options.columns() - 1);
+    const room = Math.max(2, options.rows() - 2);
+    const now = Date.now();
+    const running = [...rows.values()].filter((r) => r.state === 'running');
+    const queued = [...rows.values()].filter((r) => r.state === 'queued');
+    const lines: string[] = [];
+    for (const r of running.slice(0, room)) {
+      const head = fit(`${r.id} ${r.verb} ${seconds(now - r.startedAt)}`, width - 2);
+      const tail = r.last === '' ? '' : fit(`  ${r.last}`, width - 2 - [...head].length);
+      lines.push(`${c.cyan(SPINNER[tick % SPINNER.length]!)} ${head}${c.dim(tail)}`);
+    }
+    const left = room - lines.length;
+    const shown = queued.length <= left ? queued.length : Math.max(0, left - 1);
+    for (const r of queued.slice(0, shown)) lines.push(c.dim(`· ${fit(`${r.id} ${r.verb} queued`, width - 2)}`));
+    if (shown < queued.length) lines.push(c.dim(`· … and ${queued.length - shown} more queued`));
+    const failed = failures > 0 ? ` · ${failures} failed` : '';
+    const status = `${progress.counter()} ${running.length} running · ${queued.length} queued${failed} · ${seconds(now - progress.startedAt)}`;
+    lines.push(c.bold(fit(status, width)));
+    return lines;
   };
 
-  const start = (ids: readonly { id: TaskId; title: string }[]): void => {
-    const list = new Listr(
-      ids.map(({ id, title }) => ({
-        title,
-        task: (_ctx: unknown, wrapper: ListrTaskWrapper<unknown, typeof DefaultRenderer, never>) =>
-          new Promise<void>((resolve, reject) => {
-            const done = (o: { ok: boolean; skip?: string; title?: string; error?: string }): void => {
-              if (o.title !== undefined) wrapper.title = o.title;
-              if (o.skip !== undefined) {
-                wrapper.skip(o.skip);
-                resolve();
-              } else if (o.ok) resolve();
-              else reject(new Error(o.error ?? 'failed'));
-            };
-            rows.set(id, { resolve: done, wrapper });
-            const early = pending.get(id);
-            if (early !== undefined) done(early);
-          }),
-      })),
-      {
-        concurrent: true,
-        exitOnError: false,
-        renderer: 'default',
-        registerSignalListeners: false,
-        rendererOptions: { collapseErrors: false, showErrorMessage: true, collapseSkips: false },
-      },
-    );
-    view = list.run().catch(() => undefined);
+  /** Clears the live area, writes `above` (lines that stay), and draws the area again unless closing. */
+  const frame = (above: string, live: boolean): void => {
+    let out = drawn > 0 ? `\r\x1b[${drawn}A${CLEAR_BELOW}` : '';
+    out += above;
+    drawn = 0;
+    if (live) {
+      const lines = liveLines();
+      out += `${lines.join('\n')}\n`;
+      drawn = lines.length;
+    }
+    write(out);
+  };
+
+  const timer = setInterval(() => {
+    tick++;
+    if (!plain && rows.size > 0) frame('', true);
+  }, options.frameMs ?? 100);
+  timer.unref();
+
+  const settled = (id: TaskId, line: string): void => {
+    rows.delete(id);
+    frame(`${c.dim(progress.counter())} ${line}\n`, rows.size > 0);
   };
 
   const sink = (event: EngineEvent): void => {
@@ -70,60 +111,92 @@ export function ttyReporter(write: (text: string) => void, c: Palette): Reporter
       fallback.sink(event);
       return;
     }
+    progress.see(event);
     switch (event.type) {
       case 'plan': {
+        progress = new Progress();
+        progress.see(event);
+        failures = 0;
+        rows.clear();
+        frame('', false);
         writePlan(event.plan, c, write);
-        const { counts } = event.plan;
-        if (event.plan.size - counts.unchanged - counts.destroy > MAX_VIEW_TASKS) {
+        if (progress.total - event.plan.counts.destroy > MAX_VIEW_TASKS) {
           plain = true;
+          fallback.sink(event);
           return;
         }
-        const acting: PlanEntry[] = [];
-        for (const e of event.plan) if (e.action !== 'unchanged' && e.action !== 'destroy') acting.push(e);
-        if (acting.length > 0) start(acting.map((e) => ({ id: e.id, title: `${e.id} ${c.dim(e.verb)}` })));
+        for (const e of event.plan) {
+          if (e.action !== 'unchanged' && e.action !== 'destroy') rows.set(e.id, { id: e.id, verb: e.verb, state: 'queued', startedAt: 0, last: '' });
+        }
+        write(HIDE_CURSOR);
+        if (rows.size > 0) frame('', true);
+        break;
+      }
+      case 'task-start':
+      case 'destroy-start': {
+        const row = rows.get(event.id) ?? { id: event.id, verb: event.type === 'destroy-start' ? 'destroy' : event.verb, state: 'queued', startedAt: 0, last: '' };
+        row.state = 'running';
+        row.startedAt = Date.now();
+        rows.set(event.id, row);
+        frame('', true);
         break;
       }
       case 'task-log': {
-        const wrapper = rows.get(event.id)?.wrapper;
-        if (wrapper !== undefined) wrapper.output = event.message;
+        const row = rows.get(event.id);
+        if (row !== undefined) row.last = event.message.trimEnd().split('\n').pop() ?? '';
         break;
       }
       case 'task-done':
-        if (event.outcome === 'ran') {
-          settle(event.id, { ok: true, title: `${event.id} ${c.dim(`${event.durationMs}ms${event.outputsChanged === false ? ', outputs unchanged' : ''}`)}` });
-        } else if (event.outcome === 'up-to-date') settle(event.id, { ok: true, skip: `${event.id} up to date` });
-        else if (event.outcome === 'skipped') settle(event.id, { ok: true, skip: `${event.id} skipped${event.because === undefined ? '' : ` (${event.because} did not succeed)`}` });
-        else {
-          const line = unsuccessful(event.id, event.outcome, event.error);
-          settle(event.id, { ok: false, error: line });
-          const detail = [`${c.red('✖')} ${line}`];
-          if (event.command !== undefined) detail.push(indent(`$ ${event.command}`));
-          if (event.output !== undefined && event.output.trim() !== '') detail.push(indent(event.output));
-          failures.push(detail.join('\n'));
+        switch (event.outcome) {
+          case 'ran':
+            settled(event.id, `${c.green('✔')} ${event.id} ${c.dim(`${seconds(event.durationMs)}${event.outputsChanged === false ? ', outputs unchanged' : ''}`)}`);
+            break;
+          case 'up-to-date':
+            settled(event.id, `${c.green('✔')} ${event.id} ${c.dim('up to date (what it consumes came out unchanged)')}`);
+            break;
+          case 'skipped':
+            settled(event.id, `${c.yellow('-')} ${event.id} skipped${event.because === undefined ? ' (the run stopped first)' : ` (${event.because} did not succeed)`}`);
+            break;
+          case 'failed':
+          case 'canceled': {
+            failures++;
+            const detail = [`${c.red('✖')} ${unsuccessful(event.id, event.outcome, event.error)}`];
+            if (event.command !== undefined) detail.push(indent(`$ ${event.command}`));
+            if (event.output !== undefined && event.output.trim() !== '') detail.push(indent(event.output));
+            settled(event.id, detail.join('\n'));
+            break;
+          }
         }
         break;
-      case 'task-start':
-        break;
-      case 'summary':
-        // Printed under the finished view, after any failure's detail.
-        summary = event;
+      case 'destroy-done':
+        if (event.outcome === 'destroyed') settled(event.id, `${c.green('✔')} ${event.id} destroyed`);
+        else if (event.outcome === 'failed') {
+          const output = event.output !== undefined && event.output.trim() !== '' ? `\n${indent(event.output)}` : '';
+          settled(event.id, `${c.red('✖')} ${event.id} failed: ${event.error ?? ''}${output}`);
+        } else settled(event.id, `${c.yellow('-')} ${event.id} ${event.outcome}${event.because === undefined ? '' : ` (${event.because})`}`);
         break;
       case 'warning':
+        frame(`${c.yellow('warning')}: ${event.message}\n`, rows.size > 0);
+        break;
       case 'transaction':
-      case 'destroy-start':
-      case 'destroy-done':
-        fallback.sink(event);
+        frame(`${c.cyan('↺')} ${event.message}\n`, rows.size > 0);
+        break;
+      case 'summary':
+        // Printed under the finished view.
+        summary = event;
         break;
     }
   };
 
   return {
     sink,
-    close: async () => {
-      // Rows the engine never reached (an abort) are closed so the view can end.
-      for (const row of rows.values()) row.resolve({ ok: true, skip: 'not run' });
-      await view;
-      for (const f of failures) write(`${f}\n`);
+    close: () => {
+      clearInterval(timer);
+      // Rows the engine never reached (an abort before they were settled) say so, once.
+      const left = [...rows.values()].map((r) => `${c.yellow('-')} ${r.id} not run\n`).join('');
+      rows.clear();
+      frame(left, false);
+      write(SHOW_CURSOR);
       if (summary !== undefined) fallback.sink(summary);
       fallback.close();
     },

@@ -229,7 +229,7 @@ describe('apply', () => {
     const result = await rig.run(['apply', '-j', '1', '--json']);
     expect(result.code).toBe(1);
     const summary = events(result.stdout).find((e) => e.type === 'summary');
-    expect(summary?.counts).toMatchObject({ ran: 0, failed: 1, skipped: 0, 'up to date': 1 });
+    expect(summary?.counts).toMatchObject({ ran: 0, failed: 1, skipped: 0, 'up-to-date': 1 });
   });
 
   test('a function that returns what JSON cannot hold fails its task, and the run ends as any failed run does', async () => {

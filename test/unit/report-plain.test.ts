@@ -21,7 +21,7 @@ test('a failure names what failed, then the command and its output; a cancel say
     { type: 'task-done', id: taskId('b'), outcome: 'canceled', durationMs: 3, error: 'canceled', command: 'sleep 9', output: '' },
     { type: 'task-done', id: taskId('c'), outcome: 'failed', durationMs: 3, error: '' },
   ]);
-  expect(text).toBe('✖ a failed: exited with code 3\n    $ sh -c x\n    boom\n✖ b canceled\n    $ sleep 9\n✖ c failed\n');
+  expect(text).toBe('[1/1] ✖ a failed: exited with code 3\n    $ sh -c x\n    boom\n[2/2] ✖ b canceled\n    $ sleep 9\n[3/3] ✖ c failed\n');
 });
 
 test("what a command printed follows its line, as ninja shows it; a function's ctx.log shows as it comes", () => {
@@ -31,5 +31,31 @@ test("what a command printed follows its line, as ninja shows it; a function's c
     { type: 'task-done', id: taskId('say'), outcome: 'ran', durationMs: 12, command: 'echo hi', output: 'hi\nthere\n' },
     { type: 'task-done', id: taskId('quiet'), outcome: 'ran', durationMs: 3, outputsChanged: false },
   ]);
-  expect(text).toBe('  fn: hello\n✔ fn 1ms\n✔ say 12ms\n    hi\n    there\n✔ quiet 3ms (outputs unchanged)\n');
+  expect(text).toBe('  fn: hello\n[1/1] ✔ fn 1ms\n[2/2] ✔ say 12ms\n    hi\n    there\n[3/3] ✔ quiet 3ms (outputs unchanged)\n');
+});
+
+test('each settled task is counted against what the plan says will act, as ninja counts: [done/total]', () => {
+  const counts = { create: 38, update: 1, replace: 0, drift: 0, maybe: 0, destroy: 1, unchanged: 500 };
+  const plan = { size: 540, counts, [Symbol.iterator]: () => [][Symbol.iterator](), entries: () => [], toJSON: () => ({ entries: [], counts }) };
+  let out = '';
+  const reporter = plainReporter({ write: (s: string) => (out += s), c: palette(false), showPlan: false });
+  reporter.sink({ type: 'plan', plan });
+  reporter.sink({ type: 'destroy-start', id: taskId('old'), command: undefined });
+  reporter.sink({ type: 'destroy-done', id: taskId('old'), outcome: 'destroyed' });
+  reporter.sink({ type: 'task-start', id: taskId('a'), verb: 'create', reason: 'never ran', command: 'true' });
+  reporter.sink({ type: 'task-done', id: taskId('a'), outcome: 'ran', durationMs: 1234 });
+  reporter.sink({ type: 'task-done', id: taskId('b'), outcome: 'up-to-date', durationMs: 0 });
+  reporter.sink({ type: 'task-done', id: taskId('c'), outcome: 'skipped', durationMs: 0, because: taskId('x') });
+  void reporter.close();
+  expect(out).toBe(
+    [
+      '▶ old remove outputs',
+      '[1/40] ✔ old done',
+      '▶ a create: never ran',
+      '[2/40] ✔ a 1.2s',
+      '[3/40] ✔ b up to date (what it consumes came out unchanged)',
+      '[4/40] - c skipped (x did not succeed)',
+      '',
+    ].join('\n'),
+  );
 });

@@ -1,0 +1,53 @@
+// How far a run is, as ninja's status line counts it: `[done/total]`. The
+// total is what the plan says will act (orphans to destroy included); a
+// teardown without a plan counts what it has started.
+
+import type { EngineEvent } from '../events.ts';
+
+export class Progress {
+  total = 0;
+  done = 0;
+  running = 0;
+  readonly startedAt: number;
+
+  constructor(now: number = Date.now()) {
+    this.startedAt = now;
+  }
+
+  /** Counts one event; a new plan (the next run of `watch`) starts the count again. */
+  see(event: EngineEvent): void {
+    switch (event.type) {
+      case 'plan':
+        this.total = event.plan.size - event.plan.counts.unchanged;
+        this.done = 0;
+        this.running = 0;
+        break;
+      case 'task-start':
+      case 'destroy-start':
+        this.running++;
+        break;
+      case 'task-done':
+      case 'destroy-done':
+        // A skipped task never started; an up-to-date one (early cutoff) neither.
+        if (this.running > 0 && (event.type === 'destroy-done' ? event.outcome !== 'skipped' : event.outcome !== 'skipped' && event.outcome !== 'up-to-date')) this.running--;
+        this.done++;
+        this.total = Math.max(this.total, this.done + this.running);
+        break;
+      default:
+        break;
+    }
+  }
+
+  /** `[3/7]`: the tasks settled and the tasks to settle. */
+  counter(): string {
+    return `[${this.done}/${Math.max(this.total, this.done + this.running)}]`;
+  }
+}
+
+/** `12ms`, `1.2s`, `3m04s`: short, and steady in width while it counts up. */
+export function seconds(ms: number): string {
+  if (ms < 1000) return `${ms}ms`;
+  if (ms < 60_000) return `${(ms / 1000).toFixed(1)}s`;
+  const s = Math.floor(ms / 1000);
+  return `${Math.floor(s / 60)}m${String(s % 60).padStart(2, '0')}s`;
+}

@@ -1,0 +1,74 @@
+// The live view in a real terminal (tmux): what it shows while tasks run,
+// and the screen it leaves when the run is over.
+
+import { afterEach, beforeEach, expect, test } from 'vitest';
+import { apiTypes, Rig } from '../support/rig.ts';
+import { hasTmux, Terminal } from '../support/terminal.ts';
+
+let rig: Rig;
+let term: Terminal | undefined;
+beforeEach(() => {
+  rig = new Rig();
+});
+afterEach(() => {
+  term?.close();
+  term = undefined;
+  rig.cleanup();
+});
+
+const waitFor = (file: string): string => `while [ ! -e ${file} ]; do sleep 0.02; done`;
+
+test.skipIf(!hasTmux)('running rows count up with their last line, queued rows wait, finished rows keep their outcome to the end', async () => {
+  rig.write(
+    'Nodefile.ts',
+    `import { existsSync } from 'node:fs';
+import type { NodefileApi } from ${JSON.stringify(apiTypes)};
+export default (ng: NodefileApi) => {
+  const fast = ng.task('fast', { run: ['true'] });
+  const slow = ng.task('slow', {
+    run: async (ctx) => {
+      ctx.log('fetching layer 3 of 7');
+      while (!existsSync(${JSON.stringify(rig.path('go2'))})) await new Promise((r) => setTimeout(r, 20));
+    },
+  });
+  const bad = ng.task('bad', { inputs: { fast }, run: { shell: '${waitFor('go')}; echo boom >&2; exit 3' } });
+  ng.task('next', { inputs: { slow }, run: ['true'] });
+  ng.task('after', { inputs: { bad }, run: ['true'] });
+};
+`,
+  );
+  term = new Terminal(rig.dir, ['apply', '-j', '4']);
+
+  // Mid-run: the status line counts, a running row shows its elapsed time and last line, queued rows do not spin.
+  const running = await term.waitFor(/fetching layer/);
+  expect(running).toMatch(/^\[1\/5\] ✔ fast \d+ms$/m);
+  expect(running).toMatch(/^\S slow create (\d+ms|\d+\.\ds) {2}fetching layer 3 of 7$/m);
+  expect(running).toMatch(/^\S bad create (\d+ms|\d+\.\ds)$/m);
+  expect(running).toMatch(/^· next create queued$/m);
+  expect(running).toMatch(/^· after create queued$/m);
+  expect(running).toMatch(/^\[1\/5\] 2 running · 2 queued · (\d+ms|\d+\.\ds)$/m);
+
+  // A failure is printed at once with its command and output; what waits on it does not spin.
+  rig.write('go', '');
+  const failed = await term.waitFor(/1 failed/);
+  expect(failed).toContain(`[2/5] ✖ bad failed: exited with code 3\n    $ ${waitFor('go')}; echo boom >&2; exit 3\n    boom\n`);
+  expect(failed).toMatch(/^· after create queued$/m);
+  expect(failed).toMatch(/^\[2\/5\] 1 running · 2 queued · 1 failed · /m);
+
+  rig.write('go2', '');
+  const end = await term.waitFor(/^exit \d+$/m);
+  const after = end.slice(end.indexOf('[1/5]'));
+  expect(after.replace(/\d+(\.\d)?m?s\b/g, 'T')).toBe(
+    [
+      '[1/5] ✔ fast T',
+      '[2/5] ✖ bad failed: exited with code 3',
+      `    $ ${waitFor('go')}; echo boom >&2; exit 3`,
+      '    boom',
+      '[3/5] ✔ slow T',
+      '[4/5] - next skipped (the run stopped first)',
+      '[5/5] - after skipped (bad did not succeed)',
+      'Apply: 2 ran, 1 failed, 2 skipped, 0 canceled, 0 up to date, 0 destroyed in T.',
+      'exit 1',
+    ].join('\n'),
+  );
+});

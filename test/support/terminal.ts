@@ -1,0 +1,38 @@
+// A real terminal for the live view: the CLI run under tmux (its own server,
+// its own socket), and the screen read back as a person would see it.
+
+import { execFileSync, spawnSync } from 'node:child_process';
+import path from 'node:path';
+import { cli, until } from './rig.ts';
+
+export const hasTmux = spawnSync('tmux', ['-V']).status === 0;
+
+export class Terminal {
+  readonly #socket: string;
+
+  /** Starts `nodegraph ARGS` in a `columns`×`rows` terminal, in `cwd`; the pane stays after it exits. */
+  constructor(cwd: string, args: readonly string[], size: { columns: number; rows: number } = { columns: 100, rows: 30 }) {
+    this.#socket = path.join(cwd, '.tmux.sock');
+    const command = ['env', '-u', 'CI', '-u', 'FORCE_COLOR', 'NO_COLOR=1', process.execPath, cli, ...args].map((a) => `'${a.replaceAll("'", "'\\''")}'`).join(' ');
+    execFileSync('tmux', ['-S', this.#socket, '-f', '/dev/null', 'new-session', '-d', '-x', String(size.columns), '-y', String(size.rows), '-c', cwd, `${command}; echo "exit $?"; sleep 600`]);
+  }
+
+  /** The screen as it stands, trailing blanks dropped. */
+  screen(): string {
+    const text = execFileSync('tmux', ['-S', this.#socket, 'capture-pane', '-p'], { encoding: 'utf8' });
+    return text.replace(/\s+$/, '');
+  }
+
+  /** Waits until the screen matches, and returns it. */
+  async waitFor(pattern: RegExp, ms = 20_000): Promise<string> {
+    let last = '';
+    await until(() => pattern.test((last = this.screen())), ms).catch(() => {
+      throw new Error(`the screen never matched ${pattern}:\n${last}`);
+    });
+    return last;
+  }
+
+  close(): void {
+    spawnSync('tmux', ['-S', this.#socket, 'kill-server']);
+  }
+}
