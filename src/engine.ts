@@ -5,6 +5,7 @@
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import type { Failure } from './error.ts';
+import { nearest } from './util/nearest.ts';
 import type { ExecuteSummary } from './execute/scheduler.ts';
 import type { EventSink } from './events.ts';
 import { LocalRunner } from './execute/runner.ts';
@@ -130,7 +131,10 @@ export function resolveTargets(
       }
       if (!any) failures.push({ reason: 'unknown-target', target: word });
     } else if (known(taskId(word))) found.add(taskId(word));
-    else failures.push({ reason: 'unknown-target', target: word });
+    else {
+      const suggestion = nearest(word, all());
+      failures.push({ reason: 'unknown-target', target: word, ...(suggestion === undefined ? {} : { suggestion }) });
+    }
   }
   return failures.length > 0 ? err(failures) : ok(found);
 }

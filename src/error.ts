@@ -21,7 +21,10 @@ export interface LockHolder {
 }
 
 export type Failure =
-  | { readonly reason: 'usage'; readonly message: string }
+  | { readonly reason: 'usage'; readonly message: string; readonly command?: string }
+  /** `suggestion`: the nearest command, when one is near enough to be meant. */
+  | { readonly reason: 'unknown-command'; readonly command: string; readonly commands: readonly string[]; readonly suggestion?: string }
+  | { readonly reason: 'unknown-option'; readonly command: string; readonly option: string; readonly suggestion?: string }
   /** `folder`: the path is a folder, not a Nodefile. */
   | { readonly reason: 'nodefile-not-found'; readonly path: string; readonly folder?: true }
   | { readonly reason: 'nodefile-syntax'; readonly path: string; readonly message: string; readonly site: SourceSite | undefined }
@@ -64,7 +67,8 @@ export type Failure =
       readonly path: string;
       readonly site: SourceSite | undefined;
     }
-  | { readonly reason: 'unknown-target'; readonly target: string }
+  /** `suggestion`: the nearest task id, when one is near enough to be meant. */
+  | { readonly reason: 'unknown-target'; readonly target: string; readonly suggestion?: string }
   | { readonly reason: 'state-dir-unwritable'; readonly path: string; readonly message: string }
   | { readonly reason: 'state-unreadable'; readonly path: string; readonly message: string }
   | { readonly reason: 'locked'; readonly path: string; readonly holder: LockHolder | undefined }

@@ -22,6 +22,8 @@ export type EngineEvent =
       readonly error?: string;
       readonly command?: string;
       readonly output?: string;
+      /** For 'failed': the command's exit code, when it exited (a signal, a spawn failure or a function has none). */
+      readonly exitCode?: number;
       /** For 'skipped': the upstream task that failed. */
       readonly because?: TaskId;
     }

@@ -1,12 +1,13 @@
 import path from 'node:path';
 import { observeAndPlan, withSession } from '../engine.ts';
 import { shortHash, taskId, type ContentHash } from '../ids.ts';
+import { reasonText } from '../plan/reasons.ts';
 import { ok } from '../util/result.ts';
 import type { CliIo } from './main.ts';
 import { engineOptions, paletteFor, printFailures, type Args } from './shared.ts';
 
 export async function run(args: Args, io: CliIo): Promise<number> {
-  if (args.positionals.length !== 1) return printFailures([{ reason: 'usage', message: 'explain takes exactly one task id' }], io);
+  if (args.positionals.length !== 1) return printFailures([{ reason: 'usage', command: 'explain', message: 'explain takes exactly one task id' }], io);
   const options = engineOptions(args, io, 'explain');
   if ('reason' in options) return printFailures([options], io);
   const id = taskId(args.positionals[0]!);
@@ -38,6 +39,7 @@ export async function run(args: Args, io: CliIo): Promise<number> {
           action: entry.action,
           verb: entry.verb,
           reasons: entry.reasons,
+          reasonDetails: entry.reasonDetails,
           lastApplied: record === undefined ? null : { startedAt: record.startedAt, status: record.status, durationMs: record.durationMs, ...(record.error === undefined ? {} : { error: record.error }) },
           inputs: [...seen.inputs].map(([name, current]) => ({ name, recorded: record?.inputs[name] ?? null, current })),
           upstream: node.needs.map((up) => ({ id: up, recorded: record?.upstream[up] ?? null, current: upstreamNow(up) ?? null })),
@@ -48,7 +50,14 @@ export async function run(args: Args, io: CliIo): Promise<number> {
       );
     }
     const lines = [`${c.bold(id)}: ${entry.action === 'unchanged' ? c.green('up to date') : c.yellow(entry.verb)}`];
-    for (const reason of entry.reasons) lines.push(`  because ${reason}`);
+    entry.reasons.forEach((reason, i) => {
+      const detail = entry.reasonDetails[i];
+      // Every change of a value, one a line: the plan's line names a few of them.
+      if (detail?.kind === 'input-changed' && detail.changes !== undefined) {
+        lines.push(`  because input ${detail.input} changed:`);
+        for (const change of detail.changes) lines.push(`    ${reasonText({ ...detail, changes: [change] }).slice(`input ${detail.input} changed: `.length)}`);
+      } else lines.push(`  because ${reason}`);
+    });
     lines.push(record === undefined ? '  never applied' : `  last applied ${record.startedAt} (${record.status}, ${record.durationMs}ms)`);
     lines.push('  inputs (recorded → current):');
     for (const [name, hash] of seen.inputs) lines.push(row(name, record?.inputs[name], hash));

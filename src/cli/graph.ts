@@ -1,59 +1,151 @@
-import { loadGraph } from '../engine.ts';
-import { toGraphology } from '../graph/export.ts';
-import type { TaskGraph } from '../graph/graph.ts';
-import type { CliIo } from './main.ts';
-import { printFailures, str, type Args } from './shared.ts';
 import path from 'node:path';
+import { loadGraph, observeAndPlan, resolveTargets, withSession } from '../engine.ts';
+import { toGraphology, type EdgeAttributes } from '../graph/export.ts';
+import type { TaskGraph } from '../graph/graph.ts';
+import type { TaskId } from '../ids.ts';
+import { ok } from '../util/result.ts';
+import type { CliIo } from './main.ts';
+import { engineOptions, printFailures, str, type Args } from './shared.ts';
+import { statusOf, type TaskStatus } from './status.ts';
 
 const quote = (s: string): string => JSON.stringify(s);
 
-export function toDot(graph: TaskGraph): string {
-  const g = toGraphology(graph);
+/** What an export shows: the tasks kept (all, or the targets' closure) and, with --status, each one's status. */
+export interface GraphView {
+  readonly graph: TaskGraph;
+  readonly only?: ReadonlySet<TaskId>;
+  readonly status?: ReadonlyMap<TaskId, TaskStatus>;
+}
+
+/** A task's namespace: its id up to the first `/` (`kube1/containerd` → `kube1`), or '' for none. */
+const namespaceOf = (id: string): string => (id.includes('/') ? id.slice(0, id.indexOf('/')) : '');
+
+const STATUS_COLOR: Record<TaskStatus, string> = {
+  applied: '#b7e1a1',
+  stale: '#ffe699',
+  drifted: '#f4a582',
+  failed: '#e06666',
+  stopped: '#c9c9c9',
+  absent: '#ffffff',
+  orphan: '#d5a6bd',
+};
+
+const edgeLabel = (a: EdgeAttributes): string => a.inputs.join(', ');
+
+function byNamespace(ids: readonly string[]): Map<string, string[]> {
+  const groups = new Map<string, string[]>();
+  for (const id of ids) {
+    const ns = namespaceOf(id);
+    let list = groups.get(ns);
+    if (list === undefined) groups.set(ns, (list = []));
+    list.push(id);
+  }
+  return groups;
+}
+
+export function toDot(view: GraphView): string {
+  const g = toGraphology(view.graph, view.only);
   const lines = ['digraph nodegraph {', '  rankdir=LR;', '  node [shape=box];'];
-  g.forEachNode((id) => {
-    lines.push(`  ${quote(id)};`);
-    g.forEachInEdge(id, (_edge, attributes, source) => {
-      lines.push(`  ${quote(source)} -> ${quote(id)}${attributes.kind === 'after' ? ' [style=dashed]' : ''};`);
-    });
+  const node = (id: string, indent: string): string => {
+    const status = view.status?.get(id as TaskId);
+    return `${indent}${quote(id)}${status === undefined ? '' : ` [style=filled, fillcolor=${quote(STATUS_COLOR[status])}, tooltip=${quote(status)}]`};`;
+  };
+  let cluster = 0;
+  for (const [ns, ids] of byNamespace(g.nodes())) {
+    if (ns === '') {
+      for (const id of ids) lines.push(node(id, '  '));
+      continue;
+    }
+    lines.push(`  subgraph cluster_${cluster++} {`, `    label=${quote(`${ns}/`)};`);
+    for (const id of ids) lines.push(node(id, '    '));
+    lines.push('  }');
+  }
+  g.forEachEdge((_edge, a, source, target) => {
+    const label = edgeLabel(a);
+    const attrs = a.kind === 'after' ? ' [style=dashed]' : label === '' ? '' : ` [label=${quote(label)}]`;
+    lines.push(`  ${quote(source)} -> ${quote(target)}${attrs};`);
   });
-  lines.push('}');
+  lines.push('  subgraph cluster_legend {', '    label="legend";', '    node [shape=plaintext];');
+  lines.push('    "legend:a" [label="upstream"]; "legend:b" [label="consumes it (trigger)"]; "legend:c" [label="runs after it (order only)"];');
+  lines.push('    "legend:a" -> "legend:b" [label="input"];', '    "legend:a" -> "legend:c" [style=dashed];');
+  if (view.status !== undefined) {
+    for (const [status, color] of Object.entries(STATUS_COLOR)) lines.push(`    ${quote(`legend:${status}`)} [label=${quote(status)}, shape=box, style=filled, fillcolor=${quote(color)}];`);
+  }
+  lines.push('  }', '}');
   return lines.join('\n');
 }
 
-export function toMermaid(graph: TaskGraph): string {
-  const g = toGraphology(graph);
+export function toMermaid(view: GraphView): string {
+  const g = toGraphology(view.graph, view.only);
   const index = new Map(g.nodes().map((id, i) => [id, `t${i}`]));
-  const lines = ['flowchart LR'];
-  g.forEachNode((id) => {
-    lines.push(`  ${index.get(id)}[${quote(id)}]`);
-    g.forEachInEdge(id, (_edge, attributes, source) => {
-      lines.push(`  ${index.get(source)} ${attributes.kind === 'after' ? '-.->' : '-->'} ${index.get(id)}`);
-    });
+  const lines = ['flowchart LR', '  %% legend: --> consumes (trigger edge, named after the input); -.-> runs after (order only)'];
+  for (const [ns, ids] of byNamespace(g.nodes())) {
+    const indent = ns === '' ? '  ' : '    ';
+    if (ns !== '') lines.push(`  subgraph ${quote(`${ns}/`)}`);
+    for (const id of ids) {
+      const status = view.status?.get(id as TaskId);
+      lines.push(`${indent}${index.get(id)}[${quote(id)}]${status === undefined ? '' : `:::${status}`}`);
+    }
+    if (ns !== '') lines.push('  end');
+  }
+  g.forEachEdge((_edge, a, source, target) => {
+    const label = edgeLabel(a);
+    lines.push(`  ${index.get(source)} ${a.kind === 'after' ? '-.->' : label === '' ? '-->' : `-->|${quote(label)}|`} ${index.get(target)}`);
   });
+  if (view.status !== undefined) {
+    lines.push('  subgraph legend');
+    for (const status of Object.keys(STATUS_COLOR)) lines.push(`    legend_${status}[${status}]:::${status}`);
+    lines.push('  end');
+    for (const [status, color] of Object.entries(STATUS_COLOR)) lines.push(`  classDef ${status} fill:${color}`);
+  }
   return lines.join('\n');
 }
 
-export function toJson(graph: TaskGraph): string {
+export function toJson(view: GraphView): string {
+  const { graph, only, status } = view;
+  const g = toGraphology(graph, only);
   return JSON.stringify({
     format: 'nodegraph-graph',
     version: 1,
-    tasks: graph.ordered.map((n) => ({
-      id: n.id,
-      needs: n.needs,
-      after: n.after,
-      outputs: n.outputs.map((o) => path.relative(graph.dir, o)),
-    })),
+    tasks: graph.ordered
+      .filter((n) => only === undefined || only.has(n.id))
+      .map((n) => ({
+        id: n.id,
+        namespace: namespaceOf(n.id),
+        needs: n.needs.filter((id) => g.hasNode(id)),
+        after: n.after.filter((id) => g.hasNode(id)),
+        outputs: n.outputs.map((o) => path.relative(graph.dir, o)),
+        ...(status === undefined ? {} : { status: status.get(n.id) }),
+      })),
+    edges: g.mapEdges((_edge, a, from, to) => ({ from, to, kind: a.kind, ...(a.kind === 'input' ? { inputs: a.inputs } : {}) })),
   });
 }
 
 export async function run(args: Args, io: CliIo): Promise<number> {
   const format = str(args.values['format']) ?? 'dot';
   if (!['dot', 'mermaid', 'json'].includes(format)) {
-    return printFailures([{ reason: 'usage', message: `--format is dot, mermaid or json, not ${format}` }], io);
+    return printFailures([{ reason: 'usage', command: 'graph', message: `--format is dot, mermaid or json, not ${format}` }], io);
   }
-  const graph = await loadGraph(path.resolve(io.cwd, str(args.values['file']) ?? 'Nodefile.ts'));
-  if (!graph.ok) return printFailures(graph.error, io);
-  const text = format === 'dot' ? toDot(graph.value) : format === 'mermaid' ? toMermaid(graph.value) : toJson(graph.value);
+  const options = engineOptions(args, io, 'graph');
+  if ('reason' in options) return printFailures([options], io);
+  const loaded = await loadGraph(options.nodefile, options.stateDir);
+  if (!loaded.ok) return printFailures(loaded.error, io);
+  const graph = loaded.value;
+  const targets = resolveTargets(args.positionals, (id) => graph.has(id), () => graph.ordered.map((n) => n.id));
+  if (!targets.ok) return printFailures(targets.error, io);
+  const only = targets.value === undefined ? undefined : graph.closure([...targets.value]);
+  let status: Map<TaskId, TaskStatus> | undefined;
+  if (args.values['status'] === true) {
+    const seen = await withSession(options, { lock: false }, async (session) => {
+      const observed = await observeAndPlan(session);
+      if (!observed.ok) return observed;
+      return ok(new Map(observed.value.plan.entries().map((e) => [e.id, statusOf(e, session.state.records.get(e.id))])));
+    });
+    if (!seen.ok) return printFailures(seen.error, io);
+    status = seen.value;
+  }
+  const view: GraphView = { graph, ...(only === undefined ? {} : { only }), ...(status === undefined ? {} : { status }) };
+  const text = format === 'dot' ? toDot(view) : format === 'mermaid' ? toMermaid(view) : toJson(view);
   io.stdout.write(`${text}\n`);
   return 0;
 }

@@ -1,19 +1,83 @@
 // Help text for every command. Kept apart so `--help` loads no engine code.
+// A command is one entry in COMMANDS, SUMMARY, HELP, EXIT_CODES and ENV; the
+// README's command table repeats SUMMARY's commands and EXIT_CODES word for
+// word (test/integration/cli-reference.test.ts holds them together).
 
-export const COMMANDS = ['plan', 'apply', 'destroy', 'stop', 'status', 'explain', 'graph', 'unlock', 'watch', 'generations', 'rollback'] as const;
+export const COMMANDS = ['plan', 'apply', 'destroy', 'stop', 'status', 'explain', 'graph', 'unlock', 'watch', 'generations', 'rollback', 'completion'] as const;
 export type CommandName = (typeof COMMANDS)[number];
+
+/** One line each, for `nodegraph --help`. */
+export const SUMMARY: Record<CommandName, string> = {
+  plan: 'show what apply would do, and why',
+  apply: 'run the stale tasks',
+  destroy: 'tear down in reverse graph order',
+  stop: 'stop what tasks started, keeping their files',
+  status: 'each task: applied, stale, drifted, failed, stopped, absent, orphan',
+  explain: 'why one task is or is not stale',
+  graph: 'print the graph (dot, mermaid, json)',
+  unlock: 'remove a stale state lock',
+  watch: 'apply on every change',
+  generations: 'list what each apply applied',
+  rollback: 'apply an earlier generation again',
+  completion: 'print a shell completion script (bash, zsh, fish)',
+};
+
+/** What each exit code of a command means; the README's table says the same. */
+export const EXIT_CODES: Record<CommandName, string> = {
+  plan: '0 ok; 1 error; 2 changes (with --detailed-exitcode)',
+  apply: '0 ok; 1 a task failed (an atomic apply: and was rolled back) or an error; 130 interrupted',
+  destroy: '0 ok; 1 a teardown failed or an error; 130 interrupted',
+  stop: '0 ok; 1 a stop failed or an error; 130 interrupted',
+  status: '0 ok (all applied, with --detailed-exitcode); 1 error; 2 stale, drifted, failed, stopped, absent or orphan (with --detailed-exitcode)',
+  explain: '0 ok; 1 error',
+  graph: '0 ok; 1 error',
+  unlock: '0 ok; 1 error',
+  watch: '130 on Ctrl-C; 1 error',
+  generations: '0 ok; 1 error',
+  rollback: '0 ok; 1 refused, failed (and undone) or an error; 130 interrupted',
+  completion: '0 ok; 1 error',
+};
+
+const COLOR_ENV = ['NO_COLOR', 'FORCE_COLOR', 'TERM'] as const;
+/** Read by every command that runs task commands or checks. */
+const RUN_ENV = ['NODEGRAPH_SPAWN_SERVER', ...COLOR_ENV, 'CI', 'PATH'] as const;
+
+/** The environment variables a command reads itself (a Nodefile's `ng.env` inputs read their own). */
+export const ENV: Record<CommandName, readonly string[]> = {
+  plan: RUN_ENV.filter((v) => v !== 'CI'),
+  apply: RUN_ENV,
+  destroy: RUN_ENV,
+  stop: RUN_ENV,
+  status: RUN_ENV.filter((v) => v !== 'CI'),
+  explain: RUN_ENV.filter((v) => v !== 'CI'),
+  graph: [],
+  unlock: [],
+  watch: RUN_ENV.filter((v) => v !== 'CI'),
+  generations: [],
+  rollback: RUN_ENV,
+  completion: [],
+};
+
+const ENV_MEANING: Record<string, string> = {
+  NODEGRAPH_SPAWN_SERVER: '`off`: spawn each command from nodegraph itself, not through spawnd',
+  NO_COLOR: 'set and not empty: no colour',
+  FORCE_COLOR: 'colour even when not on a terminal (`0` or `false`: never)',
+  TERM: '`dumb`: no colour',
+  CI: 'set: plain lines even on a terminal',
+  PATH: 'where task commands and checks are looked up (the command\'s own `env` may change it)',
+};
 
 const COMMON = `
 Common options:
   -f, --file FILE       the Nodefile (default: ./Nodefile.ts)
       --state-dir DIR   where the state lives (default: .nodegraph beside the Nodefile)
-      --json            JSON lines on stdout instead of text (format: README "JSON")
+      --json            JSON on stdout instead of text, errors too: one event a line from
+                        apply, destroy, stop and watch, one document from the others
+                        (schemas: schemas/ in the package)
   -h, --help            this help
 `;
 
-const HELP_MORE: Partial<Record<CommandName, string>> = {};
-
-const HELP: Record<Exclude<CommandName, 'generations' | 'rollback'>, string> = {
+const HELP: Record<CommandName, string> = {
   plan: `Usage: nodegraph plan [options] [TARGET...]
 
 Shows what apply would do and why, changing nothing. TARGET is a task id or
@@ -26,9 +90,7 @@ Options:
   -j, --jobs N             checks to run at once (default: the number of cores)
   -v, --verbose            list unchanged tasks too
       --atomic, --no-atomic  plan an atomic apply (what it preserves, what it falls back to), or not
-${COMMON}
-Exit codes: 0 ok, 1 error, 2 changes (with --detailed-exitcode).
-`,
+${COMMON}`,
   apply: `Usage: nodegraph apply [options] [TARGET...]
        nodegraph apply [options] PLANFILE
 
@@ -49,9 +111,6 @@ Options:
 ${COMMON}
 An interrupted atomic apply (kill -9, power loss, a second Ctrl-C) is rolled
 back before anything else, unless --continue.
-
-Exit codes: 0 ok, 1 a task failed (an atomic apply: and was rolled back) or an
-error, 130 interrupted.
 `,
   destroy: `Usage: nodegraph destroy [options] [TARGET...]
 
@@ -62,9 +121,7 @@ nothing else needs. Asks on a terminal unless --yes.
 
 Options:
   -y, --yes            do not ask
-${COMMON}
-Exit codes: 0 ok, 1 a teardown failed or an error, 130 interrupted.
-`,
+${COMMON}`,
   stop: `Usage: nodegraph stop [options] [TARGET...]
 
 Runs stop actions in reverse graph order, keeping every file; each task it
@@ -72,7 +129,12 @@ stopped is recorded as stopped, and the next apply starts it again.
 ${COMMON}`,
   status: `Usage: nodegraph status [options] [TARGET...]
 
-One line per task: applied, stale, drifted, failed, absent, or orphan.
+One line per task: applied, stale, drifted, failed, stopped, absent, or
+orphan; then a summary line, and who holds the state lock if anyone does.
+
+Options:
+      --detailed-exitcode  exit 0 when every task is applied, 2 when one is not, 1 on error
+  -j, --jobs N             checks to run at once (default: the number of cores)
 ${COMMON}`,
   explain: `Usage: nodegraph explain [options] ID
 
@@ -81,10 +143,13 @@ upstream's, each output's, and its check.
 ${COMMON}`,
   graph: `Usage: nodegraph graph [options] [TARGET...]
 
-Prints the task graph. Trigger edges are solid, order edges dashed.
+Prints the task graph: with targets, they and what they need. Tasks are
+grouped by namespace (kube1/, host/); trigger edges are solid and named after
+the input, order edges dashed.
 
 Options:
       --format F   dot (default), mermaid or json
+      --status     colour each task by its status (as \`nodegraph status\` says it)
 ${COMMON}`,
   unlock: `Usage: nodegraph unlock [options]
 
@@ -104,17 +169,13 @@ Options:
   -j, --jobs N         tasks to run at once
       --debounce MS    quiet time before a run (default 200)
 ${COMMON}`,
-};
-
-HELP_MORE.generations = `Usage: nodegraph generations [options]
+  generations: `Usage: nodegraph generations [options]
 
 Lists the generations: each whole-graph apply that settled, with its number,
 time, status (applied, failed: rolled back, pending) and what changed from the
 one before (files, env values, tasks that ran). The current one is marked *.
-${COMMON}
-Exit codes: 0 ok, 1 error.
-`;
-HELP_MORE.rollback = `Usage: nodegraph rollback [options] [N]
+${COMMON}`,
+  rollback: `Usage: nodegraph rollback [options] [N]
 
 Applies generation N (default: the one before the current) as a normal apply
 would, from its stored copies: the Nodefile, its modules and its file inputs
@@ -126,12 +187,21 @@ Options:
   -j, --jobs N         tasks to run at once
       --no-atomic      do not undo a rollback that fails
       --keep N         generations to keep (default 10)
-${COMMON}
-Exit codes: 0 ok, 1 refused, failed (and undone) or an error, 130 interrupted.
-`;
+${COMMON}`,
+  completion: `Usage: nodegraph completion bash|zsh|fish
+
+Prints a completion script for the shell: commands, their options, and task
+ids from the Nodefile (\`nodegraph graph --format json\`). Load it with
+  bash:  source <(nodegraph completion bash)
+  zsh:   source <(nodegraph completion zsh)
+  fish:  nodegraph completion fish | source
+`,
+};
 
 export function commandHelp(name: CommandName): string {
-  return (HELP as Partial<Record<CommandName, string>>)[name] ?? HELP_MORE[name]!;
+  const env = ENV[name];
+  const envText = env.length === 0 ? '' : `\nEnvironment:\n${env.map((v) => `  ${v.padEnd(24)}${ENV_MEANING[v] ?? ''}`).join('\n')}\n`;
+  return `${HELP[name]}\nExit codes: ${EXIT_CODES[name]}.\n${envText}`;
 }
 
 export function mainHelp(): string {
@@ -140,17 +210,7 @@ export function mainHelp(): string {
 A make-style task graph that converges a machine, running only what must change.
 
 Commands:
-  plan      show what apply would do, and why
-  apply     run the stale tasks
-  destroy   tear down in reverse graph order
-  stop      stop what tasks started, keeping their files
-  status    each task: applied, stale, drifted, failed, absent
-  explain   why one task is or is not stale
-  graph     print the graph (dot, mermaid, json)
-  unlock    remove a stale state lock
-  watch     apply on every change
-  generations  list what each apply applied
-  rollback  apply an earlier generation again
+${COMMANDS.map((name) => `  ${name.padEnd(11)} ${SUMMARY[name]}`).join('\n')}
 
   nodegraph COMMAND --help    options of one command
   nodegraph --version

@@ -3,6 +3,7 @@
 
 import { readFileSync } from 'node:fs';
 import type { ParseArgsConfig } from 'node:util';
+import type { Failure } from '../error.ts';
 import { COMMANDS, commandHelp, mainHelp, type CommandName } from './help.ts';
 import { outputOf, type Output } from './output.ts';
 
@@ -37,7 +38,7 @@ const common = {
   help: { type: 'boolean', short: 'h' },
 } as const satisfies ParseArgsConfig['options'];
 
-const optionsFor: Record<CommandName, ParseArgsConfig['options']> = {
+export const optionsFor: Record<CommandName, NonNullable<ParseArgsConfig['options']>> = {
   plan: { ...common, atomic: { type: 'boolean' }, 'no-atomic': { type: 'boolean' }, out: { type: 'string' }, 'detailed-exitcode': { type: 'boolean' }, replace: { type: 'string', multiple: true }, jobs: { type: 'string', short: 'j' }, verbose: { type: 'boolean', short: 'v' } },
   apply: {
     ...common,
@@ -52,13 +53,14 @@ const optionsFor: Record<CommandName, ParseArgsConfig['options']> = {
   },
   destroy: { ...common, yes: { type: 'boolean', short: 'y' } },
   stop: { ...common },
-  status: { ...common, jobs: { type: 'string', short: 'j' } },
+  status: { ...common, jobs: { type: 'string', short: 'j' }, 'detailed-exitcode': { type: 'boolean' } },
   explain: { ...common },
-  graph: { ...common, format: { type: 'string' } },
+  graph: { ...common, format: { type: 'string' }, status: { type: 'boolean' } },
   unlock: { ...common, force: { type: 'boolean' } },
   watch: { ...common, jobs: { type: 'string', short: 'j' }, debounce: { type: 'string' } },
   generations: { ...common },
   rollback: { ...common, jobs: { type: 'string', short: 'j' }, 'no-atomic': { type: 'boolean' }, keep: { type: 'string' } },
+  completion: { help: common.help },
 };
 
 type Run = (args: { values: Record<string, unknown>; positionals: string[] }, io: CliIo) => Promise<number>;
@@ -76,6 +78,7 @@ const load: Record<CommandName, () => Promise<{ run: Run }>> = {
   watch: () => import('./watch.ts'),
   generations: () => import('./generations.ts'),
   rollback: () => import('./rollback.ts'),
+  completion: () => import('./completion.ts'),
 };
 
 export async function main(argv: readonly string[], io: CliIo): Promise<number> {
@@ -89,20 +92,23 @@ export async function main(argv: readonly string[], io: CliIo): Promise<number> 
     io.stdout.write(`nodegraph ${version()}\n`);
     return 0;
   }
+  // Before the arguments are understood, --json anywhere still asks for errors as JSON.
+  const failed = async (failure: Failure): Promise<number> => {
+    const { printFailures } = await import('./shared.ts');
+    return printFailures([failure], argv.includes('--json') ? { ...io, json: true } : io);
+  };
   if (!(COMMANDS as readonly string[]).includes(first)) {
-    io.stderr.write(`error[usage]: unknown command ${first}; commands: ${COMMANDS.join(', ')} (see nodegraph --help)\n`);
-    return 1;
+    const { nearest } = await import('../util/nearest.ts');
+    const suggestion = nearest(first, COMMANDS);
+    return failed({ reason: 'unknown-command', command: first, commands: COMMANDS, ...(suggestion === undefined ? {} : { suggestion }) });
   }
   const name = first as CommandName;
   let parsed;
   try {
     parsed = parseArgs({ args: [...rest], options: optionsFor[name], allowPositionals: true, strict: true });
   } catch (error) {
-    const text = (error as Error).message;
-    const unknown = /^Unknown option '([^']+)'/.exec(text);
-    const said = unknown === null ? text : `unknown option ${unknown[1]} for ${name}`;
-    io.stderr.write(`error[usage]: ${said} (see nodegraph ${name} --help)\n`);
-    return 1;
+    const { nearest } = await import('../util/nearest.ts');
+    return failed(parseFailure(name, error as Error & { code?: string }, nearest));
   }
   if ((parsed.values as Record<string, unknown>)['help'] === true) {
     io.stdout.write(commandHelp(name));
@@ -111,6 +117,23 @@ export async function main(argv: readonly string[], io: CliIo): Promise<number> 
   const { run } = await load[name]();
   const values = parsed.values as Record<string, unknown>;
   return run({ values, positionals: parsed.positionals }, values['json'] === true ? { ...io, json: true } : io);
+}
+
+/** A parseArgs error in nodegraph's words: which option, and what is wrong with it. */
+function parseFailure(command: CommandName, error: Error & { code?: string }, nearest: (word: string, candidates: readonly string[]) => string | undefined): Failure {
+  const options = optionsFor[command];
+  const spelled = /'(-[^',\s]+)(?:, (--[^'\s]+))?/.exec(error.message);
+  const option = spelled?.[2] ?? spelled?.[1] ?? '';
+  if (error.code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION') {
+    const names = Object.keys(options).map((o) => `--${o}`);
+    const suggestion = option.startsWith('--') ? nearest(option, names) : undefined;
+    return { reason: 'unknown-option', command, option, ...(suggestion === undefined ? {} : { suggestion }) };
+  }
+  if (error.code === 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE') {
+    const takesValue = options[option.replace(/^--/, '')]?.type === 'string';
+    return { reason: 'usage', command, message: takesValue ? `${option} needs a value` : `${option} takes no value` };
+  }
+  return { reason: 'usage', command, message: error.message };
 }
 
 /** The process entry: wires signals and the exit code around main(). */

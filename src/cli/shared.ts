@@ -27,7 +27,7 @@ export function engineOptions(args: Args, io: CliIo, command: string): EngineOpt
   let jobs: number | undefined;
   if (jobsText !== undefined) {
     jobs = Number(jobsText);
-    if (!Number.isInteger(jobs) || jobs < 1) return { reason: 'usage', message: `--jobs takes a whole number of at least 1, not ${jobsText}` };
+    if (!Number.isInteger(jobs) || jobs < 1) return { reason: 'usage', command, message: `--jobs takes a whole number of at least 1, not ${jobsText}` };
   }
   const stateDir = str(args.values['state-dir']);
   const dirs = { nodefile, ...(stateDir === undefined ? {} : { stateDir: path.resolve(io.cwd, stateDir) }) };
@@ -43,9 +43,10 @@ export function engineOptions(args: Args, io: CliIo, command: string): EngineOpt
   };
 }
 
-/** Each failure on stderr as a person reads it; with --json, first on stdout as `{"v":1,"type":"error",…}` lines. */
+/** Each failure on stderr as a person reads it; with --json, first on stdout as `{"v":1,"type":"error","time":…,"failure":…}` lines. */
 export function printFailures(failures: readonly Failure[], io: CliIo): number {
-  if (io.json === true) for (const failure of failures) io.stdout.write(`${JSON.stringify({ v: 1, type: 'error', failure })}\n`);
+  const time = new Date().toISOString();
+  if (io.json === true) for (const failure of failures) io.stdout.write(`${JSON.stringify({ v: 1, type: 'error', time, failure })}\n`);
   const c = paletteFor(io, io.stderr);
   for (const failure of failures) io.stderr.write(`${renderFailure(failure, io.cwd, c)}\n`);
   return 1;

@@ -1,13 +1,17 @@
-import { observeAndPlan, withSession } from '../engine.ts';
+import { observeAndPlan, stateDirOf, withSession } from '../engine.ts';
+import type { LockHolder } from '../error.ts';
 import { generationView } from '../operations.ts';
 import type { PlanEntry } from '../plan/plan.ts';
 import { reasonsLine } from '../plan/reasons.ts';
+import { liveHolder } from '../state/open.ts';
+import { readLock } from '../state/lock.ts';
 import { STOPPED, type TaskRecord } from '../state/record.ts';
 import { ok } from '../util/result.ts';
 import type { CliIo } from './main.ts';
 import { engineOptions, paletteFor, printFailures, type Args } from './shared.ts';
 
-export type TaskStatus = 'applied' | 'stale' | 'drifted' | 'failed' | 'stopped' | 'absent' | 'orphan';
+export const TASK_STATUSES = ['applied', 'stale', 'drifted', 'failed', 'stopped', 'absent', 'orphan'] as const;
+export type TaskStatus = (typeof TASK_STATUSES)[number];
 
 export function statusOf(entry: PlanEntry, recorded: Pick<TaskRecord, 'status' | 'error'> | undefined): TaskStatus {
   if (entry.action === 'destroy') return 'orphan';
@@ -15,6 +19,34 @@ export function statusOf(entry: PlanEntry, recorded: Pick<TaskRecord, 'status' |
   if (recorded.status === 'failed') return recorded.error === STOPPED ? 'stopped' : 'failed';
   if (entry.action === 'drift') return 'drifted';
   return entry.action === 'unchanged' ? 'applied' : 'stale';
+}
+
+/**
+ * The state lock as status reports it: `held` by a process running on this
+ * host, `stale` (its holder is gone: the next apply takes it over),
+ * `elsewhere` (held from another host, whose processes cannot be seen from
+ * here), or `unreadable`.
+ */
+export type LockStatus =
+  | { readonly state: 'held' | 'stale' | 'elsewhere'; readonly holder: LockHolder }
+  | { readonly state: 'unreadable'; readonly message: string };
+
+function lockStatus(stateDir: string): LockStatus | undefined {
+  const read = readLock(stateDir);
+  if (!read.ok || read.value === undefined) return undefined;
+  const { holder, otherHost, unreadable } = read.value;
+  if (holder === undefined) return { state: 'unreadable', message: unreadable?.message ?? 'unreadable' };
+  if (otherHost) return { state: 'elsewhere', holder };
+  return { state: liveHolder(stateDir) === undefined ? 'stale' : 'held', holder };
+}
+
+function lockLine(lock: LockStatus): string {
+  if (lock.state === 'unreadable') return `Lock: an unreadable lock file (${lock.message}); if no nodegraph is running, \`nodegraph unlock\` removes it.`;
+  const h = lock.holder;
+  const who = `pid ${h.pid} on ${h.host} (${h.command}), since ${h.startedAt}`;
+  if (lock.state === 'held') return `Lock: held by ${who}.`;
+  if (lock.state === 'stale') return `Lock: left by ${who}, which is no longer running; the next apply takes it over.`;
+  return `Lock: held from another host by ${who}; if that run is gone, \`nodegraph unlock\` removes it.`;
 }
 
 export async function run(args: Args, io: CliIo): Promise<number> {
@@ -28,23 +60,34 @@ export async function run(args: Args, io: CliIo): Promise<number> {
     return ok({ generation: generation.value, tasks: observed.value.plan.entries().map((e) => ({ entry: e, status: statusOf(e, session.state.records.get(e.id)) })) });
   });
   if (!result.ok) return printFailures(result.error, io);
+  const { tasks, generation } = result.value;
+  const counts = Object.fromEntries(TASK_STATUSES.map((s) => [s, 0])) as Record<TaskStatus, number>;
+  for (const r of tasks) counts[r.status]++;
+  const lock = lockStatus(stateDirOf(options));
+  const settled = counts.applied === tasks.length;
+  const code = args.values['detailed-exitcode'] === true && !settled ? 2 : 0;
+  const { current, interrupted } = generation;
+  // What holds of the state as a whole sits beside the tasks: the generation and the lock.
   if (args.values['json'] === true) {
-    const { current, interrupted } = result.value.generation;
-    io.stdout.write(`${JSON.stringify({ format: 'nodegraph-status', version: 1, generation: { current, interrupted }, tasks: result.value.tasks.map((r) => ({ id: r.entry.id, status: r.status, reasons: r.entry.reasons })) })}\n`);
-    return 0;
+    const shown = tasks.map((r) => ({ id: r.entry.id, status: r.status, reasons: r.entry.reasons, reasonDetails: r.entry.reasonDetails }));
+    io.stdout.write(`${JSON.stringify({ format: 'nodegraph-status', version: 1, generation: { current, interrupted }, tasks: shown, counts, lock: lock ?? null })}\n`);
+    return code;
   }
   const c = paletteFor(io);
   // A loop, not Math.max(...ids): spreading some 100,000 arguments overflows the stack.
   let width = 0;
-  for (const r of result.value.tasks) width = Math.max(width, r.entry.id.length);
+  for (const r of tasks) width = Math.max(width, r.entry.id.length);
   const color = { applied: c.green, stale: c.yellow, drifted: c.red, failed: c.red, stopped: c.yellow, absent: c.dim, orphan: c.yellow };
   // One write for the table, not one per task.
-  const lines = result.value.tasks.map(({ entry, status }) => `${entry.id.padEnd(width)}  ${color[status](status.padEnd(7))}  ${c.dim(reasonsLine(entry.reasons, `(all: nodegraph explain ${entry.id})`))}`.trimEnd());
-  io.stdout.write(lines.length === 0 ? '' : `${lines.join('\n')}\n`);
-  const { current, interrupted } = result.value.generation;
-  io.stdout.write(current === null ? 'No generation recorded yet.\n' : `Generation ${current} is current.\n`);
+  const lines = tasks.map(({ entry, status }) => `${entry.id.padEnd(width)}  ${color[status](status.padEnd(7))}  ${c.dim(reasonsLine(entry.reasons, `(all: nodegraph explain ${entry.id})`))}`.trimEnd());
+  const shown = TASK_STATUSES.filter((s) => counts[s] > 0).map((s) => `${counts[s]} ${s}`);
+  const n = tasks.length;
+  lines.push(`Status: ${n} task${n === 1 ? '' : 's'}${shown.length === 0 ? '' : `: ${shown.join(', ')}`}.`);
+  lines.push(current === null ? 'No generation recorded yet.' : `Generation ${current} is current.`);
   if (interrupted !== null) {
-    io.stdout.write(`${c.yellow('!')} an interrupted atomic apply from ${interrupted.from === null ? 'no generation' : `generation ${interrupted.from}`} to ${interrupted.to} (${interrupted.phase}, begun ${interrupted.startedAt}): the next apply rolls it back\n`);
+    lines.push(`${c.yellow('!')} an interrupted atomic apply from ${interrupted.from === null ? 'no generation' : `generation ${interrupted.from}`} to ${interrupted.to} (${interrupted.phase}, begun ${interrupted.startedAt}): the next apply rolls it back`);
   }
-  return 0;
+  if (lock !== undefined) lines.push(lockLine(lock));
+  io.stdout.write(`${lines.join('\n')}\n`);
+  return code;
 }

@@ -4,6 +4,9 @@ import type { CliIo } from './main.ts';
 import { engineOptions, printFailures, type Args } from './shared.ts';
 
 export async function run(args: Args, io: CliIo): Promise<number> {
+  if (args.positionals.length > 0) {
+    return printFailures([{ reason: 'usage', command: 'unlock', message: `unlock takes no arguments (it removes the state lock), not ${args.positionals.join(' ')}` }], io);
+  }
   const options = engineOptions(args, io, 'unlock');
   if ('reason' in options) return printFailures([options], io);
   const stateDir = stateDirOf(options);

@@ -11,7 +11,7 @@ export async function run(args: Args, io: CliIo): Promise<number> {
   if ('reason' in options) return printFailures([options], io);
   const debounceText = str(args.values['debounce']) ?? '200';
   const debounceMs = Number(debounceText);
-  if (!Number.isFinite(debounceMs) || debounceMs < 0) return printFailures([{ reason: 'usage', message: `--debounce takes milliseconds, not ${debounceText}` }], io);
+  if (!Number.isFinite(debounceMs) || debounceMs < 0) return printFailures([{ reason: 'usage', command: 'watch', message: `--debounce takes milliseconds, not ${debounceText}` }], io);
   const c = paletteFor(io);
   await watchLoop({
     debounceMs,

@@ -21,6 +21,8 @@ export type ActionResult =
       readonly error: string;
       readonly command: string | undefined;
       readonly output: string;
+      /** The command's exit code, when a command ran and exited (not for a function, nor a signal or spawn failure). */
+      readonly exitCode?: number;
     };
 
 export async function runAction(node: TaskNode, context: ActionContext): Promise<ActionResult> {
@@ -32,7 +34,8 @@ export async function runAction(node: TaskNode, context: ActionContext): Promise
     const options = { cwd: node.cwd, env: spec.env, signal: context.signal };
     const result = await (context.runner.runTask === undefined ? context.runner.run(run, options) : context.runner.runTask(run, options));
     if (result.ok) return { ok: true, value: undefined, command, output: result.output };
-    return { ok: false, canceled: result.canceled || context.signal.aborted, error: result.failure ?? 'failed', command, output: result.output };
+    const exited = result.exitCode === null || result.exitCode === undefined ? {} : { exitCode: result.exitCode };
+    return { ok: false, canceled: result.canceled || context.signal.aborted, error: result.failure ?? 'failed', command, output: result.output, ...exited };
   }
   context.emit({ type: 'task-start', id: node.id, verb: context.verb, reason: context.reason, command: undefined });
   const log: string[] = [];

@@ -17,13 +17,13 @@ import type { ContentHash, TaskId } from '../ids.ts';
 import { holds, type OutputGuard } from '../graph/analyze.ts';
 import type { TaskGraph, TaskNode } from '../graph/graph.ts';
 import type { HashCache } from '../hash/cache.ts';
-import { hashParts, hashValue } from '../hash/value.ts';
+import { canonicalJson, hashParts, hashValue } from '../hash/value.ts';
 import type { Json } from '../nodefile/types.ts';
 import { decide, fingerprintOf, type Decision, type TaskObservation, type UpstreamState } from '../plan/decide.ts';
 import { definitionOf } from '../plan/definition.ts';
 import { verbFor } from '../plan/plan.ts';
 import { reasonsLine } from '../plan/reasons.ts';
-import type { TaskRecord } from '../state/record.ts';
+import { VALUE_RECORDED_MAX, type TaskRecord } from '../state/record.ts';
 import type { RecordTable } from '../state/records.ts';
 import type { Appended } from '../state/store.ts';
 import { removePath } from '../util/mounts.ts';
@@ -133,11 +133,12 @@ export class Builder {
     error: string,
     startedAt: Date,
     durationMs: number,
-    shown: { readonly command?: string | undefined; readonly output?: string | undefined } = {},
+    shown: { readonly command?: string | undefined; readonly output?: string | undefined; readonly exitCode?: number | undefined } = {},
   ): TaskOutcome {
     const { graph, records, emit } = this.#options;
     this.#record(failedRecord(node, graph, records.get(node.id), startedAt, durationMs, error));
-    emit({ type: 'task-done', id: node.id, outcome, durationMs, error, ...shown });
+    const { exitCode, ...rest } = shown;
+    emit({ type: 'task-done', id: node.id, outcome, durationMs, error, ...rest, ...(exitCode === undefined ? {} : { exitCode }) });
     return outcome;
   }
 
@@ -172,7 +173,7 @@ export class Builder {
     const durationMs = Date.now() - startedAt.getTime();
     const previous = records.get(node.id);
     const failed = (outcome: 'failed' | 'canceled', error: string): TaskOutcome =>
-      this.#unsuccessful(node, outcome, error, startedAt, durationMs, { command: result.command, output: result.output });
+      this.#unsuccessful(node, outcome, error, startedAt, durationMs, { command: result.command, output: result.output, exitCode: result.ok ? undefined : result.exitCode });
     if (!result.ok) return failed(result.canceled ? 'canceled' : 'failed', result.error);
     const outputs = observeOutputs(node.outputs, this.#options.cache);
     const missing = [...outputs].filter(([, hash]) => hash === 'missing').map(([p]) => p);
@@ -201,6 +202,7 @@ export class Builder {
       fingerprint,
       definition,
       inputs: Object.fromEntries(observation.inputs),
+      ...recordedValues(node),
       upstream: decision.upstream,
       outputs: outputHashes,
       outputHash,
@@ -341,4 +343,16 @@ function failedRecord(
     durationMs,
     error,
   };
+}
+
+/** The value inputs a record keeps whole, so the next plan can say what changed in them key by key: not sensitive ones, nor large ones. */
+function recordedValues(node: TaskNode): { values?: Record<string, Json> } {
+  let values: Record<string, Json> | undefined;
+  for (const name in node.inputs) {
+    const input = node.inputs[name]!;
+    if (!Object.hasOwn(node.inputs, name) || input.kind !== 'value' || input.sensitive === true) continue;
+    if (canonicalJson(input.value).length > VALUE_RECORDED_MAX) continue;
+    (values ??= Object.create(null) as Record<string, Json>)[name] = input.value;
+  }
+  return values === undefined ? {} : { values };
 }

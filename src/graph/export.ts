@@ -3,15 +3,34 @@
 // apply should not pay for it).
 
 import { DirectedGraph } from 'graphology';
-import type { EdgeKind, TaskGraph } from './graph.ts';
+import type { TaskId } from '../ids.ts';
+import type { EdgeKind, TaskGraph, TaskNode } from './graph.ts';
 
-/** The graph as graphology sees it, for exports and for tools that want graph algorithms. */
-export function toGraphology(graph: TaskGraph): DirectedGraph<Record<string, never>, { kind: EdgeKind }> {
-  const g = new DirectedGraph<Record<string, never>, { kind: EdgeKind }>();
-  for (const node of graph.ordered) g.addNode(node.id);
+export interface EdgeAttributes {
+  readonly kind: EdgeKind;
+  /** For a trigger edge: the names of the downstream task's inputs that consume the upstream one. */
+  readonly inputs: readonly string[];
+}
+
+/** The input names under which `node` consumes `upstream`, in declaration order. */
+function inputsOf(node: TaskNode, upstream: TaskId): string[] {
+  const names: string[] = [];
+  for (const name in node.inputs) {
+    const input = node.inputs[name]!;
+    if (Object.hasOwn(node.inputs, name) && input.kind === 'task' && input.id === upstream) names.push(name);
+  }
+  return names;
+}
+
+/** The graph as graphology sees it, for exports and for tools that want graph algorithms; `only` keeps those tasks and the edges among them. */
+export function toGraphology(graph: TaskGraph, only?: ReadonlySet<TaskId>): DirectedGraph<Record<string, never>, EdgeAttributes> {
+  const g = new DirectedGraph<Record<string, never>, EdgeAttributes>();
+  const kept = (id: TaskId): boolean => only === undefined || only.has(id);
+  for (const node of graph.ordered) if (kept(node.id)) g.addNode(node.id);
   for (const node of graph.ordered) {
-    for (const up of node.needs) g.addEdge(up, node.id, { kind: 'input' });
-    for (const up of node.after) g.addEdge(up, node.id, { kind: 'after' });
+    if (!kept(node.id)) continue;
+    for (const up of node.needs) if (kept(up)) g.addEdge(up, node.id, { kind: 'input', inputs: inputsOf(node, up) });
+    for (const up of node.after) if (kept(up) && !g.hasEdge(up, node.id)) g.addEdge(up, node.id, { kind: 'after', inputs: [] });
   }
   return g;
 }

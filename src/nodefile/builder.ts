@@ -162,7 +162,7 @@ export class Builder {
       file: (p) => ({ kind: 'file', path: p }),
       tree: (p) => ({ kind: 'tree', path: p }),
       glob: (pattern) => ({ kind: 'glob', pattern }),
-      value: (value: Json) => ({ kind: 'value', value }),
+      value: (value: Json, options?: { readonly sensitive?: boolean }) => (options?.sensitive === true ? { kind: 'value', value, sensitive: true } : { kind: 'value', value }),
       env: (name) => ({ kind: 'env', name }),
       preserve: (...paths) => {
         if (this.#sealed) return this.#late('preserve');

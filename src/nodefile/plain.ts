@@ -60,7 +60,7 @@ export function plainlyValid(spec: Record<string, unknown>): boolean {
       } else if (kind === 'task') {
         if (!isPath(input['id']) || (input['path'] !== undefined && !isPath(input['path']))) return false;
       } else if (kind === 'value') {
-        if (!isJson(input['value'], 0)) return false;
+        if (!isJson(input['value'], 0) || (input['sensitive'] !== undefined && input['sensitive'] !== true)) return false;
       } else if (kind === 'env') {
         if (typeof input['name'] !== 'string' || !ENV_NAME.test(input['name'])) return false;
       } else if (kind === 'glob') {

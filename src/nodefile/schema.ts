@@ -27,7 +27,7 @@ export const inputSchema = z.discriminatedUnion('kind', [
   z.object({ kind: z.literal('file'), path: relPath }),
   z.object({ kind: z.literal('tree'), path: relPath }),
   z.object({ kind: z.literal('glob'), pattern: relPath }),
-  z.object({ kind: z.literal('value'), value: json }),
+  z.object({ kind: z.literal('value'), value: json, sensitive: z.literal(true).optional() }),
   z.object({ kind: z.literal('env'), name: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'not an environment variable name') }),
   z.object({ kind: z.literal('task'), id: z.string().min(1), path: relPath.optional() }),
 ]);

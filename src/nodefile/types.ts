@@ -12,6 +12,18 @@ export type Command = Argv | { readonly shell: string };
 
 export type Json = null | boolean | number | string | readonly Json[] | { readonly [key: string]: Json };
 
+/** The part of an AbortSignal a task needs, for a project whose types declare none (no DOM lib, no @types/node). */
+export interface AbortSignalLike {
+  readonly aborted: boolean;
+  readonly reason: unknown;
+  throwIfAborted(): void;
+  addEventListener(type: 'abort', listener: () => void, options?: { readonly once?: boolean }): void;
+  removeEventListener(type: 'abort', listener: () => void): void;
+}
+
+/** AbortSignal wherever the project's types declare it (DOM lib, @types/node), so it can be passed on (to fetch, say); else AbortSignalLike. */
+export type Signal = typeof globalThis extends { readonly AbortSignal: { readonly prototype: infer S } } ? S : AbortSignalLike;
+
 /** Where in the Nodefile something was declared. */
 export interface SourceSite {
   readonly file: string;
@@ -25,7 +37,8 @@ export type InputSpec =
   | { readonly kind: 'file'; readonly path: string }
   | { readonly kind: 'tree'; readonly path: string }
   | { readonly kind: 'glob'; readonly pattern: string }
-  | { readonly kind: 'value'; readonly value: Json }
+  /** `sensitive`: a plan shows that it changed, never what it was or is. */
+  | { readonly kind: 'value'; readonly value: Json; readonly sensitive?: true }
   | { readonly kind: 'env'; readonly name: string }
   /** The outputs of another task: a trigger edge. `path` narrows it to one output. */
   | { readonly kind: 'task'; readonly id: TaskId; readonly path?: string };
@@ -70,7 +83,7 @@ export interface TaskContext {
   /** The folder commands run in: the Nodefile's folder unless the task says otherwise. */
   readonly cwd: string;
   readonly env: Readonly<Record<string, string>>;
-  readonly signal: AbortSignal;
+  readonly signal: Signal;
   /** Why this task runs, in words (`input registryMirrors changed`). */
   readonly reason: string;
   /** True when the task has never been applied (or its last record was dropped). */
@@ -163,7 +176,8 @@ export interface NodefileApi {
   file(path: string): InputSpec;
   tree(path: string): InputSpec;
   glob(pattern: string): InputSpec;
-  value(value: Json): InputSpec;
+  /** A JSON value; `sensitive`: plan, explain and status say that it changed, never what it was or is. */
+  value(value: Json, options?: { readonly sensitive?: boolean }): InputSpec;
   env(name: string): InputSpec;
   /**
    * Paths a failed atomic apply gives back byte for byte, whoever wrote them: saved before it

@@ -8,6 +8,8 @@ import type { TaskObservation } from '../hash/observation.ts';
 import { hashParts } from '../hash/value.ts';
 import { outputsDigest, STOPPED, type TaskRecord } from '../state/record.ts';
 import type { Records } from '../state/records.ts';
+import { reasonText, type ReasonDetail } from './reasons.ts';
+import { valueChanges } from './value-diff.ts';
 
 export type { TaskObservation };
 
@@ -20,7 +22,9 @@ export type UpstreamState =
 
 export interface Decision {
   readonly action: Action;
+  /** Why, in words; `details` says the same as data, one for one. */
   readonly reasons: readonly string[];
+  readonly details: readonly ReasonDetail[];
   readonly upstream: Readonly<Record<string, ContentHash>>;
   /** Undefined for a first or forced run, where every input counts as changed: the observation's input names. */
   readonly changedInputs: readonly string[] | undefined;
@@ -48,8 +52,18 @@ export function fingerprintOf(
 const own = (map: Readonly<Record<string, ContentHash>>, key: string): ContentHash | undefined =>
   Object.hasOwn(map, key) ? map[key] : undefined;
 
-const change = (before: ContentHash | undefined, after: ContentHash | undefined): string =>
-  `${shortHash(before)}→${shortHash(after)}`;
+/** Why `name` changed: key by key for a value recorded with its JSON, `(sensitive)` for an env input or a sensitive value, else its hashes. */
+function inputChanged(node: TaskNode, record: TaskRecord, name: string, before: ContentHash, after: ContentHash): ReasonDetail {
+  const input = Object.hasOwn(node.inputs, name) ? node.inputs[name] : undefined;
+  if (input?.kind === 'env' || (input?.kind === 'value' && input.sensitive === true)) return { kind: 'input-changed', input: name, sensitive: true };
+  const recorded = record.values !== undefined && Object.hasOwn(record.values, name) ? record.values[name] : undefined;
+  const hashes = { from: shortHash(before), to: shortHash(after) };
+  if (input?.kind !== 'value' || recorded === undefined) return { kind: 'input-changed', input: name, ...hashes };
+  return { kind: 'input-changed', input: name, ...hashes, changes: valueChanges(recorded, input.value) };
+}
+
+/** Reasons in words and as data, kept one for one. */
+const both = (details: readonly ReasonDetail[]): { reasons: readonly string[]; details: readonly ReasonDetail[] } => ({ reasons: details.map(reasonText), details });
 
 export function decide(
   node: TaskNode,
@@ -75,7 +89,7 @@ export function decide(
   }
   const result = (
     action: Action,
-    reasons: readonly string[],
+    why: { readonly reasons: readonly string[]; readonly details: readonly ReasonDetail[] },
     // By default every input and upstream counts as changed (a first or forced run): undefined
     // says "every input" without a list a task.
     changedInputs: readonly string[] | undefined = undefined,
@@ -83,7 +97,8 @@ export function decide(
     onlyBecauseOf?: TaskId[],
   ): Decision => ({
     action,
-    reasons,
+    reasons: why.reasons,
+    details: why.details,
     upstream,
     changedInputs,
     changedUpstream,
@@ -98,7 +113,7 @@ export function decide(
   if (status === undefined) return node.needs.length === 0 ? CREATE_ALONE : result('create', NEVER_RAN);
   if (status === 'failed') {
     const error = records.get(node.id)?.error;
-    const decision = result('update', [lastRunFailed(error)]);
+    const decision = result('update', both([lastRunFailed(error)]));
     return error === STOPPED ? { ...decision, stopped: true } : decision;
   }
 
@@ -106,27 +121,27 @@ export function decide(
   // definition, the inputs and the upstream outputs; the outputs digest covers the outputs.
   if (pending.length === 0 && records.holds(node.id, 'fingerprint', fingerprintOf(definitionOf(), observation.inputs, upstream))) {
     if (!hasMissing(observation.outputs) && records.holds(node.id, 'outputs', outputsDigest(observation.outputs))) {
-      if (observation.check === undefined || observation.check.ok) return node.needs.length === 0 ? UNCHANGED_ALONE : result('unchanged', NONE, NONE, NONE);
+      if (observation.check === undefined || observation.check.ok) return node.needs.length === 0 ? UNCHANGED_ALONE : result('unchanged', NO_WHY, NONE, NONE);
     }
   }
   const record = records.get(node.id);
   if (record === undefined) return node.needs.length === 0 ? CREATE_ALONE : result('create', NEVER_RAN);
 
   // What changed among the task's own definition and inputs is known now.
-  const reasons: string[] = [];
+  const reasons: ReasonDetail[] = [];
   const changedInputs: string[] = [];
   const definition = definitionOf();
-  if (record.definition !== definition) reasons.push(`definition changed ${change(record.definition, definition)}`);
+  if (record.definition !== definition) reasons.push({ kind: 'definition-changed', from: shortHash(record.definition), to: shortHash(definition) });
   for (const [name, hash] of observation.inputs) {
     const before = own(record.inputs, name);
     if (before === hash) continue;
     changedInputs.push(name);
-    reasons.push(before === undefined ? `input ${name} added` : `input ${name} changed ${change(before, hash)}`);
+    reasons.push(before === undefined ? { kind: 'input-added', input: name } : inputChanged(node, record, name, before, hash));
   }
   for (const name of Object.keys(record.inputs)) {
     if (observation.inputs.has(name)) continue;
     changedInputs.push(name);
-    reasons.push(`input ${name} removed`);
+    reasons.push({ kind: 'input-removed', input: name });
   }
   const changedUpstream: TaskId[] = [];
   for (const id of node.needs) {
@@ -135,35 +150,35 @@ export function decide(
     const before = own(record.upstream, id);
     if (before === hash) continue;
     changedUpstream.push(id);
-    reasons.push(before === undefined ? `now consumes ${id}` : `upstream ${id} changed ${change(before, hash)}`);
+    reasons.push(before === undefined ? { kind: 'upstream-added', task: id } : { kind: 'upstream-changed', task: id, from: shortHash(before), to: shortHash(hash) });
   }
   let ownReasons = reasons.length - changedUpstream.length;
   for (const id in record.upstream) {
     // Each need is either settled (in `upstream`) or pending: a hash lookup, not a scan of the needs.
     if (!Object.hasOwn(upstream, id) && !pending.includes(id as TaskId)) {
-      reasons.push(`no longer consumes ${id}`);
+      reasons.push({ kind: 'upstream-removed', task: id });
       ownReasons++;
     }
   }
   if (reasons.length > 0) {
-    return result('update', reasons, changedInputs, changedUpstream, ownReasons === 0 ? [...changedUpstream, ...pending] : undefined);
+    return result('update', both(reasons), changedInputs, changedUpstream, ownReasons === 0 ? [...changedUpstream, ...pending] : undefined);
   }
   if (pending.length > 0) {
-    return result('maybe', pending.map((id) => `known after ${id}`), changedInputs, changedUpstream, pending);
+    return result('maybe', both(pending.map((id) => ({ kind: 'known-after', task: id }))), changedInputs, changedUpstream, pending);
   }
   // Definition, inputs and upstream outputs all match: the fingerprint is only
   // derived from them, so a change in how it is derived re-runs nothing.
 
-  let drift: string[] | undefined;
+  let drift: ReasonDetail[] | undefined;
   for (const [output, hash] of observation.outputs) {
-    if (hash === 'missing') (drift ??= []).push(`output ${output} missing`);
-    else if (own(record.outputs, output) !== hash) (drift ??= []).push(`output ${output} modified outside nodegraph`);
+    if (hash === 'missing') (drift ??= []).push({ kind: 'output-missing', path: output });
+    else if (own(record.outputs, output) !== hash) (drift ??= []).push({ kind: 'output-modified', path: output });
   }
   if (observation.check !== undefined && !observation.check.ok) {
-    (drift ??= []).push(`check failed${observation.check.detail === '' ? '' : `: ${observation.check.detail}`}`);
+    (drift ??= []).push({ kind: 'check-failed', detail: observation.check.detail });
   }
   // Most tasks of most runs end here: nothing to allocate for them but the decision.
-  return drift === undefined ? result('unchanged', NONE, NONE, NONE) : result('drift', drift, NONE, NONE);
+  return drift === undefined ? result('unchanged', NO_WHY, NONE, NONE) : result('drift', both(drift), NONE, NONE);
 }
 
 /**
@@ -173,12 +188,12 @@ export function decide(
  * error's first line only, and at most 80 characters of it: the record keeps
  * it whole.
  */
-export function lastRunFailed(error: string | undefined): string {
-  if (error === 'canceled') return 'last run was canceled';
-  if (error === STOPPED) return 'stopped by nodegraph stop';
+export function lastRunFailed(error: string | undefined): ReasonDetail {
+  if (error === 'canceled') return { kind: 'last-run-canceled' };
+  if (error === STOPPED) return { kind: 'stopped' };
   const line = error?.split('\n', 1)[0]!.trim() ?? '';
-  if (line === '') return 'last run failed';
-  return `last run failed: ${line.length > 80 ? `${line.slice(0, 79)}…` : line}`;
+  if (line === '') return { kind: 'last-run-failed' };
+  return { kind: 'last-run-failed', error: line.length > 80 ? `${line.slice(0, 79)}…` : line };
 }
 
 function hasMissing(outputs: ReadonlyMap<string, ContentHash | 'missing'>): boolean {
@@ -187,12 +202,13 @@ function hasMissing(outputs: ReadonlyMap<string, ContentHash | 'missing'>): bool
 }
 
 const NONE: readonly never[] = Object.freeze([]);
-const NEVER_RAN: readonly string[] = Object.freeze(['never ran']);
+const NO_WHY = Object.freeze({ reasons: NONE, details: NONE });
+const NEVER_RAN = Object.freeze(both([{ kind: 'never-ran' }]));
 const NO_UPSTREAM: Readonly<Record<string, ContentHash>> = Object.freeze(Object.create(null));
-const FORCED: readonly string[] = Object.freeze(['forced by --replace']);
-const firstAlone = (action: 'create' | 'replace', reasons: readonly string[]): Decision =>
-  Object.freeze({ action, reasons, upstream: NO_UPSTREAM, changedInputs: undefined, changedUpstream: NONE, onlyBecauseOf: undefined, complete: true });
+const FORCED = Object.freeze(both([{ kind: 'forced' }]));
+const firstAlone = (action: 'create' | 'replace', why: typeof NEVER_RAN): Decision =>
+  Object.freeze({ action, ...why, upstream: NO_UPSTREAM, changedInputs: undefined, changedUpstream: NONE, onlyBecauseOf: undefined, complete: true });
 const CREATE_ALONE = firstAlone('create', NEVER_RAN);
 /** The decision for an unchanged task that consumes no other's output: one for all. */
-const UNCHANGED_ALONE: Decision = Object.freeze({ action: 'unchanged', reasons: NONE, upstream: NO_UPSTREAM, changedInputs: NONE, changedUpstream: NONE, onlyBecauseOf: undefined, complete: true });
+const UNCHANGED_ALONE: Decision = Object.freeze({ action: 'unchanged', ...NO_WHY, upstream: NO_UPSTREAM, changedInputs: NONE, changedUpstream: NONE, onlyBecauseOf: undefined, complete: true });
 const REPLACE_ALONE = firstAlone('replace', FORCED);

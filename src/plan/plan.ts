@@ -8,6 +8,7 @@ import type { TaskRecord } from '../state/record.ts';
 import type { Records } from '../state/records.ts';
 import { decide, type Action, type Decision, type TaskObservation, type UpstreamState } from './decide.ts';
 import { definitionOf } from './definition.ts';
+import { reasonText, type ReasonDetail } from './reasons.ts';
 
 export type PlanAction = Action | 'destroy';
 
@@ -17,6 +18,8 @@ export interface PlanEntry {
   /** The word shown to users: `create`, `restart`, `may restart`, … */
   readonly verb: string;
   readonly reasons: readonly string[];
+  /** The reasons as data, one for one (plan/reasons.ts ReasonDetail). */
+  readonly reasonDetails: readonly ReasonDetail[];
 }
 
 export interface PlanCounts {
@@ -48,7 +51,7 @@ export interface PlanDocument {
 }
 
 const ACTIONS: readonly PlanAction[] = ['create', 'update', 'replace', 'drift', 'maybe', 'destroy', 'unchanged'];
-const NO_REASONS: readonly string[] = Object.freeze([]);
+const NO_REASONS: readonly never[] = Object.freeze([]);
 
 /**
  * A plan in columns: each entry's action as a byte, its reasons as a shared
@@ -63,6 +66,7 @@ class PlanTable implements Plan {
   readonly #verbs: ReadonlyMap<number, string>;
   /** Undefined when no entry has a reason (a plan of a graph found unchanged). */
   readonly #reasons: readonly (readonly string[])[] | undefined;
+  readonly #details: readonly (readonly ReasonDetail[])[] | undefined;
 
   constructor(columns: Columns, idAt: (index: number) => TaskId, counts: PlanCounts) {
     this.size = columns.size;
@@ -70,12 +74,19 @@ class PlanTable implements Plan {
     this.#actions = columns.actions;
     this.#verbs = columns.verbs;
     this.#reasons = columns.reasons;
+    this.#details = columns.details;
     this.counts = counts;
   }
 
   entryAt(index: number): PlanEntry {
     const action = ACTIONS[this.#actions[index]!]!;
-    return { id: this.#idAt(index), action, verb: this.#verbs.get(index) ?? verbFor(undefined, action), reasons: this.#reasons?.[index] ?? NO_REASONS };
+    return {
+      id: this.#idAt(index),
+      action,
+      verb: this.#verbs.get(index) ?? verbFor(undefined, action),
+      reasons: this.#reasons?.[index] ?? NO_REASONS,
+      reasonDetails: this.#details?.[index] ?? NO_REASONS,
+    };
   }
 
   *[Symbol.iterator](): Iterator<PlanEntry> {
@@ -106,6 +117,7 @@ interface Columns {
   readonly actions: Uint8Array;
   readonly verbs: ReadonlyMap<number, string>;
   readonly reasons: readonly (readonly string[])[] | undefined;
+  readonly details: readonly (readonly ReasonDetail[])[] | undefined;
 }
 
 /** Collects a plan's entries in order, as the columns of a PlanTable. */
@@ -114,12 +126,13 @@ class PlanColumns implements Columns {
   actions: Uint8Array;
   readonly verbs = new Map<number, string>();
   reasons: (readonly string[])[] | undefined;
+  details: (readonly ReasonDetail[])[] | undefined;
 
   constructor(expected: number) {
     this.actions = new Uint8Array(expected);
   }
 
-  add(action: PlanAction, verb: string, reasons: readonly string[]): void {
+  add(action: PlanAction, verb: string, reasons: readonly string[], details: readonly ReasonDetail[]): void {
     const at = this.size++;
     if (at === this.actions.length) {
       const grown = new Uint8Array(Math.max(16, at * 2));
@@ -128,8 +141,12 @@ class PlanColumns implements Columns {
     }
     this.actions[at] = ACTIONS.indexOf(action);
     if (verb !== verbFor(undefined, action)) this.verbs.set(at, verb);
-    if (reasons.length > 0 && this.reasons === undefined) this.reasons = new Array<readonly string[]>(at).fill(NO_REASONS);
+    if (reasons.length > 0 && this.reasons === undefined) {
+      this.reasons = new Array<readonly string[]>(at).fill(NO_REASONS);
+      this.details = new Array<readonly ReasonDetail[]>(at).fill(NO_REASONS);
+    }
     this.reasons?.push(reasons);
+    this.details?.push(details);
   }
 }
 
@@ -210,7 +227,7 @@ export function makePlan(
     decisions.set(node.id, decision);
     if (decision.action === 'unchanged') unchanged[node.order] = 1;
     counts[decision.action]++;
-    columns.add(decision.action, verbFor(node, decision.action, decision.onlyBecauseOf, decision.stopped), decision.reasons);
+    columns.add(decision.action, verbFor(node, decision.action, decision.onlyBecauseOf, decision.stopped), decision.reasons, decision.details);
   }
 
   // Every record belongs to a declared task when as many were met above as there are: no orphans to look for.
@@ -218,7 +235,7 @@ export function makePlan(
     for (const id of orphansOf(graph, records)) {
       counts.destroy++;
       orphans.push(id);
-      columns.add('destroy', 'destroy', ORPHAN);
+      columns.add('destroy', 'destroy', ORPHAN, ORPHAN_DETAILS);
     }
   }
   return new DecidedPlanTable(columns, (i) => (i < nodes.length ? nodes[i]!.id : orphans[i - nodes.length]!), counts, decisions);
@@ -266,12 +283,12 @@ export function teardownOrder(ids: readonly TaskId[], records: RecordReader): Ta
   return order;
 }
 
-/** A plan of these entries, counted (a plan read back as data, or made in a test). */
-export function listedPlan(entries: readonly PlanEntry[]): Plan {
+/** A plan of these entries, counted (a plan read back as data, or made in a test); details left out are none. */
+export function listedPlan(entries: readonly (Omit<PlanEntry, 'reasonDetails'> & { readonly reasonDetails?: readonly ReasonDetail[] })[]): Plan {
   const columns = new PlanColumns(entries.length);
   const counts = { create: 0, update: 0, replace: 0, drift: 0, maybe: 0, destroy: 0, unchanged: 0 };
   for (const e of entries) {
-    columns.add(e.action, e.verb, e.reasons);
+    columns.add(e.action, e.verb, e.reasons, e.reasonDetails ?? NO_REASONS);
     counts[e.action]++;
   }
   return new PlanTable(columns, (i) => entries[i]!.id, counts);
@@ -283,5 +300,6 @@ export interface RecordReader {
   keys(): Iterable<TaskId>;
 }
 
-const ORPHAN: readonly string[] = Object.freeze(['orphan: no longer in the Nodefile']);
+const ORPHAN_DETAILS: readonly ReasonDetail[] = Object.freeze([{ kind: 'orphan' }]);
+const ORPHAN: readonly string[] = Object.freeze(ORPHAN_DETAILS.map(reasonText));
 

@@ -39,3 +39,94 @@ function shortList(items: readonly string[], separator: string, beforeCount: str
   if (items.length <= REASONS_SHOWN + 1) return items.join(separator);
   return `${items.slice(0, REASONS_SHOWN).join(separator)}${beforeCount}and ${items.length - REASONS_SHOWN} more`;
 }
+
+/** One change inside a value input, at a key path (`logLevel`, `mirrors["docker.io"][0]`); `from`/`to` as JSON, absent when added/removed. */
+export interface ValueChange {
+  readonly path: string;
+  readonly from?: string;
+  readonly to?: string;
+}
+
+/**
+ * Why a task acts, as data: what `plan --json`, `explain --json`, `status
+ * --json` and the plan event carry beside the prose (`reasonText` of each).
+ * Hashes are shortened as the prose shows them; `explain --json` has them whole.
+ */
+export type ReasonDetail =
+  | { readonly kind: 'never-ran' }
+  | { readonly kind: 'forced' }
+  | { readonly kind: 'last-run-failed'; readonly error?: string }
+  | { readonly kind: 'last-run-canceled' }
+  | { readonly kind: 'stopped' }
+  | { readonly kind: 'definition-changed'; readonly from: string; readonly to: string }
+  | { readonly kind: 'input-added'; readonly input: string }
+  /** `sensitive`: an env input or a value marked sensitive, whose change is not shown; `changes`: a value input's, key by key. */
+  | { readonly kind: 'input-changed'; readonly input: string; readonly sensitive?: true; readonly from?: string; readonly to?: string; readonly changes?: readonly ValueChange[] }
+  | { readonly kind: 'input-removed'; readonly input: string }
+  | { readonly kind: 'upstream-added'; readonly task: string }
+  | { readonly kind: 'upstream-changed'; readonly task: string; readonly from: string; readonly to: string }
+  | { readonly kind: 'upstream-removed'; readonly task: string }
+  | { readonly kind: 'known-after'; readonly task: string }
+  | { readonly kind: 'output-missing'; readonly path: string }
+  | { readonly kind: 'output-modified'; readonly path: string }
+  | { readonly kind: 'check-failed'; readonly detail: string }
+  | { readonly kind: 'orphan' };
+
+export type ReasonKind = ReasonDetail['kind'];
+
+/** How many of a value's changed keys the prose names before it counts the rest. */
+const CHANGES_SHOWN = 3;
+/** A value longer than this is cut in the prose (the JSON detail has it whole). */
+const VALUE_SHOWN = 40;
+
+const cut = (json: string): string => (json.length <= VALUE_SHOWN ? json : `${json.slice(0, VALUE_SHOWN - 1)}…`);
+
+function changeText(c: ValueChange): string {
+  const at = c.path === '' ? '' : `${c.path}: `;
+  return `${at}${c.from === undefined ? '(none)' : cut(c.from)} → ${c.to === undefined ? '(none)' : cut(c.to)}`;
+}
+
+/** The prose of a reason, as plan, status and explain show it. */
+export function reasonText(r: ReasonDetail): string {
+  switch (r.kind) {
+    case 'never-ran':
+      return 'never ran';
+    case 'forced':
+      return 'forced by --replace';
+    case 'last-run-failed':
+      return r.error === undefined ? 'last run failed' : `last run failed: ${r.error}`;
+    case 'last-run-canceled':
+      return 'last run was canceled';
+    case 'stopped':
+      return 'stopped by nodegraph stop';
+    case 'definition-changed':
+      return `definition changed ${r.from}→${r.to}`;
+    case 'input-added':
+      return `input ${r.input} added`;
+    case 'input-changed': {
+      if (r.sensitive === true) return `input ${r.input} changed (sensitive)`;
+      if (r.changes === undefined) return `input ${r.input} changed ${r.from}→${r.to}`;
+      const shown = r.changes.length <= CHANGES_SHOWN + 1 ? r.changes : r.changes.slice(0, CHANGES_SHOWN);
+      const more = r.changes.length - shown.length;
+      return `input ${r.input} changed: ${shown.map(changeText).join(', ')}${more > 0 ? ` and ${more} more` : ''}`;
+    }
+    case 'input-removed':
+      return `input ${r.input} removed`;
+    case 'upstream-added':
+      return `now consumes ${r.task}`;
+    case 'upstream-changed':
+      return `upstream ${r.task} changed ${r.from}→${r.to}`;
+    case 'upstream-removed':
+      return `no longer consumes ${r.task}`;
+    case 'known-after':
+      return `${KNOWN_AFTER}${r.task}`;
+    case 'output-missing':
+      return `output ${r.path} missing`;
+    case 'output-modified':
+      return `output ${r.path} modified outside nodegraph`;
+    case 'check-failed':
+      return r.detail === '' ? 'check failed' : `check failed: ${r.detail}`;
+    case 'orphan':
+      return 'orphan: no longer in the Nodefile';
+  }
+}

@@ -34,7 +34,11 @@ function excerpt(site: SourceSite | undefined, cwd: string, c: Palette): string 
 export function message(failure: Failure, cwd: string): string {
   switch (failure.reason) {
     case 'usage':
-      return failure.message;
+      return failure.command === undefined ? failure.message : `${failure.message} (see nodegraph ${failure.command} --help)`;
+    case 'unknown-command':
+      return `unknown command ${failure.command}${failure.suggestion === undefined ? '' : `; did you mean ${failure.suggestion}?`} (commands: ${failure.commands.join(', ')}; see nodegraph --help)`;
+    case 'unknown-option':
+      return `unknown option ${failure.option} for ${failure.command}${failure.suggestion === undefined ? '' : `; did you mean ${failure.suggestion}?`} (see nodegraph ${failure.command} --help)`;
     case 'nodefile-not-found':
       return failure.folder === true
         ? `${failure.path} is a folder: name the Nodefile in it (-f ${path.join(failure.path, 'Nodefile.ts')})`
@@ -67,7 +71,7 @@ export function message(failure: Failure, cwd: string): string {
     case 'missing-input':
       return `task ${failure.task}: input ${failure.input}: ${path.relative(cwd, failure.path) || failure.path} does not exist and no task declares it as an output`;
     case 'unknown-target':
-      return `no task matches ${failure.target}`;
+      return `no task matches ${failure.target}${failure.suggestion === undefined ? '' : `; did you mean ${failure.suggestion}?`}`;
     case 'state-dir-unwritable':
       return `the state directory ${failure.path} cannot be written: ${failure.message}`;
     case 'state-unreadable':

@@ -1,5 +1,6 @@
-// Events as JSON lines, one object per line, for programs. Versioned by
-// the `v` field; see README "JSON events".
+// Events as JSON lines, one object per line, for programs: each with the
+// version `v`, its `type` and the ISO time it was written. Their schema is
+// schemas/events.schema.json; see README "JSON".
 
 import type { EngineEvent } from '../events.ts';
 import type { Reporter } from './reporter.ts';
@@ -8,7 +9,10 @@ export const JSON_EVENTS_VERSION = 1;
 
 export function jsonReporter(write: (line: string) => void): Reporter {
   return {
-    sink: (event: EngineEvent) => write(`${JSON.stringify({ v: JSON_EVENTS_VERSION, ...event })}\n`),
+    sink: (event: EngineEvent) => {
+      const { type, ...rest } = event;
+      write(`${JSON.stringify({ v: JSON_EVENTS_VERSION, type, time: new Date().toISOString(), ...rest })}\n`);
+    },
     close: () => {},
   };
 }

@@ -5,6 +5,7 @@
 
 import { contentHash, HASH_PREFIX, type ContentHash, type TaskId } from '../ids.ts';
 import { hashParts } from '../hash/value.ts';
+import type { Json } from '../nodefile/types.ts';
 
 /**
  * The error a record carries when `nodegraph stop` stopped its task (status
@@ -12,6 +13,9 @@ import { hashParts } from '../hash/value.ts';
  * plan and status say why (plan/decide.ts, cli/status.ts).
  */
 export const STOPPED = 'stopped';
+
+/** The longest canonical JSON of a value input that a record keeps (to show its change key by key). */
+export const VALUE_RECORDED_MAX = 4096;
 
 /** The record format version, stored in every record as `v`. */
 export const RECORD_VERSION = 1;
@@ -26,6 +30,12 @@ export interface TaskRecord {
   definition: ContentHash;
   /** Input name → hash. */
   inputs: Record<string, ContentHash>;
+  /**
+   * Value input name → its JSON as applied, so a plan can say what changed key
+   * by key. Only values that are not sensitive and at most VALUE_RECORDED_MAX
+   * characters of canonical JSON; absent when there are none.
+   */
+  values?: Record<string, Json>;
   /** Upstream task id → the output hash of it that this run consumed. */
   upstream: Record<string, ContentHash>;
   /** Output path → hash after the run. */
@@ -117,7 +127,8 @@ export function checkRecord(value: unknown, fullHashes = true): RecordCheck {
   const d = value.durationMs;
   if (typeof d !== 'number' || !Number.isFinite(d) || d < 0) return fail('durationMs', 'expected a non-negative number');
   if ('error' in value && value.error !== undefined && typeof value.error !== 'string') return fail('error', 'expected a string');
-  if (keys(value) !== 13 + ('error' in value ? 1 : 0)) return fail('(record)', 'unexpected keys');
+  if ('values' in value && !isObj(value.values)) return fail('values', 'expected an object');
+  if (keys(value) !== 13 + ('error' in value ? 1 : 0) + ('values' in value ? 1 : 0)) return fail('(record)', 'unexpected keys');
   return { ok: true, record: value as unknown as TaskRecord };
 }
 
@@ -175,6 +186,7 @@ export function canonical(record: StoredRecord): StoredRecord {
     fingerprint: r.fingerprint,
     definition: r.definition,
     inputs: { ...r.inputs },
+    ...(r.values === undefined ? {} : { values: structuredClone(r.values) }),
     upstream: { ...r.upstream },
     outputs: { ...r.outputs },
     outputHash: r.outputHash,
@@ -240,6 +252,7 @@ export function encodePayload(record: StoredRecord): string {
   const detail = {
     definition: r.definition,
     inputs: r.inputs,
+    ...(r.values === undefined ? {} : { values: r.values }),
     upstream: r.upstream,
     outputs: r.outputs,
     edges: r.edges,

@@ -100,7 +100,7 @@ describe('destroy', () => {
     expect(stop.stdout).not.toContain('conf');
     expect(existsSync(rig.path('out/up'))).toBe(false);
     expect(existsSync(rig.path('out/conf'))).toBe(true);
-    expect((await rig.run(['status'])).stdout).toMatch(/^conf\s+applied\s*\nsvc\s+stopped\s+stopped by nodegraph stop\nchecked\s+stopped\s+stopped by nodegraph stop\nGeneration 1 is current\.\n$/);
+    expect((await rig.run(['status'])).stdout).toMatch(/^conf\s+applied\s*\nsvc\s+stopped\s+stopped by nodegraph stop\nchecked\s+stopped\s+stopped by nodegraph stop\nStatus: 3 tasks: 1 applied, 2 stopped\.\nGeneration 1 is current\.\n$/);
     const plan = await rig.run(['plan']);
     // Started again, not restarted: the verb of its first run.
     expect(plan.stdout).toMatch(/~ svc\s+start\s+stopped by nodegraph stop\n/);
@@ -160,7 +160,7 @@ describe('saved plans', () => {
     expect(JSON.parse(result.stdout)).toEqual({
       format: 'nodegraph-plan-json',
       version: 1,
-      entries: [{ id: 'a', action: 'create', verb: 'create', reasons: ['never ran'] }],
+      entries: [{ id: 'a', action: 'create', verb: 'create', reasons: ['never ran'], reasonDetails: [{ kind: 'never-ran' }] }],
       counts: { create: 1, update: 0, replace: 0, drift: 0, maybe: 0, destroy: 0, unchanged: 0 },
       generation: { current: null, atomic: null, interrupted: null },
     });
@@ -198,10 +198,10 @@ describe('inspection', () => {
       ng.task('b', { inputs: { a }, outputs: ['out/b'], run: ['cp', 'out/a', 'out/b'] });
       ng.task('c', { after: ['b'], run: ['true'] });
     `);
-    expect((await rig.run(['status'])).stdout).toBe('a  absent   never ran\nb  absent   never ran\nc  absent   never ran\nNo generation recorded yet.\n');
+    expect((await rig.run(['status'])).stdout).toBe('a  absent   never ran\nb  absent   never ran\nc  absent   never ran\nStatus: 3 tasks: 3 absent.\nNo generation recorded yet.\n');
     await rig.run(['apply']);
     writeFileSync(rig.path('out/b'), 'changed\n');
-    expect((await rig.run(['status'])).stdout).toBe(`a  applied\nb  drifted  output ${rig.path('out/b')} modified outside nodegraph\nc  applied\nGeneration 1 is current.\n`);
+    expect((await rig.run(['status'])).stdout).toBe(`a  applied\nb  drifted  output ${rig.path('out/b')} modified outside nodegraph\nc  applied\nStatus: 3 tasks: 2 applied, 1 drifted.\nGeneration 1 is current.\n`);
     const explain = await rig.run(['explain', 'b']);
     expect(explain.stdout).toMatch(/^b: update\n  because output \S+out\/b modified outside nodegraph\n  last applied \S+ \(ok, \d+ms\)\n  inputs \(recorded → current\):\n  upstream outputs \(recorded → current\):\n    a\s+[0-9a-f]{8} → [0-9a-f]{8}  same\n  outputs \(recorded → current\):\n    out\/b\s+[0-9a-f]{8} → [0-9a-f]{8}  differs\n$/);
     const json = JSON.parse((await rig.run(['explain', 'b', '--json'])).stdout) as Record<string, unknown>;
@@ -213,6 +213,7 @@ describe('inspection', () => {
       action: 'drift',
       verb: 'update',
       reasons: [`output ${rig.path('out/b')} modified outside nodegraph`],
+      reasonDetails: [{ kind: 'output-modified', path: rig.path('out/b') }],
       lastApplied: { startedAt: expect.any(String), status: 'ok', durationMs: expect.any(Number) },
       inputs: [],
       upstream: [{ id: 'a', recorded: hash, current: hash }],
@@ -222,10 +223,10 @@ describe('inspection', () => {
     });
     const outputs = json['outputs'] as { recorded: string; current: string }[];
     expect(outputs[0]!.recorded).not.toBe(outputs[0]!.current);
-    expect((await rig.run(['graph'])).stdout).toBe(
-      'digraph nodegraph {\n  rankdir=LR;\n  node [shape=box];\n  "a";\n  "b";\n  "a" -> "b";\n  "c";\n  "b" -> "c" [style=dashed];\n}\n',
+    expect((await rig.run(['graph'])).stdout).toContain('  "a";\n  "b";\n  "c";\n  "a" -> "b" [label="a"];\n  "b" -> "c" [style=dashed];\n');
+    expect((await rig.run(['graph', '--format', 'mermaid'])).stdout).toBe(
+      'flowchart LR\n  %% legend: --> consumes (trigger edge, named after the input); -.-> runs after (order only)\n  t0["a"]\n  t1["b"]\n  t2["c"]\n  t0 -->|"a"| t1\n  t1 -.-> t2\n',
     );
-    expect((await rig.run(['graph', '--format', 'mermaid'])).stdout).toBe('flowchart LR\n  t0["a"]\n  t1["b"]\n  t0 --> t1\n  t2["c"]\n  t1 -.-> t2\n');
   });
 
   test('FORCE_COLOR colours, NO_COLOR does not', async () => {
@@ -252,8 +253,9 @@ describe('inspection', () => {
     expect(lines(result.stdout)[0]).toEqual({
       v: 1,
       type: 'plan',
+      time: expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/),
       plan: {
-        entries: [{ id: 'a', action: 'create', verb: 'create', reasons: ['never ran'] }],
+        entries: [{ id: 'a', action: 'create', verb: 'create', reasons: ['never ran'], reasonDetails: [{ kind: 'never-ran' }] }],
         counts: { create: 1, update: 0, replace: 0, drift: 0, maybe: 0, destroy: 0, unchanged: 0 },
       },
     });

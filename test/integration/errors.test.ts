@@ -4,6 +4,7 @@
 import { readFileSync, readdirSync, statSync, symlinkSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, test } from 'vitest';
+import { COMMANDS } from '../../src/cli/help.ts';
 import { apiTypes, Rig } from '../support/rig.ts';
 
 let rig: Rig;
@@ -238,13 +239,43 @@ describe('bad input', () => {
     });
   }
 
-  test('an unknown command or flag is a usage error', async () => {
+  test('an unknown command or option names the nearest one', async () => {
     const command = await rig.run(['aply']);
     expect(command.code).toBe(1);
-    expect(command.stderr).toBe('error[usage]: unknown command aply; commands: plan, apply, destroy, stop, status, explain, graph, unlock, watch, generations, rollback (see nodegraph --help)\n');
+    expect(command.stderr).toBe(
+      `error[unknown-command]: unknown command aply; did you mean apply? (commands: ${COMMANDS.join(', ')}; see nodegraph --help)\n`,
+    );
+    const far = await rig.run(['frobnicate']);
+    expect(far.stderr).toBe(`error[unknown-command]: unknown command frobnicate (commands: ${COMMANDS.join(', ')}; see nodegraph --help)\n`);
     const flag = await rig.run(['apply', '--jobz', '3']);
     expect(flag.code).toBe(1);
-    expect(flag.stderr).toBe('error[usage]: unknown option --jobz for apply (see nodegraph apply --help)\n');
+    expect(flag.stderr).toBe('error[unknown-option]: unknown option --jobz for apply; did you mean --jobs? (see nodegraph apply --help)\n');
+    const short = await rig.run(['plan', '-x']);
+    expect(short.stderr).toBe('error[unknown-option]: unknown option -x for plan (see nodegraph plan --help)\n');
+  });
+
+  test("a parse error is in nodegraph's words, and JSON under --json", async () => {
+    const missing = await rig.run(['apply', '-j']);
+    expect(missing.code).toBe(1);
+    expect(missing.stderr).toBe('error[usage]: --jobs needs a value (see nodegraph apply --help)\n');
+    const extra = await rig.run(['plan', '--json=yes']);
+    expect(extra.stderr).toBe('error[usage]: --json takes no value (see nodegraph plan --help)\n');
+    const json = await rig.run(['aply', '--json']);
+    expect(json.code).toBe(1);
+    expect(JSON.parse(json.stdout)).toEqual({
+      v: 1,
+      type: 'error',
+      time: expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/),
+      failure: { reason: 'unknown-command', command: 'aply', commands: [...COMMANDS], suggestion: 'apply' },
+    });
+    const value = await rig.run(['status', '--json', '--jobs']);
+    expect(JSON.parse(value.stdout)).toEqual({ v: 1, type: 'error', time: expect.any(String), failure: { reason: 'usage', command: 'status', message: '--jobs needs a value' } });
+  });
+
+  test('unlock takes no task', async () => {
+    const result = await rig.run(['unlock', 'foo']);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toBe('error[usage]: unlock takes no arguments (it removes the state lock), not foo (see nodegraph unlock --help)\n');
   });
 
   test('an unknown target', async () => {
@@ -252,6 +283,8 @@ describe('bad input', () => {
     const result = await rig.run(['apply', 'b']);
     expect(result.code).toBe(1);
     expect(result.stderr).toBe('error[unknown-target]: no task matches b\n');
+    rig.nodefile(`ng.task('kube1/kubelet', { run: ['true'] });`);
+    expect((await rig.run(['plan', 'kube1/kubelett'])).stderr).toBe('error[unknown-target]: no task matches kube1/kubelett; did you mean kube1/kubelet?\n');
   });
 
   test('a Nodefile without a function as its default export says what it exports instead', async () => {

@@ -40,7 +40,7 @@ export default (ng: NodefileApi) => {
   term = new Terminal(rig.dir, ['apply', '-j', '4']);
 
   // Mid-run: the status line counts, a running row shows its elapsed time and last line, queued rows do not spin.
-  const running = await term.waitFor(/fetching layer/);
+  const running = await term.waitFor(/^(?=[\s\S]*fetching layer)(?=[\s\S]*^\S bad create \d)/m);
   expect(running).toMatch(/^\[1\/5\] ✔ fast \d+ms$/m);
   expect(running).toMatch(/^\S slow create (\d+ms|\d+\.\ds) {2}fetching layer 3 of 7$/m);
   expect(running).toMatch(/^\S bad create (\d+ms|\d+\.\ds)$/m);

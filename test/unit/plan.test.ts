@@ -7,6 +7,7 @@ import { contentHash, taskId, type ContentHash, type TaskId } from '../../src/id
 import { Builder } from '../../src/nodefile/builder.ts';
 import type { NodefileApi } from '../../src/nodefile/types.ts';
 import { fingerprintOf, lastRunFailed, type TaskObservation } from '../../src/plan/decide.ts';
+import { reasonText } from '../../src/plan/reasons.ts';
 import { definitionOf } from '../../src/plan/definition.ts';
 import { listedPlan, makePlan as planOf, teardownOrder, type PlanEntry, type PlanOptions } from '../../src/plan/plan.ts';
 import { decodeJournal, encodeLine, frame } from '../../src/state/journal.ts';
@@ -190,12 +191,14 @@ describe('makePlan', () => {
   });
 
   test('a failed last run says what went wrong then: the first line, cut at 80 characters', () => {
-    expect(lastRunFailed(undefined)).toBe('last run failed');
-    expect(lastRunFailed('')).toBe('last run failed');
-    expect(lastRunFailed('canceled')).toBe('last run was canceled');
-    expect(lastRunFailed('exited with code 3')).toBe('last run failed: exited with code 3');
-    expect(lastRunFailed('Error: no route to host\n    at connect (net.js:1:1)')).toBe('last run failed: Error: no route to host');
-    const long = lastRunFailed(`declared output ${'x/'.repeat(60)} was not produced`);
+    const said = (error: string | undefined): string => reasonText(lastRunFailed(error));
+    expect(said(undefined)).toBe('last run failed');
+    expect(said('')).toBe('last run failed');
+    expect(said('canceled')).toBe('last run was canceled');
+    expect(said('exited with code 3')).toBe('last run failed: exited with code 3');
+    expect(lastRunFailed('exited with code 3')).toEqual({ kind: 'last-run-failed', error: 'exited with code 3' });
+    expect(said('Error: no route to host\n    at connect (net.js:1:1)')).toBe('last run failed: Error: no route to host');
+    const long = said(`declared output ${'x/'.repeat(60)} was not produced`);
     expect(long).toBe(`last run failed: declared output ${'x/'.repeat(31)}x…`);
     expect(long.length).toBe('last run failed: '.length + 80);
   });
@@ -233,10 +236,10 @@ describe('makePlan', () => {
 
 describe('a plan in columns', () => {
   const entries: PlanEntry[] = [
-    { id: taskId('a'), action: 'unchanged', verb: 'unchanged', reasons: [] },
-    { id: taskId('svc'), action: 'update', verb: 'restart', reasons: ['input conf changed'] },
-    { id: taskId('b'), action: 'maybe', verb: 'may update', reasons: ['known after svc'] },
-    { id: taskId('gone'), action: 'destroy', verb: 'destroy', reasons: ['orphan: no longer in the Nodefile'] },
+    { id: taskId('a'), action: 'unchanged', verb: 'unchanged', reasons: [], reasonDetails: [] },
+    { id: taskId('svc'), action: 'update', verb: 'restart', reasons: ['input conf changed'], reasonDetails: [{ kind: 'input-changed', input: 'conf', from: '01', to: '02' }] },
+    { id: taskId('b'), action: 'maybe', verb: 'may update', reasons: ['known after svc'], reasonDetails: [{ kind: 'known-after', task: 'svc' }] },
+    { id: taskId('gone'), action: 'destroy', verb: 'destroy', reasons: ['orphan: no longer in the Nodefile'], reasonDetails: [{ kind: 'orphan' }] },
   ];
 
   test('gives back each entry as it was added, its own verb included, and counts them', () => {
