@@ -8,11 +8,13 @@
 // lives to its end, so a larger one only copies it more and holds more: the peak of a
 // 10,000-leaf no-op and build is about a quarter lower, in the same time (BENCHMARKS.md,
 // start-up settings). Run as `node bin/nodegraph.js`, nodegraph works the same without it.
+const dist = new URL('../dist/lib/main.js', import.meta.url);
 const [major = 0, minor = 0] = process.versions.node.split('.').map(Number);
 if (major < 22 || (major === 22 && minor < 18)) {
-  process.stderr.write(
-    `nodegraph needs Node.js 22.18 or newer (this is ${process.versions.node}); in a checkout, run it with npx, which uses the pinned Node 24.\n`,
-  );
+  // An installed package has its bundle; a checkout has only the sources, and pins a Node of its own.
+  const { existsSync } = await import('node:fs');
+  const hint = existsSync(dist) ? 'install a newer Node.js (https://nodejs.org)' : 'in this checkout, run it with npx, which uses the pinned Node 24';
+  process.stderr.write(`nodegraph needs Node.js 22.18 or newer (this is ${process.versions.node}): ${hint}.\n`);
   process.exit(1);
 }
 // Built-ins by process.getBuiltinModule, not `import`: an ES import of node:fs builds its
@@ -22,6 +24,5 @@ const { existsSync } = process.getBuiltinModule('node:fs');
 // V8's code cache for our modules, our dependencies and the Nodefile: a one-task no-op
 // takes about half as long with it, and peaks 17 MiB lower (BENCHMARKS.md, start-up settings).
 process.getBuiltinModule('node:module').enableCompileCache?.();
-const dist = new URL('../dist/lib/main.js', import.meta.url);
 const { runCli } = await import(existsSync(dist) ? dist.href : new URL('../src/cli/main.ts', import.meta.url).href);
 await runCli();

@@ -55,6 +55,7 @@ if (values.clean !== true) {
   await build({
     input: {
       'lib/index': path.join(root, 'src/index.ts'),
+      'lib/library': path.join(root, 'src/library.ts'),
       'lib/main': path.join(root, 'src/cli/main.ts'),
     },
     platform: 'node',

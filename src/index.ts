@@ -1,7 +1,9 @@
-// nodegraph as a library: the Nodefile types (a Nodefile needs only these,
-// as a type-only import) and the operations behind the commands.
+// What a Nodefile imports from nodegraph: its types, and only they, so a
+// project's own tsc checks a Nodefile with nothing else installed (no
+// @types/node). The engine as a library is `nodegraph/library`.
 
 export type {
+  AbortSignalLike,
   Argv,
   CheckFunction,
   Command,
@@ -11,6 +13,7 @@ export type {
   Json,
   Nodefile,
   NodefileApi,
+  Signal,
   SourceSite,
   TaskContext,
   TaskFunction,
@@ -18,10 +21,3 @@ export type {
   TaskRef,
   TaskSpec,
 } from './nodefile/types.ts';
-export type { Failure, FailureReason } from './error.ts';
-export type { EngineEvent, TaskOutcome } from './events.ts';
-export type { ProcessRunner, RunOptions, RunResult } from './process-runner.ts';
-export type { Plan, PlanEntry } from './plan/plan.ts';
-export type { EngineOptions } from './engine.ts';
-export { applyNodefile, planNodefile, teardownNodefile, type ApplySummary, type PlanResult, type TeardownResult } from './operations.ts';
-export { LocalRunner } from './execute/runner.ts';

@@ -3,9 +3,10 @@
 // cache on (bin/nodegraph.js), and the commands tasks run see the environment
 // the user gave.
 
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { afterEach, expect, test } from 'vitest';
+import { oldNode } from '../support/old-node.ts';
 import { cli, collect, Rig, type RunResult } from '../support/rig.ts';
 
 let rig: Rig | undefined;
@@ -50,4 +51,11 @@ test('arguments reach the CLI as they were given, spaces and all', async () => {
   expect(result.stderr).toBe('');
   expect(result.code).toBe(0);
   expect(result.stdout).toContain('only');
+});
+
+const old = oldNode();
+test.skipIf(old === undefined)('an older Node, in a checkout: run it with npx, which brings the pinned Node', () => {
+  const result = spawnSync(old!.path, [cli, '--version'], { encoding: 'utf8' });
+  expect(result.status).toBe(1);
+  expect(result.stderr).toBe(`nodegraph needs Node.js 22.18 or newer (this is ${old!.version}): in this checkout, run it with npx, which uses the pinned Node 24.\n`);
 });

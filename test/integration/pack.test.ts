@@ -6,6 +6,7 @@ import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symli
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { expect, test } from 'vitest';
+import { oldNode } from '../support/old-node.ts';
 import { repo } from '../support/rig.ts';
 
 test('the packed package installs into an empty folder, builds spawnd, runs nodegraph --version, and applies a graph through spawnd', () => {
@@ -13,7 +14,7 @@ test('the packed package installs into an empty folder, builds spawnd, runs node
   // Pack a copy: packing builds and removes dist/ in the folder it runs in, and
   // the other tests run the checkout's CLI meanwhile.
   const copy = mkdtempSync(path.join(tmpdir(), 'nodegraph-src-'));
-  for (const entry of ['package.json', 'package-lock.json', 'tsconfig.json', 'tsconfig.types.json', 'bin', 'src', 'scripts', 'native', 'README.md']) {
+  for (const entry of ['package.json', 'package-lock.json', 'tsconfig.json', 'tsconfig.types.json', 'bin', 'src', 'scripts', 'native', 'schemas', 'README.md']) {
     cpSync(path.join(repo, entry), path.join(copy, entry), { recursive: true });
   }
   symlinkSync(path.join(repo, 'node_modules'), path.join(copy, 'node_modules'));
@@ -23,7 +24,12 @@ test('the packed package installs into an empty folder, builds spawnd, runs node
     const name = execFileSync('npm', ['pack', '--silent', '--pack-destination', out], { cwd: copy, env, encoding: 'utf8' }).trim().split('\n').at(-1)!;
     expect(existsSync(path.join(copy, 'dist'))).toBe(false); // postpack cleaned up after itself
     execFileSync('npm', ['init', '-y'], { cwd: home, env, stdio: 'ignore' });
-    execFileSync('npm', ['install', '--silent', '--no-audit', '--no-fund', path.join(out, name)], { cwd: home, env, stdio: 'ignore' });
+    // The project allows the package's install script (it compiles spawnd), as README's "Installing" says.
+    const project = JSON.parse(readFileSync(path.join(home, 'package.json'), 'utf8')) as Record<string, unknown>;
+    writeFileSync(path.join(home, 'package.json'), JSON.stringify({ ...project, allowScripts: { [`file:${path.join(out, name)}`]: true } }));
+    const install = spawnSync('npm', ['install', '--no-audit', '--no-fund', '--loglevel', 'warn', path.join(out, name)], { cwd: home, env, encoding: 'utf8' });
+    expect(install.status).toBe(0);
+    expect(install.stderr).not.toContain('install-scripts');
     const version = execFileSync(process.execPath, [path.join(home, 'node_modules/.bin/nodegraph'), '--version'], { cwd: home, encoding: 'utf8' });
     expect(version).toMatch(/^nodegraph \d+\.\d+\.\d+\n$/);
     // And as a shell runs it, through the link npm made: its launcher line starts node from the real file.
@@ -40,12 +46,12 @@ export default (ng: NodefileApi): void => {
   for (let i = 0; i < ${tasks}; i++) ng.task(\`t\${i}\`, { outputs: [\`out/\${i}\`], run: ['sh', '-c', \`echo $PPID > out/\${i}\`] });
 };
 `;
-    const project = path.join(home, 'spawnd');
-    mkdirSync(project);
-    writeFileSync(path.join(project, 'Nodefile.ts'), nodefile);
-    const applied = execFileSync(process.execPath, [path.join(home, 'node_modules/.bin/nodegraph'), 'apply', '-j', '2'], { cwd: project, encoding: 'utf8', env: { ...process.env, CI: '1' } });
+    const spawnd = path.join(home, 'spawnd');
+    mkdirSync(spawnd);
+    writeFileSync(path.join(spawnd, 'Nodefile.ts'), nodefile);
+    const applied = execFileSync(process.execPath, [path.join(home, 'node_modules/.bin/nodegraph'), 'apply', '-j', '2'], { cwd: spawnd, encoding: 'utf8', env: { ...process.env, CI: '1' } });
     expect(applied).toMatch(new RegExp(`Apply: ${tasks} ran, 0 failed`));
-    const spawners = new Set(Array.from({ length: tasks }, (_, i) => readFileSync(path.join(project, `out/${i}`), 'utf8').trim()));
+    const spawners = new Set(Array.from({ length: tasks }, (_, i) => readFileSync(path.join(spawnd, `out/${i}`), 'utf8').trim()));
     expect(spawners.size).toBe(1);
     writeFileSync(path.join(home, 'Nodefile.ts'), nodefile);
     execFileSync(process.execPath, [path.join(home, 'node_modules/.bin/nodegraph'), 'apply', '-j', '2'], { cwd: home, encoding: 'utf8', env: { ...process.env, CI: '1' } });
@@ -65,25 +71,37 @@ export default (ng: NodefileApi): void => {
     const bad = spawnSync(process.execPath, [path.join(home, 'node_modules/.bin/nodegraph'), 'plan'], { cwd: home, encoding: 'utf8', env: { ...process.env, CI: '1' } });
     expect(bad.status).toBe(1);
     expect(bad.stderr).toMatch(/^error\[invalid-field\]: task bad: field run: .*\n --> Nodefile\.ts:2:6\n/);
-    // A consumer's tsc checks a Nodefile against the package's declarations: no error from inside
-    // the package (its sources' .ts imports gave TS5097 a hundred times), and a wrong field is one.
+    // A fresh TypeScript project (the tsconfig.json `tsc --init` writes, nothing else installed, no
+    // @types/node) checks a Nodefile against the package's declarations: the Nodefile API alone, which
+    // needs nothing the project lacks; and a wrong field is an error.
     expect(existsSync(path.join(home, 'node_modules/nodegraph/dist/types/index.d.ts'))).toBe(true);
-    mkdirSync(path.join(home, 'node_modules/@types'), { recursive: true });
-    symlinkSync(path.join(repo, 'node_modules/@types/node'), path.join(home, 'node_modules/@types/node'));
-    writeFileSync(path.join(home, 'tsconfig.json'), JSON.stringify({ compilerOptions: { module: 'nodenext', strict: true, noEmit: true, target: 'es2022', types: ['node'] }, files: ['Nodefile.mts'] }));
-    const typed = (body: string): ReturnType<typeof spawnSync> => {
-      writeFileSync(path.join(home, 'Nodefile.mts'), `import type { NodefileApi } from 'nodegraph';\nexport default (ng: NodefileApi): void => {\n${body}\n};\n`);
-      return spawnSync(process.execPath, [path.join(repo, 'node_modules/typescript/bin/tsc'), '-p', home], { cwd: home, encoding: 'utf8' });
+    const typedDir = path.join(home, 'typed');
+    mkdirSync(typedDir);
+    writeFileSync(path.join(typedDir, 'package.json'), '{"type":"module"}\n');
+    const tsc = path.join(repo, 'node_modules/typescript/bin/tsc');
+    execFileSync(process.execPath, [tsc, '--init'], { cwd: typedDir, stdio: 'ignore' });
+    const typed = (body: string, ...flags: string[]): ReturnType<typeof spawnSync> => {
+      writeFileSync(path.join(typedDir, 'Nodefile.ts'), `import type { NodefileApi } from 'nodegraph';\nexport default (ng: NodefileApi): void => {\n${body}\n};\n`);
+      return spawnSync(process.execPath, [tsc, '-p', typedDir, '--noEmit', ...flags], { cwd: typedDir, encoding: 'utf8' });
     };
-    const good = typed(`  ng.task('t', { outputs: ['out/t'], run: ['touch', 'out/t'] });`);
-    expect(good.stdout).toBe('');
-    expect(good.status).toBe(0);
+    const body = `  ng.task('t', { outputs: ['out/t'], run: async (ctx) => { ctx.signal.throwIfAborted(); await ctx.exec(['touch', 'out/t']); } });`;
+    for (const flags of [[], ['--skipLibCheck', 'false'], ['--skipLibCheck', 'false', '--lib', 'esnext']]) {
+      const good = typed(body, ...flags);
+      expect(good.stdout, flags.join(' ')).toBe('');
+      expect(good.status).toBe(0);
+    }
     const wrong = typed(`  ng.task('t', { outputs: 3, run: ['true'] });`);
     expect(wrong.status).not.toBe(0);
-    expect(String(wrong.stdout).trim().split('\n')).toEqual([expect.stringMatching(/^Nodefile\.mts\(3,18\): error TS2322: /)]);
+    expect(String(wrong.stdout).trim().split('\n')).toEqual([expect.stringMatching(/^Nodefile\.ts\(3,18\): error TS2322: /)]);
     // The library entry loads, with the operations it exports.
-    const lib = execFileSync(process.execPath, ['--input-type=module', '-e', "const m = await import('nodegraph'); console.log(typeof m.applyNodefile, typeof m.LocalRunner)"], { cwd: home, encoding: 'utf8' });
+    const lib = execFileSync(process.execPath, ['--input-type=module', '-e', "const m = await import('nodegraph/library'); console.log(typeof m.applyNodefile, typeof m.LocalRunner)"], { cwd: home, encoding: 'utf8' });
     expect(lib).toBe('function function\n');
+    // An older Node is told to install a newer one (npx and a pinned Node are a checkout's).
+    const old = oldNode();
+    if (old !== undefined) {
+      const refused = spawnSync(old.path, [path.join(home, 'node_modules/.bin/nodegraph'), '--version'], { cwd: home, encoding: 'utf8' });
+      expect(refused.stderr).toBe(`nodegraph needs Node.js 22.18 or newer (this is ${old.version}): install a newer Node.js (https://nodejs.org).\n`);
+    }
   } finally {
     rmSync(out, { recursive: true, force: true });
     rmSync(home, { recursive: true, force: true });

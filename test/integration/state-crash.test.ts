@@ -7,6 +7,7 @@ import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { hostname, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { afterEach, beforeEach, expect, test } from 'vitest';
 import {
   acquire,
@@ -149,7 +150,7 @@ for (const step of ['written', 'renamed'] as const) {
     const j = openJournal(lock.value, { compactWhen: () => false });
     if (!j.ok) throw new Error('open');
     script('noop', ''); // writes record.mjs
-    const mod = (await import(`file://${join(dir, 'record.mjs')}`)) as { record: (n: number) => TaskRecord };
+    const mod = (await import(/* @vite-ignore */ pathToFileURL(join(dir, 'record.mjs')).href)) as { record: (n: number) => TaskRecord };
     for (let n = 0; n < 500; n++) j.value.append(mod.record(n));
     j.value.close();
     const before = readState(stateDir());
