@@ -145,8 +145,9 @@ export async function runCli(): Promise<void> {
   const onSignal = (): void => {
     // First Ctrl-C: stop cleanly (children killed, finished work recorded, lock released). Second: now.
     if (++interrupts > 1) process.exit(130);
-    stderr.write('\ninterrupted: stopping running tasks (Ctrl-C again to quit at once)\n');
+    // Aborted first: the live view clears its area on the abort, so the notice is not drawn over.
     controller.abort();
+    stderr.write('\ninterrupted: stopping running tasks (Ctrl-C again to quit at once)\n');
   };
   process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);

@@ -66,7 +66,7 @@ export async function reporterFor(args: Args, io: CliIo): Promise<Reporter> {
   const c = paletteFor(io);
   if (io.stdout.isTTY === true && io.env['CI'] === undefined) {
     const { ttyReporter } = await import('../report/tty.ts');
-    return ttyReporter({ write, c, columns: () => process.stdout.columns || 80, rows: () => process.stdout.rows || 24 });
+    return ttyReporter({ write, c, columns: () => process.stdout.columns || 80, rows: () => process.stdout.rows || 24, signal: io.signal });
   }
   const { plainReporter } = await import('../report/plain.ts');
   return plainReporter({ write, c });

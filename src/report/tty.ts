@@ -33,6 +33,8 @@ export interface TtyOptions {
   readonly rows: () => number;
   /** How often the live area is redrawn (ms). */
   readonly frameMs?: number;
+  /** Aborted by Ctrl-C: the live area is cleared at once, so what the CLI says next is not drawn over. */
+  readonly signal?: AbortSignal;
 }
 
 interface Row {
@@ -100,6 +102,7 @@ export function ttyReporter(options: TtyOptions): Reporter {
     if (!plain && rows.size > 0) frame('', true);
   }, options.frameMs ?? 100);
   timer.unref();
+  options.signal?.addEventListener('abort', () => frame('', false), { once: true });
 
   const settled = (id: TaskId, line: string): void => {
     rows.delete(id);

@@ -72,3 +72,27 @@ export default (ng: NodefileApi) => {
     ].join('\n'),
   );
 });
+
+test.skipIf(!hasTmux)('Ctrl-C: the notice is not drawn over, the canceled row and the skipped one say so, nothing is left spinning', async () => {
+  rig.nodefile(`
+    const a = ng.task('a', { run: ['true'] });
+    const b = ng.task('b', { inputs: { a }, run: ['sleep', '30'] });
+    ng.task('c', { inputs: { b }, run: ['true'] });
+  `);
+  term = new Terminal(rig.dir, ['apply']);
+  await term.waitFor(/^\S b create \d/m);
+  term.keys('C-c');
+  const end = await term.waitFor(/^exit \d+$/m);
+  expect(end.slice(end.indexOf('[1/3]')).replace(/\d+(\.\d)?m?s\b/g, 'T')).toBe(
+    [
+      '[1/3] ✔ a T',
+      '',
+      'interrupted: stopping running tasks (Ctrl-C again to quit at once)',
+      '[2/3] ✖ b canceled',
+      '    $ sleep 30',
+      '[3/3] - c skipped (b did not succeed)',
+      'Apply: 1 ran, 0 failed, 1 skipped, 1 canceled, 0 up to date, 0 destroyed in T.',
+      'exit 130',
+    ].join('\n'),
+  );
+});

@@ -132,7 +132,7 @@ test('Ctrl-C kills the running task, records nothing as done, releases the lock,
   let events = '';
   child.stdout?.on('data', (d: Buffer) => (events += d.toString()));
   await until(() => existsSync(rig.path('out/pid')) && readFileSync(rig.path('out/pid'), 'utf8').endsWith('\n'));
-  await until(() => events.includes('"type":"task-done","id":"quick","outcome":"ran"'));
+  await until(() => events.split('\n').some((line) => line.includes('"type":"task-done"') && line.includes('"id":"quick","outcome":"ran"')));
   const sleeper = Number(readFileSync(rig.path('out/pid'), 'utf8'));
   child.kill('SIGINT');
   const result = await done;

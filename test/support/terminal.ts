@@ -32,6 +32,11 @@ export class Terminal {
     return last;
   }
 
+  /** Types `keys` (tmux's names: `C-c`). */
+  keys(...keys: string[]): void {
+    execFileSync('tmux', ['-S', this.#socket, 'send-keys', ...keys]);
+  }
+
   close(): void {
     spawnSync('tmux', ['-S', this.#socket, 'kill-server']);
   }
