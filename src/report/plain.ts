@@ -73,7 +73,7 @@ export function plainReporter(options: PlainOptions): Reporter {
         } else if (event.outcome === 'up-to-date') {
           write(`${n} ${c.green('✔')} ${event.id} ${c.dim('up to date (what it consumes came out unchanged)')}\n`);
         } else if (event.outcome === 'skipped') {
-          write(`${n} ${c.yellow('-')} ${event.id} skipped${event.because === undefined ? '' : ` (${event.because} did not succeed)`}\n`);
+          write(`${n} ${c.yellow('-')} ${event.id} skipped (${progress.skipped(event.because)})\n`);
         }
         break;
       case 'destroy-start':

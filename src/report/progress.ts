@@ -8,6 +8,8 @@ export class Progress {
   total = 0;
   done = 0;
   running = 0;
+  /** The first task that failed, which stops a run without -k. */
+  firstFailed: string | undefined;
   readonly startedAt: number;
 
   constructor(now: number = Date.now()) {
@@ -21,6 +23,7 @@ export class Progress {
         this.total = event.plan.size - event.plan.counts.unchanged;
         this.done = 0;
         this.running = 0;
+        this.firstFailed = undefined;
         break;
       case 'task-start':
       case 'destroy-start':
@@ -32,10 +35,17 @@ export class Progress {
         if (this.running > 0 && (event.type === 'destroy-done' ? event.outcome !== 'skipped' : event.outcome !== 'skipped' && event.outcome !== 'up-to-date')) this.running--;
         this.done++;
         this.total = Math.max(this.total, this.done + this.running);
+        if (event.outcome === 'failed') this.firstFailed ??= event.id;
         break;
       default:
         break;
     }
+  }
+
+  /** Why a task was skipped: the upstream that did not succeed, else what stopped the run. */
+  skipped(because: string | undefined): string {
+    if (because !== undefined) return `${because} did not succeed`;
+    return this.firstFailed === undefined ? 'the run stopped first' : `the run stopped after ${this.firstFailed} failed`;
   }
 
   /** `[3/7]`: the tasks settled and the tasks to settle. */

@@ -158,7 +158,7 @@ export function ttyReporter(options: TtyOptions): Reporter {
             settled(event.id, `${c.green('✔')} ${event.id} ${c.dim('up to date (what it consumes came out unchanged)')}`);
             break;
           case 'skipped':
-            settled(event.id, `${c.yellow('-')} ${event.id} skipped${event.because === undefined ? ' (the run stopped first)' : ` (${event.because} did not succeed)`}`);
+            settled(event.id, `${c.yellow('-')} ${event.id} skipped (${progress.skipped(event.because)})`);
             break;
           case 'failed':
           case 'canceled': {

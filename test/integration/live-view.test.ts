@@ -65,7 +65,7 @@ export default (ng: NodefileApi) => {
       `    $ ${waitFor('go')}; echo boom >&2; exit 3`,
       '    boom',
       '[3/5] ✔ slow T',
-      '[4/5] - next skipped (the run stopped first)',
+      '[4/5] - next skipped (the run stopped after bad failed)',
       '[5/5] - after skipped (bad did not succeed)',
       'Apply: 2 ran, 1 failed, 2 skipped, 0 canceled, 0 up to date, 0 destroyed in T.',
       'exit 1',

@@ -59,3 +59,12 @@ test('each settled task is counted against what the plan says will act, as ninja
     ].join('\n'),
   );
 });
+
+test('a task skipped because the run stopped says what stopped it', () => {
+  const text = lines([
+    { type: 'task-done', id: taskId('a'), outcome: 'failed', durationMs: 3, error: 'exited with code 1' },
+    { type: 'task-done', id: taskId('b'), outcome: 'skipped', durationMs: 0 },
+  ]);
+  expect(text).toBe('[1/1] ✖ a failed: exited with code 1\n[2/2] - b skipped (the run stopped after a failed)\n');
+  expect(lines([{ type: 'task-done', id: taskId('b'), outcome: 'skipped', durationMs: 0 }])).toBe('[1/1] - b skipped (the run stopped first)\n');
+});
