@@ -69,15 +69,18 @@ export function ttyReporter(options: TtyOptions): Reporter {
     const running = [...rows.values()].filter((r) => r.state === 'running');
     const queued = [...rows.values()].filter((r) => r.state === 'queued');
     const lines: string[] = [];
-    for (const r of running.slice(0, room)) {
+    // At most `room` rows in all, so the area never scrolls the screen: the rest are counted.
+    const runShown = running.length <= room ? running.length : room - 1;
+    for (const r of running.slice(0, runShown)) {
       const head = fit(`${r.id} ${r.verb} ${seconds(now - r.startedAt)}`, width - 2);
       const tail = r.last === '' ? '' : fit(`  ${r.last}`, width - 2 - [...head].length);
       lines.push(`${c.cyan(SPINNER[tick % SPINNER.length]!)} ${head}${c.dim(tail)}`);
     }
+    if (runShown < running.length) lines.push(`${c.cyan('…')} and ${running.length - runShown} more running`);
     const left = room - lines.length;
     const shown = queued.length <= left ? queued.length : Math.max(0, left - 1);
     for (const r of queued.slice(0, shown)) lines.push(c.dim(`· ${fit(`${r.id} ${r.verb} queued`, width - 2)}`));
-    if (shown < queued.length) lines.push(c.dim(`· … and ${queued.length - shown} more queued`));
+    if (shown < queued.length && left > 0) lines.push(c.dim(`· … and ${queued.length - shown} more queued`));
     const failed = failures > 0 ? ` · ${failures} failed` : '';
     const status = `${progress.counter()} ${running.length} running · ${queued.length} queued${failed} · ${seconds(now - progress.startedAt)}`;
     lines.push(c.bold(fit(status, width)));
