@@ -9,6 +9,8 @@ export type {
   Command,
   ExecOptions,
   ExecResult,
+  GraphSettings,
+  HealthSpec,
   InputSpec,
   Json,
   Nodefile,
