@@ -18,6 +18,7 @@ import { advance, beginTransaction, commit, generationProblem, rollBack } from '
 import { collectSources, DEFAULT_KEEP, generationChanges, GenerationStore, type Sources } from './transaction/generations.ts';
 import { waitHealthy } from './transaction/health.ts';
 import { readTransaction, transactionPath, type Transaction } from './transaction/record.ts';
+import { textChanges, type TextChange } from './transaction/text-inputs.ts';
 import { OutputGuard } from './graph/analyze.ts';
 import type { TaskGraph } from './graph/graph.ts';
 import type { TaskId } from './ids.ts';
@@ -55,10 +56,12 @@ export interface PlanResult {
   readonly generation: GenerationView;
   /** The plan bound to what it observed, as written to `out`; only made when there is an `out`. */
   readonly saved?: SavedPlan;
+  /** With `diff`: each task's changed small text file inputs, as applied and as they are now. */
+  readonly texts?: ReadonlyMap<TaskId, readonly TextChange[]>;
   readonly io: IoCounters;
 }
 
-export async function planNodefile(options: EngineOptions & { readonly out?: string; readonly atomic?: boolean }): Promise<Result<PlanResult, Failure[]>> {
+export async function planNodefile(options: EngineOptions & { readonly out?: string; readonly atomic?: boolean; readonly diff?: boolean }): Promise<Result<PlanResult, Failure[]>> {
   return withSession(options, { lock: false }, async (session) => {
     const observed = await observeAndPlan(session);
     if (!observed.ok) return observed;
@@ -66,16 +69,30 @@ export async function planNodefile(options: EngineOptions & { readonly out?: str
     const view = generationView(session, options.atomic);
     if (!view.ok) return view;
     const generation = view.value;
+    const texts = options.diff === true ? { texts: changedTexts(session, plan) } : {};
     // Binding digests every task's definition and observations: only for a plan that is saved.
-    if (options.out === undefined) return ok({ plan, generation, io: ioOf(session) });
+    if (options.out === undefined) return ok({ plan, generation, ...texts, io: ioOf(session) });
     const saved = bindPlan(session.graph, observed.value.selected, observed.value.observations, session.state.records, observed.value.plan, {
       targets: options.targets ?? [],
       replace: options.replace ?? [],
       createdAt: new Date().toISOString(),
     });
     writeFileSync(options.out, `${JSON.stringify(saved)}\n`);
-    return ok({ plan, saved, generation, io: ioOf(session) });
+    return ok({ plan, saved, generation, ...texts, io: ioOf(session) });
   });
+}
+
+/** The changed file inputs of the plan's tasks whose applied text the generations keep. */
+function changedTexts(session: Session, plan: Plan): Map<TaskId, readonly TextChange[]> {
+  const texts = new Map<TaskId, readonly TextChange[]>();
+  for (const entry of plan) {
+    const names = entry.reasonDetails.flatMap((d) => (d.kind === 'input-changed' && d.sensitive !== true ? [d.input] : []));
+    const node = session.graph.get(entry.id);
+    if (names.length === 0 || node === undefined) continue;
+    const changes = textChanges(session.state.dir, session.graph.dir, node, session.state.records.get(entry.id), names);
+    if (changes.length > 0) texts.set(entry.id, changes);
+  }
+  return texts;
 }
 
 /** The generations as plan and status show them. */

@@ -2,6 +2,8 @@ import path from 'node:path';
 import { observeAndPlan, withSession } from '../engine.ts';
 import { shortHash, taskId, type ContentHash } from '../ids.ts';
 import { reasonText } from '../plan/reasons.ts';
+import { palette, type Palette } from '../report/color.ts';
+import { textChanges } from '../transaction/text-inputs.ts';
 import { ok } from '../util/result.ts';
 import type { CliIo } from './main.ts';
 import { engineOptions, paletteFor, printFailures, type Args } from './shared.ts';
@@ -29,7 +31,19 @@ export async function run(args: Args, io: CliIo): Promise<number> {
       const upEntry = byId.get(up);
       return upEntry?.action === 'unchanged' ? session.state.records.get(up)?.outputHash : `${upEntry?.verb ?? '?'} first`;
     };
+    // A small text file input that changed, as a diff against the text the generations kept.
+    const changedNames = entry.reasonDetails.flatMap((d) => (d.kind === 'input-changed' && d.sensitive !== true ? [d.input] : []));
+    const texts = textChanges(session.state.dir, session.graph.dir, node, record, changedNames);
+    const { unifiedDiff } = texts.length === 0 ? { unifiedDiff: undefined } : await import('../report/text-diff.ts');
+    const diffOf = (name: string, p: Palette): string[] | undefined => {
+      const change = texts.find((t) => t.input === name);
+      return change === undefined || unifiedDiff === undefined ? undefined : unifiedDiff(change, path.relative(io.cwd, change.path) || change.path, p);
+    };
     if (args.values['json'] === true) {
+      const reasonDetails = entry.reasonDetails.map((d) => {
+        const diff = d.kind === 'input-changed' ? diffOf(d.input, palette(false)) : undefined;
+        return diff === undefined ? d : { ...d, diff: `${diff.join('\n')}\n` };
+      });
       // The same facts as the text below, whole (hashes unshortened), for a program to read.
       return ok(
         JSON.stringify({
@@ -39,7 +53,7 @@ export async function run(args: Args, io: CliIo): Promise<number> {
           action: entry.action,
           verb: entry.verb,
           reasons: entry.reasons,
-          reasonDetails: entry.reasonDetails,
+          reasonDetails,
           lastApplied: record === undefined ? null : { startedAt: record.startedAt, status: record.status, durationMs: record.durationMs, ...(record.error === undefined ? {} : { error: record.error }) },
           inputs: [...seen.inputs].map(([name, current]) => ({ name, recorded: record?.inputs[name] ?? null, current })),
           upstream: node.needs.map((up) => ({ id: up, recorded: record?.upstream[up] ?? null, current: upstreamNow(up) ?? null })),
@@ -57,6 +71,8 @@ export async function run(args: Args, io: CliIo): Promise<number> {
         lines.push(`  because input ${detail.input} changed:`);
         for (const change of detail.changes) lines.push(`    ${reasonText({ ...detail, changes: [change] }).slice(`input ${detail.input} changed: `.length)}`);
       } else lines.push(`  because ${reason}`);
+      const diff = detail?.kind === 'input-changed' ? diffOf(detail.input, c) : undefined;
+      for (const line of diff ?? []) lines.push(`      ${line}`);
     });
     lines.push(record === undefined ? '  never applied' : `  last applied ${record.startedAt} (${record.status}, ${record.durationMs}ms)`);
     lines.push('  inputs (recorded → current):');

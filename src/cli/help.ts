@@ -89,6 +89,8 @@ Options:
       --replace ID         plan ID as forced to run (repeatable)
   -j, --jobs N             checks to run at once (default: the number of cores)
   -v, --verbose            list unchanged tasks too
+      --diff               show how each changed small text file input differs from the
+                           text applied (kept by the generations), line by line
       --atomic, --no-atomic  plan an atomic apply (what it preserves, what it falls back to), or not
 ${COMMON}`,
   apply: `Usage: nodegraph apply [options] [TARGET...]

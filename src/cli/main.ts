@@ -39,7 +39,7 @@ const common = {
 } as const satisfies ParseArgsConfig['options'];
 
 export const optionsFor: Record<CommandName, NonNullable<ParseArgsConfig['options']>> = {
-  plan: { ...common, atomic: { type: 'boolean' }, 'no-atomic': { type: 'boolean' }, out: { type: 'string' }, 'detailed-exitcode': { type: 'boolean' }, replace: { type: 'string', multiple: true }, jobs: { type: 'string', short: 'j' }, verbose: { type: 'boolean', short: 'v' } },
+  plan: { ...common, atomic: { type: 'boolean' }, 'no-atomic': { type: 'boolean' }, diff: { type: 'boolean' }, out: { type: 'string' }, 'detailed-exitcode': { type: 'boolean' }, replace: { type: 'string', multiple: true }, jobs: { type: 'string', short: 'j' }, verbose: { type: 'boolean', short: 'v' } },
   apply: {
     ...common,
     jobs: { type: 'string', short: 'j' },

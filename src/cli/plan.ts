@@ -1,8 +1,46 @@
 import path from 'node:path';
 import { planNodefile } from '../operations.ts';
+import type { TaskId } from '../ids.ts';
+import type { PlanEntry } from '../plan/plan.ts';
+import { palette } from '../report/color.ts';
 import { writePlan } from '../report/plan-view.ts';
+import type { TextChange } from '../transaction/text-inputs.ts';
 import type { CliIo } from './main.ts';
 import { atomicFlag, engineOptions, paletteFor, printFailures, printJsonFailures, str, type Args } from './shared.ts';
+
+/** A changed file input's unified diff: plain for JSON, coloured (when the terminal colours) for a person. */
+interface InputDiff {
+  readonly input: string;
+  readonly plain: string;
+  readonly colored: readonly string[];
+}
+
+async function diffsOf(texts: ReadonlyMap<TaskId, readonly TextChange[]>, io: CliIo): Promise<Map<TaskId, InputDiff[]>> {
+  const { unifiedDiff } = await import('../report/text-diff.ts');
+  const c = paletteFor(io);
+  const plain = palette(false);
+  const diffs = new Map<TaskId, InputDiff[]>();
+  for (const [id, changes] of texts) {
+    diffs.set(
+      id,
+      changes.map((change) => {
+        const shown = path.relative(io.cwd, change.path) || change.path;
+        return { input: change.input, plain: `${unifiedDiff(change, shown, plain).join('\n')}\n`, colored: unifiedDiff(change, shown, c) };
+      }),
+    );
+  }
+  return diffs;
+}
+
+/** The entry with each changed file input's `diff` in its reason detail. */
+function withDiffs(entry: PlanEntry, diffs: readonly InputDiff[] | undefined): PlanEntry {
+  if (diffs === undefined) return entry;
+  const reasonDetails = entry.reasonDetails.map((d) => {
+    const diff = d.kind === 'input-changed' ? diffs.find((x) => x.input === d.input) : undefined;
+    return diff === undefined ? d : { ...d, diff: diff.plain };
+  });
+  return { ...entry, reasonDetails };
+}
 
 /** The version of `plan --json`'s document; see README "JSON". */
 export const PLAN_JSON_VERSION = 1;
@@ -15,9 +53,11 @@ export async function run(args: Args, io: CliIo): Promise<number> {
   const warnings: string[] = [];
   const atomic = atomicFlag(args);
   if (typeof atomic === 'string') return printFailures([{ reason: 'usage', message: atomic }], io);
+  const diff = args.values['diff'] === true;
   const result = await planNodefile({
     ...options,
     ...(atomic === undefined ? {} : { atomic }),
+    ...(diff ? { diff } : {}),
     ...(out === undefined ? {} : { out: path.resolve(io.cwd, out) }),
     onEvent: (e) => {
       if (e.type === 'warning') warnings.push(e.message);
@@ -25,10 +65,12 @@ export async function run(args: Args, io: CliIo): Promise<number> {
   });
   for (const w of warnings) io.stderr.write(`warning: ${w}\n`);
   if (!result.ok) return json ? printJsonFailures(result.error, io) : printFailures(result.error, io);
-  const { plan, generation } = result.value;
+  const { plan, generation, texts } = result.value;
+  const diffs = texts === undefined || texts.size === 0 ? undefined : await diffsOf(texts, io);
   if (json) {
+    const entries = diffs === undefined ? plan.entries() : plan.entries().map((e) => withDiffs(e, diffs.get(e.id)));
     io.stdout.write(
-      `${JSON.stringify({ format: 'nodegraph-plan-json', version: PLAN_JSON_VERSION, entries: plan.entries(), counts: plan.counts, generation })}\n`,
+      `${JSON.stringify({ format: 'nodegraph-plan-json', version: PLAN_JSON_VERSION, entries, counts: plan.counts, generation })}\n`,
     );
   } else {
     const c = paletteFor(io);
@@ -41,7 +83,8 @@ export async function run(args: Args, io: CliIo): Promise<number> {
           : `${c.yellow('!')} an interrupted atomic apply from ${from} will be rolled back by the next apply (\`apply --continue\` finishes it instead); this plan is of the machine as it is now\n`,
       );
     }
-    writePlan(plan, c, (text) => io.stdout.write(text), { verbose: args.values['verbose'] === true });
+    const below = diffs === undefined ? undefined : (e: PlanEntry): readonly string[] | undefined => diffs.get(e.id)?.flatMap((d) => d.colored);
+    writePlan(plan, c, (text) => io.stdout.write(text), { verbose: args.values['verbose'] === true, ...(below === undefined ? {} : { below }) });
     const atomicView = generation.atomic;
     if (atomicView !== null && plan.counts.unchanged < plan.size) {
       const rel = (p: string): string => path.relative(io.cwd, p) || p;

@@ -61,7 +61,16 @@ export type ReasonDetail =
   | { readonly kind: 'definition-changed'; readonly from: string; readonly to: string }
   | { readonly kind: 'input-added'; readonly input: string }
   /** `sensitive`: an env input or a value marked sensitive, whose change is not shown; `changes`: a value input's, key by key. */
-  | { readonly kind: 'input-changed'; readonly input: string; readonly sensitive?: true; readonly from?: string; readonly to?: string; readonly changes?: readonly ValueChange[] }
+  /** `diff` (plan --diff): a small text file input's change, as a unified diff. */
+  | {
+      readonly kind: 'input-changed';
+      readonly input: string;
+      readonly sensitive?: true;
+      readonly from?: string;
+      readonly to?: string;
+      readonly changes?: readonly ValueChange[];
+      readonly diff?: string;
+    }
   | { readonly kind: 'input-removed'; readonly input: string }
   | { readonly kind: 'upstream-added'; readonly task: string }
   | { readonly kind: 'upstream-changed'; readonly task: string; readonly from: string; readonly to: string }

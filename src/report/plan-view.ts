@@ -46,7 +46,13 @@ export const PLAN_CHUNK = 64 * 1024;
  * 50,000 tasks is some 3 MB of text; made whole, its lines, their join and the
  * bytes written would be alive at once, some 15 MiB; in pieces, one piece is.
  */
-export function writePlan(plan: Plan, c: Palette, write: (text: string) => void, options: { verbose?: boolean } = {}): void {
+export function writePlan(
+  plan: Plan,
+  c: Palette,
+  write: (text: string) => void,
+  /** `below`: lines shown under an entry's line (a file input's diff). */
+  options: { verbose?: boolean; below?: (entry: PlanEntry) => readonly string[] | undefined } = {},
+): void {
   const shown = (e: PlanEntry): boolean => e.action !== 'unchanged' || options.verbose === true;
   // Loops, not Math.max(...widths): a first plan of some 150,000 tasks would overflow the stack.
   // Counted, not looked at: a plan that changes nothing says so without making its 50,000 entries.
@@ -68,6 +74,7 @@ export function writePlan(plan: Plan, c: Palette, write: (text: string) => void,
     if (!shown(e)) continue;
     const line = `  ${symbol(e, c)} ${e.id.padEnd(idWidth)}  ${e.verb.padEnd(verbWidth)}  ${c.dim(reasonsLine(e.reasons, `(all: nodegraph explain ${e.id})`))}`;
     piece += `${line.trimEnd()}\n`;
+    for (const more of options.below?.(e) ?? []) piece += `      ${more}\n`;
     if (piece.length >= PLAN_CHUNK) {
       write(piece);
       piece = '';

@@ -4,21 +4,10 @@
 
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
-import { Ajv, type ValidateFunction } from 'ajv';
-import addFormatsModule from 'ajv-formats';
 import { afterAll, beforeAll, expect, test } from 'vitest';
 import { repo, Rig } from '../support/rig.ts';
+import { schema, schemaDir as dir, valid } from '../support/schemas.ts';
 
-const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv;
-const ajv = addFormats(new Ajv({ allErrors: true, strict: true }));
-const dir = path.join(repo, 'schemas');
-for (const file of readdirSync(dir)) ajv.addSchema(JSON.parse(readFileSync(path.join(dir, file), 'utf8')) as object);
-const schema = (name: string): ValidateFunction => ajv.getSchema(`${name}.schema.json`)!;
-
-function valid(name: string, value: unknown): void {
-  const check = schema(name);
-  expect(check(value), `${name}: ${ajv.errorsText(check.errors)}\n${JSON.stringify(value)}`).toBe(true);
-}
 const lines = (text: string): unknown[] => text.trim().split('\n').map((l) => JSON.parse(l) as unknown);
 
 let rig: Rig;

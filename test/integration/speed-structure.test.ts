@@ -158,7 +158,7 @@ test('a no-op apply loads neither zod, nor graphology, nor execa, nor the termin
   `);
   await modulesLoaded(['apply']);
   const urls = await modulesLoaded(['apply']);
-  for (const name of ['execa', 'chokidar', 'smol-toml', 'yaml', 'zod', 'graphology']) expect(loadedPackage(urls, name)).toBe(false);
+  for (const name of ['execa', 'chokidar', 'smol-toml', 'yaml', 'zod', 'graphology', 'diff']) expect(loadedPackage(urls, name)).toBe(false);
   expect(urls.some((u) => u.includes('/src/report/tty.ts') || u.includes('/src/report/json.ts'))).toBe(false);
   // Not node:fs/promises: Node's own glob, which the glob input uses, loads it. node:zlib is the journal's CRC-32.
   expect(builtinsLoaded).toContain('NativeModule fs');
