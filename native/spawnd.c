@@ -21,6 +21,10 @@
 // followed by those bytes: code is -1 without an exit code, signal and error
 // ("ENOENT"…) are '-' when there is none, and output (stdout and stderr
 // interleaved as they came) is left out (0 bytes) when one of the two is empty.
+// While a command runs, after each read of its output, a line
+//   "o <id> <bytes>\n"
+// followed by the last (at most PROGRESS_TAIL) bytes of what was read: enough
+// for the engine's live view to show the command's last line as it comes.
 //
 // Each command gets its own session and process group (as spawn's `detached`),
 // stdin from /dev/null, default signal dispositions and an empty signal mask.
@@ -41,7 +45,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define VERSION "4"
+#define VERSION "5"
 
 typedef struct {
   char *data;
@@ -88,6 +92,16 @@ static void out_all(const char *data, size_t n) {
     data += w;
     n -= (size_t)w;
   }
+}
+
+#define PROGRESS_TAIL 256
+
+static void progress(long id, const char *data, size_t n) {
+  size_t k = n < PROGRESS_TAIL ? n : PROGRESS_TAIL;
+  char head[64];
+  int len = snprintf(head, sizeof head, "o %ld %zu\n", id, k);
+  out_all(head, (size_t)len);
+  out_all(data + n - k, k);
 }
 
 static void reply(long id, int code, const char *signal, const char *error, command_t *c) {
@@ -289,6 +303,7 @@ static void drain(size_t i, int which) {
     if (n > 0) {
       buf_add(which == 0 ? &c->out : &c->err, chunk, (size_t)n);
       buf_add(&c->all, chunk, (size_t)n);
+      progress(c->id, chunk, (size_t)n);
       continue;
     }
     if (n < 0 && errno == EINTR) continue;

@@ -11,6 +11,8 @@ export type EngineEvent =
   | { readonly type: 'warning'; readonly message: string }
   | { readonly type: 'task-start'; readonly id: TaskId; readonly verb: string; readonly reason: string; readonly command: string | undefined }
   | { readonly type: 'task-log'; readonly id: TaskId; readonly message: string }
+  /** The last line a running command printed, said now and then for the live view (not in the JSON events). */
+  | { readonly type: 'task-progress'; readonly id: TaskId; readonly line: string }
   | {
       readonly type: 'task-done';
       readonly id: TaskId;

@@ -12,6 +12,8 @@ export interface RunOptions {
   readonly input?: string;
   /** 'ignore': stdout and stderr go nowhere (nothing is captured). */
   readonly output?: 'capture' | 'ignore';
+  /** Called with output as it comes (at least the tail of each piece read), for a live view; the result has it all. */
+  readonly onOutput?: (text: string) => void;
 }
 
 export interface RunResult {

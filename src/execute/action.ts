@@ -31,8 +31,9 @@ export async function runAction(node: TaskNode, context: ActionContext): Promise
   if (typeof run !== 'function') {
     const command = describeCommand(run);
     context.emit({ type: 'task-start', id: node.id, verb: context.verb, reason: context.reason, command });
-    const options = { cwd: node.cwd, env: spec.env, signal: context.signal };
-    const result = await (context.runner.runTask === undefined ? context.runner.run(run, options) : context.runner.runTask(run, options));
+    const progress = lastLines(node.id, context.emit);
+    const options = { cwd: node.cwd, env: spec.env, signal: context.signal, onOutput: progress.add };
+    const result = await (context.runner.runTask === undefined ? context.runner.run(run, options) : context.runner.runTask(run, options)).finally(progress.stop);
     if (result.ok) return { ok: true, value: undefined, command, output: result.output };
     const exited = result.exitCode === null || result.exitCode === undefined ? {} : { exitCode: result.exitCode };
     return { ok: false, canceled: result.canceled || context.signal.aborted, error: result.failure ?? 'failed', command, output: result.output, ...exited };
@@ -62,4 +63,43 @@ export async function runAction(node: TaskNode, context: ActionContext): Promise
       output: log.join(''),
     };
   }
+}
+
+/** At most how often a running command's last line is said (ms): about as often as the live view redraws. */
+const PROGRESS_EVERY = 100;
+
+/** The last line of `text` that says something: colour codes dropped, and of a line a progress bar redraws with \r, what it shows last. */
+export function lastLine(text: string): string {
+  const lines = text.split('\n');
+  for (let i = lines.length - 1; i >= 0; i--) {
+    const shown = lines[i]!.replace(/\x1b\[[0-9;?]*[A-Za-z]/g, '').split('\r').filter((part) => part.trim() !== '').at(-1)?.trim() ?? '';
+    if (shown !== '') return shown;
+  }
+  return '';
+}
+
+/** Keeps the tail of a command's output and says its last line as a task-progress event, at most every PROGRESS_EVERY ms (and once more after a pause). */
+function lastLines(id: TaskNode['id'], emit: EventSink): { add: (text: string) => void; stop: () => void } {
+  let tail = '';
+  let said = '';
+  let at = 0;
+  let timer: NodeJS.Timeout | undefined;
+  const say = (): void => {
+    timer = undefined;
+    at = Date.now();
+    const line = lastLine(tail);
+    if (line === '' || line === said) return;
+    said = line;
+    emit({ type: 'task-progress', id, line });
+  };
+  return {
+    add: (text) => {
+      tail = (tail + text).slice(-2048);
+      if (timer !== undefined) return;
+      const wait = PROGRESS_EVERY - (Date.now() - at);
+      if (wait <= 0) say();
+      else timer = setTimeout(say, wait).unref();
+    },
+    stop: () => clearTimeout(timer),
+  };
 }

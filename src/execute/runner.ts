@@ -39,10 +39,12 @@ export function spawnCommand(command: Command, options: RunOptions, killAfterMs 
     child.stdout.on('data', (d: Buffer) => {
       chunks.push(d);
       out.push(d);
+      options.onOutput?.(d.toString());
     });
     child.stderr.on('data', (d: Buffer) => {
       chunks.push(d);
       err.push(d);
+      options.onOutput?.(d.toString());
     });
     const cancel = cancelOnAbort(child, options.signal, killAfterMs);
     let spawnError: Error | undefined;
@@ -115,6 +117,15 @@ interface Reply {
 
 interface Pending {
   settle(reply: Reply | { readonly died: string }): void;
+  /** Output as it comes: the tail of each read (native/spawnd.c, "o" lines). */
+  progress(text: string): void;
+}
+
+/** What spawnd says of a running command's output (an "o" line and its bytes). */
+interface Progress {
+  readonly progress: true;
+  readonly id: number;
+  readonly text: string;
 }
 
 /**
@@ -122,7 +133,7 @@ interface Pending {
  * in a package, the package's root is two folders up). The version is the one native/spawnd.c says it is.
  */
 export const SPAWND = new URL('../../node_modules/.nodegraph/spawnd', import.meta.url);
-const SPAWND_VERSION = '4';
+const SPAWND_VERSION = '5';
 
 /** Whether spawnd was built: one stat, when the process's first Spawnd is made. */
 function spawndBuilt(): boolean {
@@ -147,7 +158,7 @@ const readAheadRequest = (paths: readonly string[]): string => `w${fields(paths)
  * header line and the raw bytes of its output, decoded as a direct spawn decodes them.
  * onGarbage once, and no more replies, when a line cannot be read or names another version.
  */
-function readReplies(stdout: NodeJS.ReadableStream, onReply: (reply: Reply | { readonly ready: true }) => void, onGarbage: (what: string) => void): void {
+function readReplies(stdout: NodeJS.ReadableStream, onReply: (reply: Reply | Progress | { readonly ready: true }) => void, onGarbage: (what: string) => void): void {
   let pending: Buffer = Buffer.alloc(0);
   // The reply being read: its header's fields, and how many bytes of output follow it.
   let head: string[] | undefined;
@@ -181,19 +192,27 @@ function readReplies(stdout: NodeJS.ReadableStream, onReply: (reply: Reply | { r
           onReply({ ready: true });
           continue;
         }
-        if (words[0] !== 'x' || words.length !== 8 || !words.slice(1).every((p, i) => (i === 2 || i === 3 ? /^[A-Z0-9-]+$/.test(p) : /^-?\d+$/.test(p)))) {
+        const isProgress = words[0] === 'o' && words.length === 3 && /^\d+$/.test(words[1]!) && /^\d+$/.test(words[2]!);
+        if (!isProgress && (words[0] !== 'x' || words.length !== 8 || !words.slice(1).every((p, i) => (i === 2 || i === 3 ? /^[A-Z0-9-]+$/.test(p) : /^-?\d+$/.test(p))))) {
           onGarbage(line);
           stdout.removeAllListeners('data');
           return;
         }
         head = words;
-        body = Number(words[5]) + Number(words[6]) + Number(words[7]);
+        body = isProgress ? Number(words[2]) : Number(words[5]) + Number(words[6]) + Number(words[7]);
       }
       if (pending.length < body) {
         parts = [pending];
         have = pending.length;
         pending = Buffer.alloc(0);
         return;
+      }
+      if (head[0] === 'o') {
+        const text = pending.toString('utf8', 0, body);
+        pending = pending.subarray(body);
+        onReply({ progress: true, id: Number(head[1]), text });
+        head = undefined;
+        continue;
       }
       const [, id, code, signal, error, nout, nerr] = head;
       const out = pending.subarray(0, Number(nout));
@@ -222,7 +241,7 @@ function readReplies(stdout: NodeJS.ReadableStream, onReply: (reply: Reply | { r
  * running: an idle spawnd neither keeps the engine alive nor outlives it (it exits
  * when its stdin closes).
  *
- *   unstarted ──first command──▶ starting ──"ready 4"──▶ ready
+ *   unstarted ──first command──▶ starting ──"ready 5"──▶ ready
  *       │                           │                     │
  *       └──not built──▶ dead ◀──────┴──failed, garbage────┴──died, close()
  *
@@ -320,12 +339,16 @@ export class Spawnd {
     this.#hold();
   }
 
-  #reply(reply: Reply | { readonly ready: true }): void {
+  #reply(reply: Reply | Progress | { readonly ready: true }): void {
     if ('ready' in reply) {
       if (this.#state !== 'starting') return;
       this.#state = 'ready';
       for (const resolve of this.#readyWaiters.splice(0)) resolve(true);
       this.#hold();
+      return;
+    }
+    if ('progress' in reply) {
+      this.#pending.get(reply.id)?.progress(reply.text);
       return;
     }
     const pending = this.#pending.get(reply.id);
@@ -387,6 +410,7 @@ export class Spawnd {
         killer.unref();
       };
       this.#pending.set(id, {
+        progress: (text) => options.onOutput?.(text),
         settle: (reply) => {
           clearTimeout(killer);
           options.signal?.removeEventListener('abort', onAbort);

@@ -10,6 +10,8 @@ export const JSON_EVENTS_VERSION = 1;
 export function jsonReporter(write: (line: string) => void): Reporter {
   return {
     sink: (event: EngineEvent) => {
+      // A running command's last line is for the live view; its whole output is in its task-done.
+      if (event.type === 'task-progress') return;
       const { type, ...rest } = event;
       write(`${JSON.stringify({ v: JSON_EVENTS_VERSION, type, time: new Date().toISOString(), ...rest })}\n`);
     },

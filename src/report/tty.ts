@@ -152,6 +152,11 @@ export function ttyReporter(options: TtyOptions): Reporter {
         if (row !== undefined) row.last = event.message.trimEnd().split('\n').pop() ?? '';
         break;
       }
+      case 'task-progress': {
+        const row = rows.get(event.id);
+        if (row !== undefined) row.last = event.line;
+        break;
+      }
       case 'task-done':
         switch (event.outcome) {
           case 'ran':

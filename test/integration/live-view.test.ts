@@ -96,3 +96,19 @@ test.skipIf(!hasTmux)('Ctrl-C: the notice is not drawn over, the canceled row an
     ].join('\n'),
   );
 });
+
+test.skipIf(!hasTmux)("a running command's last line shows on its row as it comes, through spawnd and without it", async () => {
+  for (const server of ['on', 'off']) {
+    rig.write('pull.sh', `echo "layer 1 of 2"\nprintf '\\033[32mlayer 2 of 2\\033[0m\\n'\n${waitFor('done')}\n`);
+    rig.nodefile(`ng.task('pull', { run: ['sh', 'pull.sh'] });`);
+    term = new Terminal(rig.dir, ['apply'], { env: { NODEGRAPH_SPAWN_SERVER: server } });
+    const screen = await term.waitFor(/layer 2 of 2|^exit/m);
+    expect(screen, server).toMatch(/^\S pull create (\d+ms|\d+\.\ds) {2}layer 2 of 2$/m);
+    rig.write('done', '');
+    await term.waitFor(/^exit 0$/m);
+    term.close();
+    term = undefined;
+    rig.cleanup();
+    rig = new Rig();
+  }
+});

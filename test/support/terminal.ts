@@ -11,9 +11,11 @@ export class Terminal {
   readonly #socket: string;
 
   /** Starts `nodegraph ARGS` in a `columns`×`rows` terminal, in `cwd`; the pane stays after it exits. */
-  constructor(cwd: string, args: readonly string[], size: { columns: number; rows: number } = { columns: 100, rows: 30 }) {
+  constructor(cwd: string, args: readonly string[], options: { readonly columns?: number; readonly rows?: number; readonly env?: Readonly<Record<string, string>> } = {}) {
     this.#socket = path.join(cwd, '.tmux.sock');
-    const command = ['env', '-u', 'CI', '-u', 'FORCE_COLOR', 'NO_COLOR=1', process.execPath, cli, ...args].map((a) => `'${a.replaceAll("'", "'\\''")}'`).join(' ');
+    const size = { columns: options.columns ?? 100, rows: options.rows ?? 30 };
+    const env = Object.entries(options.env ?? {}).map(([k, v]) => `${k}=${v}`);
+    const command = ['env', '-u', 'CI', '-u', 'FORCE_COLOR', 'NO_COLOR=1', ...env, process.execPath, cli, ...args].map((a) => `'${a.replaceAll("'", "'\\''")}'`).join(' ');
     execFileSync('tmux', ['-S', this.#socket, '-f', '/dev/null', 'new-session', '-d', '-x', String(size.columns), '-y', String(size.rows), '-c', cwd, `${command}; echo "exit $?"; sleep 600`]);
   }
 
