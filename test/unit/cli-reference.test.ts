@@ -2,10 +2,10 @@
 // commands, the same exit codes, and every option of a command named in both.
 // A command added to both (help.ts and the table) keeps this passing.
 
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { expect, test } from 'vitest';
-import { COMMANDS, EXIT_CODES, commandHelp, mainHelp, type CommandName } from '../../src/cli/help.ts';
+import { COMMANDS, ENV, EXIT_CODES, commandHelp, mainHelp, type CommandName } from '../../src/cli/help.ts';
 import { optionsFor } from '../../src/cli/main.ts';
 import { repo } from '../support/rig.ts';
 
@@ -44,4 +44,22 @@ test.each(COMMANDS.map((name) => [name]))('%s: the same exit codes and options i
     expect(commandHelp(name)).toContain(`--${option}`);
   }
   for (const [, option] of row.what.matchAll(/`--([a-z-]+)/g)) expect([...Object.keys(optionsFor[name]), ...COMMON]).toContain(option);
+});
+
+/** Read by the engine for its crash tests only (transaction/record.ts): not for users. */
+const TEST_HOOKS = new Set(['NODEGRAPH_FAILPOINT']);
+
+test("every environment variable nodegraph's own code reads is in the help of a command that reads it", () => {
+  const read = new Set<string>();
+  const src = path.join(repo, 'src');
+  for (const file of readdirSync(src, { recursive: true, encoding: 'utf8' })) {
+    // The node kit's modules run inside tasks, with the task's environment, not nodegraph's.
+    if (!file.endsWith('.ts') || file.startsWith('node/')) continue;
+    const text = readFileSync(path.join(src, file), 'utf8');
+    for (const [, bracket, dot] of text.matchAll(/(?:process\.env|\benv)(?:\[['"]([A-Z_]+)['"]\]|\.([A-Z_]+)\b)/g)) read.add((bracket ?? dot)!);
+  }
+  expect(read.size).toBeGreaterThan(3);
+  const documented = new Set(Object.values(ENV).flat());
+  for (const name of read) if (!TEST_HOOKS.has(name)) expect(documented, name).toContain(name);
+  for (const name of COMMANDS) for (const v of ENV[name]) expect(commandHelp(name)).toMatch(new RegExp(`^  ${v} +\\S`, 'm'));
 });
