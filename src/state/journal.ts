@@ -4,7 +4,7 @@
 //
 // Format (the framing is lines.ts). One record per line, `<crc32 as 8 hex> <payload>\n`,
 // where the CRC-32 (node:zlib) covers the payload's UTF-8 bytes. Line 1 is a
-// header `{"format":"nodegraph-state","version":2}` in the same framing. A
+// header `{"format":"nodegraph-state","version":3}` in the same framing. A
 // payload (record.ts, the line format) is a record's fixed fields, its id and
 // the rest as JSON, which never contains a raw newline: a line is exactly one
 // record. A load checks each line's checksum and framing and keeps where it
@@ -85,8 +85,12 @@ import type {
 
 export const JOURNAL_FILE = 'state.jsonl';
 export const JOURNAL_FORMAT = 'nodegraph-state';
-/** The newest journal format this build reads and writes. */
-export const JOURNAL_VERSION = 2;
+/**
+ * The newest journal format this build reads and writes. 3: a record may keep
+ * its value inputs' JSON (`values`), which a nodegraph that reads up to 2 would
+ * take for an invalid record; it refuses a version 3 journal instead.
+ */
+export const JOURNAL_VERSION = 3;
 
 const NEWLINE_BYTE = Buffer.of(0x0a);
 const COMPACT_TMP_PREFIX = `${JOURNAL_FILE}.compact-`;

@@ -113,7 +113,7 @@ describe('journal', () => {
     expect([...readOnly().records.entries()]).toEqual([...loaded.records.entries()]);
 
     const lines = readFileSync(file(), 'utf8').split('\n');
-    expect(lines[0]).toMatch(/^[0-9a-f]{8} \{"format":"nodegraph-state","version":2\}$/);
+    expect(lines[0]).toMatch(/^[0-9a-f]{8} \{"format":"nodegraph-state","version":3\}$/);
     // Status, fingerprint, output hash, outputs digest, id, then the rest as JSON.
     expect(lines[1]).toMatch(/^[0-9a-f]{8} o( [0-9a-f]{64}){3} a \{"definition":"sha256:/);
     expect(lines[2]).toMatch(/^[0-9a-f]{8} f( [0-9a-f]{64}){3} b \{/);
@@ -265,12 +265,12 @@ describe('journal', () => {
   });
 
   test('a journal written by a newer format version is refused, not dropped or touched', () => {
-    const newer = Buffer.concat([frame(JSON.stringify({ format: 'nodegraph-state', version: 3 })), frame(JSON.stringify({ v: 2, id: 'a' }))]);
+    const newer = Buffer.concat([frame(JSON.stringify({ format: 'nodegraph-state', version: 4 })), frame(JSON.stringify({ v: 2, id: 'a' }))]);
     writeFileSync(file(), newer);
     const r = readState(dir);
     expect(r.ok).toBe(false);
     if (!r.ok) {
-      expect(r.error).toMatchObject({ reason: 'state-unreadable', kind: 'newer-format', found: 3, supported: 2 });
+      expect(r.error).toMatchObject({ reason: 'state-unreadable', kind: 'newer-format', found: 4, supported: 3 });
       expect(r.error.message).toMatch(/newer nodegraph/);
     }
     const l = acquire(dir);
@@ -390,9 +390,21 @@ describe('compaction', () => {
     expect(load(j).records.get(taskId('a'))).toEqual(rec('a', 1));
     j.append(rec('c', 1));
     const lines = readFileSync(file(), 'utf8').trimEnd().split('\n');
-    expect(lines[0]).toMatch(/"version":2/);
+    expect(lines[0]).toMatch(/"version":3/);
     expect(lines.slice(1).map((l) => l.split(' ')[5])).toEqual(['a', 'c']);
     expect([...readOnly().records.entries()]).toEqual([['a', rec('a', 1)], ['c', rec('c', 1)]]);
+  });
+
+  test('a version 2 journal is read, and rewritten as version 3 before a record with values goes in; values come back as written', () => {
+    const old = Buffer.concat([frame(JSON.stringify({ format: 'nodegraph-state', version: 2 })), encodeLine(rec('a', 1))]);
+    writeFileSync(file(), old);
+    expect(readOnly().records.get(taskId('a'))).toEqual(rec('a', 1));
+    const j = open();
+    load(j);
+    const valued = rec('c', 1, { values: { settings: { logLevel: 'info', mirrors: ['ä', null] } } });
+    j.append(valued);
+    expect(readFileSync(file(), 'utf8').split('\n')[0]).toMatch(/"version":3/);
+    expect([...readOnly().records.entries()]).toEqual([['a', rec('a', 1)], ['c', valued]]);
   });
 
   test('a temp file left by a crash mid-compaction does not affect loading and is swept by the next writer', () => {
