@@ -15,7 +15,11 @@ function join(path: string, key: string | number): string {
   return `${path}[${JSON.stringify(key)}]`;
 }
 
-/** Every leaf that differs between `before` and `after`, in key order; objects and arrays are walked, other values compared whole. */
+/**
+ * Every leaf that differs between `before` and `after`, in key order; objects
+ * and arrays of one length are walked, a string of several lines line by line,
+ * other values compared whole.
+ */
 export function valueChanges(before: Json, after: Json, path = ''): ValueChange[] {
   if (isObject(before) && isObject(after)) {
     const changes: ValueChange[] = [];
@@ -27,6 +31,18 @@ export function valueChanges(before: Json, after: Json, path = ''): ValueChange[
       if (had && has) changes.push(...valueChanges(before[key]!, after[key]!, at));
       else if (has) changes.push({ path: at, to: canonicalJson(after[key]) });
       else if (had) changes.push({ path: at, from: canonicalJson(before[key]) });
+    }
+    return changes;
+  }
+  // A text of several lines (a rendered unit, a config file's content): the lines that differ, as a diff would say them.
+  if (typeof before === 'string' && typeof after === 'string' && (before.includes('\n') || after.includes('\n'))) {
+    const a = before.split('\n');
+    const b = after.split('\n');
+    const changes: ValueChange[] = [];
+    for (let i = 0; i < Math.max(a.length, b.length); i++) {
+      if (a[i] === b[i]) continue;
+      const at = `${path === '' ? '' : `${path} `}line ${i + 1}`;
+      changes.push({ path: at, ...(a[i] === undefined ? {} : { from: JSON.stringify(a[i]) }), ...(b[i] === undefined ? {} : { to: JSON.stringify(b[i]) }) });
     }
     return changes;
   }

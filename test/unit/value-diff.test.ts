@@ -15,3 +15,11 @@ test('an array that changes length, or a value that changes type, is one change;
   expect(valueChanges('info', 'debug')).toEqual([{ path: '', from: '"info"', to: '"debug"' }]);
   expect(valueChanges({ b: 2, a: [1, { x: 1 }] }, { a: [1, { x: 1 }], b: 2 })).toEqual([]);
 });
+
+test('a text of several lines changes line by line', () => {
+  expect(valueChanges({ unit: '[Service]\nTimeoutStopSec=90\nKillMode=mixed' }, { unit: '[Service]\nTimeoutStopSec=30\nKillMode=mixed\n' })).toEqual([
+    { path: 'unit line 2', from: '"TimeoutStopSec=90"', to: '"TimeoutStopSec=30"' },
+    { path: 'unit line 4', to: '""' },
+  ]);
+  expect(valueChanges('a\nb', 'a\nc')).toEqual([{ path: 'line 2', from: '"b"', to: '"c"' }]);
+});

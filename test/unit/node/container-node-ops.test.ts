@@ -125,7 +125,7 @@ describe('staged image archives', () => {
     rig.writeConfig((c) => ({ ...c, imageArchivePrune: true }));
     expect(changes(ok(await rig.plan()).plan)).toEqual([
       'host/config: update (input file changed)',
-      'kube1/image/coredns.tar: prune from containerd (input archive changed)',
+      'kube1/image/coredns.tar: prune from containerd (input archive changed: prune: false → true)',
     ]);
     rig.runner.reset();
     ok(await rig.apply());
@@ -173,7 +173,11 @@ describe('a unit rewrite without a restart (systemd supervisor)', () => {
 
     // The stop timeout is the unit's, not the running container's.
     rig.writeConfig((c) => ({ ...c, timeouts: { ...c.timeouts!, stop: 30 } }));
-    expect(changes(ok(await rig.plan()).plan)).toEqual(['host/config: update (input file changed)', 'kube1/unit: reload (input unit changed)']);
+    expect(changes(ok(await rig.plan()).plan)).toEqual([
+      'host/config: update (input file changed)',
+      // The value's change, line by line: the unit's stop timeout.
+      'kube1/unit: reload (input unit changed: line 15: "TimeoutStopSec=1" → "TimeoutStopSec=30")',
+    ]);
     rig.runner.reset();
     const summary = ok(await rig.apply());
     expect(summary.ran).toEqual(['host/config', 'kube1/unit']);
@@ -199,8 +203,8 @@ describe('a unit rewrite without a restart (systemd supervisor)', () => {
     // So is the command that runs it (here, the runc binary): the unit is rewritten and the container restarts.
     rig.writeConfig((c) => ({ ...c, runtime: { runc: '/usr/local/sbin/runc' } }));
     const again = changes(ok(await rig.plan()).plan);
-    expect(again).toContain('kube1/unit: reload (input unit changed)');
-    expect(again).toContain('kube1/container: restart (input spec changed)');
+    expect(again).toContainEqual(expect.stringMatching(/^kube1\/unit: reload \(input unit changed: line \d+: .*\/usr\/local\/sbin\/runc/));
+    expect(again).toContainEqual(expect.stringMatching(/^kube1\/container: restart \(input spec changed/));
     rig.runner.reset();
     ok(await rig.apply());
     expect(story(rig.runner.events).filter((s) => s.startsWith('container-'))).toEqual(['container-stop kube1', 'container-start kube1']);
