@@ -46,7 +46,7 @@ test.each(COMMANDS.map((name) => [name]))('%s: the same exit codes and options i
   for (const [, option] of row.what.matchAll(/`--([a-z-]+)/g)) expect([...Object.keys(optionsFor[name]), ...COMMON]).toContain(option);
 });
 
-/** Read by the engine for its crash tests only (transaction/record.ts): not for users. */
+/** Read by the engine for its crash tests only (util/failpoint.ts): not for users. */
 const TEST_HOOKS = new Set(['NODEGRAPH_FAILPOINT']);
 
 test("every environment variable nodegraph's own code reads is in the help of a command that reads it", () => {
