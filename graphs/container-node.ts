@@ -355,6 +355,7 @@ function declareSlot(ng: NodefileApi, node: Node, shared: Shared, slot: Slot, ro
         renderFile(file, text);
         await services(execOf(ctx), { kind: 'host' }).daemonReload();
       },
+      check: () => existsSync(file) || `${file} is missing`,
       destroy: [helper.unitRemove(file, unitName(slot))],
       // A rewritten unit is read by systemd now and used at the container's next start: the container keeps running.
       verbs: { create: 'write', update: 'reload' },

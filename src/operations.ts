@@ -11,6 +11,8 @@ import { LocalRunner } from './execute/runner.ts';
 import { appender } from './execute/appender.ts';
 import { defaultJobs, observeAndPlan, resolveTargets, stateDirOf, withSession, type EngineOptions, type Session } from './engine.ts';
 import { nodefileModules } from './nodefile/load.ts';
+import { findTraces, traceRecord } from './observe/traces.ts';
+import { recipeOf } from './execute/run-task.ts';
 import type { ProcessRunner } from './process-runner.ts';
 import { acquire, borrow } from './state/lock.ts';
 import { lockWarnings } from './state/open.ts';
@@ -545,9 +547,14 @@ export function destroySet(targets: ReadonlySet<TaskId> | undefined, records: Re
  * Destroys (or, with mode 'stop', stops) what the state records, in reverse
  * graph order. Works from the state alone: the Nodefile need not exist.
  */
-export async function teardownNodefile(
-  options: EngineOptions & { readonly mode: 'stop' | 'destroy'; readonly confirm?: (order: readonly TaskId[]) => Promise<boolean> },
-): Promise<Result<TeardownResult, Failure[]>> {
+export interface TeardownOptions extends EngineOptions {
+  readonly mode: 'stop' | 'destroy';
+  readonly confirm?: (order: readonly TaskId[]) => Promise<boolean>;
+  /** Also what the Nodefile's tasks find in place that the state does not record (traces.ts): a lost state's node. */
+  readonly traces?: boolean;
+}
+
+export async function teardownNodefile(options: TeardownOptions): Promise<Result<TeardownResult, Failure[]>> {
   const started = Date.now();
   const stateDir = stateDirOf(options);
   // What a half-done atomic apply changed is for its rollback to undo first: a teardown now would lose track.
@@ -581,12 +588,14 @@ export async function teardownNodefile(
   }
 }
 
-async function teardownWith(
-  session: TeardownSession,
-  options: EngineOptions & { readonly mode: 'stop' | 'destroy'; readonly confirm?: (order: readonly TaskId[]) => Promise<boolean> },
-  started: number,
-): Promise<Result<TeardownResult, Failure[]>> {
+async function teardownWith(session: TeardownSession, options: TeardownOptions, started: number): Promise<Result<TeardownResult, Failure[]>> {
   const records = session.state.records;
+  if (options.traces === true && session.graph !== undefined) {
+    const graph = session.graph;
+    for (const id of await findTraces(graph, records, session.runner, session.signal, Math.max(1, options.jobs ?? defaultJobs()))) {
+      records.set(traceRecord(graph, id, recipeOf(graph.get(id)!)));
+    }
+  }
   const targets = resolveTargets(options.targets, (id) => records.has(id), () => records.keys());
   if (!targets.ok) return targets;
   const order = options.mode === 'stop' && targets.value !== undefined ? stopSet(targets.value, records) : destroySet(targets.value, records);

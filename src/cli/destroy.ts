@@ -12,6 +12,7 @@ export async function run(args: Args, io: CliIo, mode: 'stop' | 'destroy' = 'des
   const result = await teardownNodefile({
     ...options,
     mode,
+    traces: args.values['traces'] === true,
     onEvent: reporter.sink,
     ...(ask ? { confirm: (order: readonly TaskId[]) => confirm(order, io) } : {}),
   });

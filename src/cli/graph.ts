@@ -22,11 +22,13 @@ const namespaceOf = (id: string): string => (id.includes('/') ? id.slice(0, id.i
 
 const STATUS_COLOR: Record<TaskStatus, string> = {
   applied: '#b7e1a1',
+  running: '#b7e1a1',
   stale: '#ffe699',
   drifted: '#f4a582',
   failed: '#e06666',
   stopped: '#c9c9c9',
   absent: '#ffffff',
+  trace: '#f4a582',
   orphan: '#d5a6bd',
 };
 
@@ -139,7 +141,8 @@ export async function run(args: Args, io: CliIo): Promise<number> {
     const seen = await withSession(options, { lock: false }, async (session) => {
       const observed = await observeAndPlan(session);
       if (!observed.ok) return observed;
-      return ok(new Map(observed.value.plan.entries().map((e) => [e.id, statusOf(e, session.state.records.get(e.id))])));
+      const stops = (id: TaskId): boolean => session.graph.get(id)?.decl.spec.stop !== undefined;
+      return ok(new Map(observed.value.plan.entries().map((e) => [e.id, statusOf(e, session.state.records.get(e.id), { stops: stops(e.id) })])));
     });
     if (!seen.ok) return printFailures(seen.error, io);
     status = seen.value;

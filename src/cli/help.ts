@@ -12,7 +12,7 @@ export const SUMMARY: Record<CommandName, string> = {
   apply: 'run the stale tasks',
   destroy: 'tear down in reverse graph order',
   stop: 'stop what tasks started, keeping their files',
-  status: 'each task: applied, stale, drifted, failed, stopped, absent, orphan',
+  status: 'each task: applied, running, stale, drifted, failed, stopped, absent, trace, orphan',
   explain: 'why one task is or is not stale',
   graph: 'print the graph (dot, mermaid, json)',
   unlock: 'remove a stale state lock',
@@ -28,7 +28,7 @@ export const EXIT_CODES: Record<CommandName, string> = {
   apply: '0 ok; 1 a task failed (an atomic apply: and was rolled back) or an error; 130 interrupted',
   destroy: '0 ok; 1 a teardown failed or an error; 130 interrupted',
   stop: '0 ok; 1 a stop failed or an error; 130 interrupted',
-  status: '0 ok (all applied, with --detailed-exitcode); 1 error; 2 stale, drifted, failed, stopped, absent or orphan (with --detailed-exitcode)',
+  status: '0 ok (all applied or running, with --detailed-exitcode); 1 error; 2 stale, drifted, failed, stopped, absent, trace or orphan (with --detailed-exitcode)',
   explain: '0 ok; 1 error',
   graph: '0 ok; 1 error',
   unlock: '0 ok; 1 error',
@@ -123,6 +123,9 @@ nothing else needs. Asks on a terminal unless --yes.
 
 Options:
   -y, --yes            do not ask
+      --traces         also what the Nodefile's tasks find in place that the state
+                       does not record (status shows them as traces): the node a
+                       lost state left, torn down with the tasks' own actions
 ${COMMON}`,
   stop: `Usage: nodegraph stop [options] [TARGET...]
 
@@ -131,8 +134,9 @@ stopped is recorded as stopped, and the next apply starts it again.
 ${COMMON}`,
   status: `Usage: nodegraph status [options] [TARGET...]
 
-One line per task: applied, stale, drifted, failed, stopped, absent, or
-orphan; then a summary line, and who holds the state lock if anyone does.
+One line per task: applied, running (applied, and what it started runs),
+stale, drifted, failed, stopped, absent, trace (never recorded, but its check
+finds it in place), or orphan; then a summary line, and who holds the state lock if anyone does.
 
 Options:
       --detailed-exitcode  exit 0 when every task is applied, 2 when one is not, 1 on error

@@ -51,7 +51,7 @@ export const optionsFor: Record<CommandName, NonNullable<ParseArgsConfig['option
     continue: { type: 'boolean' },
     keep: { type: 'string' },
   },
-  destroy: { ...common, yes: { type: 'boolean', short: 'y' } },
+  destroy: { ...common, yes: { type: 'boolean', short: 'y' }, traces: { type: 'boolean' } },
   stop: { ...common },
   status: { ...common, jobs: { type: 'string', short: 'j' }, 'detailed-exitcode': { type: 'boolean' } },
   explain: { ...common },

@@ -7,18 +7,30 @@ import { liveHolder } from '../state/open.ts';
 import { readLock } from '../state/lock.ts';
 import { STOPPED, type TaskRecord } from '../state/record.ts';
 import { ok } from '../util/result.ts';
+import { findTraces } from '../observe/traces.ts';
+import type { TaskId } from '../ids.ts';
 import type { CliIo } from './main.ts';
 import { engineOptions, paletteFor, printFailures, type Args } from './shared.ts';
 
-export const TASK_STATUSES = ['applied', 'stale', 'drifted', 'failed', 'stopped', 'absent', 'orphan'] as const;
+export const TASK_STATUSES = ['applied', 'running', 'stale', 'drifted', 'failed', 'stopped', 'absent', 'trace', 'orphan'] as const;
 export type TaskStatus = (typeof TASK_STATUSES)[number];
 
-export function statusOf(entry: PlanEntry, recorded: Pick<TaskRecord, 'status' | 'error'> | undefined): TaskStatus {
+/**
+ * A task's status. `running`: applied, and what it started (it has a stop
+ * action) is in place. `trace`: never recorded, yet its check finds what it
+ * manages in place (a state that was lost: `destroy --traces`).
+ */
+export function statusOf(
+  entry: PlanEntry,
+  recorded: Pick<TaskRecord, 'status' | 'error'> | undefined,
+  task: { readonly stops?: boolean; readonly trace?: boolean } = {},
+): TaskStatus {
   if (entry.action === 'destroy') return 'orphan';
-  if (recorded === undefined) return 'absent';
+  if (recorded === undefined) return task.trace === true ? 'trace' : 'absent';
   if (recorded.status === 'failed') return recorded.error === STOPPED ? 'stopped' : 'failed';
   if (entry.action === 'drift') return 'drifted';
-  return entry.action === 'unchanged' ? 'applied' : 'stale';
+  if (entry.action !== 'unchanged') return 'stale';
+  return task.stops === true ? 'running' : 'applied';
 }
 
 /**
@@ -57,14 +69,18 @@ export async function run(args: Args, io: CliIo): Promise<number> {
     if (!observed.ok) return observed;
     const generation = generationView(session);
     if (!generation.ok) return generation;
-    return ok({ generation: generation.value, tasks: observed.value.plan.entries().map((e) => ({ entry: e, status: statusOf(e, session.state.records.get(e.id)) })) });
+    const records = session.state.records;
+    const traces = new Set(await findTraces(session.graph, records, session.runner, session.signal, session.jobs));
+    const stops = (id: TaskId): boolean => session.graph.get(id)?.decl.spec.stop !== undefined;
+    const tasks = observed.value.plan.entries().map((e) => ({ entry: e, status: statusOf(e, records.get(e.id), { stops: stops(e.id), trace: traces.has(e.id) }) }));
+    return ok({ generation: generation.value, tasks });
   });
   if (!result.ok) return printFailures(result.error, io);
   const { tasks, generation } = result.value;
   const counts = Object.fromEntries(TASK_STATUSES.map((s) => [s, 0])) as Record<TaskStatus, number>;
   for (const r of tasks) counts[r.status]++;
   const lock = lockStatus(stateDirOf(options));
-  const settled = counts.applied === tasks.length;
+  const settled = counts.applied + counts.running === tasks.length;
   const code = args.values['detailed-exitcode'] === true && !settled ? 2 : 0;
   const { current, interrupted } = generation;
   // What holds of the state as a whole sits beside the tasks: the generation and the lock.
@@ -77,7 +93,7 @@ export async function run(args: Args, io: CliIo): Promise<number> {
   // A loop, not Math.max(...ids): spreading some 100,000 arguments overflows the stack.
   let width = 0;
   for (const r of tasks) width = Math.max(width, r.entry.id.length);
-  const color = { applied: c.green, stale: c.yellow, drifted: c.red, failed: c.red, stopped: c.yellow, absent: c.dim, orphan: c.yellow };
+  const color = { applied: c.green, running: c.green, stale: c.yellow, drifted: c.red, failed: c.red, stopped: c.yellow, absent: c.dim, trace: c.red, orphan: c.yellow };
   // One write for the table, not one per task.
   const lines = tasks.map(({ entry, status }) => `${entry.id.padEnd(width)}  ${color[status](status.padEnd(7))}  ${c.dim(reasonsLine(entry.reasons, `(all: nodegraph explain ${entry.id})`))}`.trimEnd());
   const shown = TASK_STATUSES.filter((s) => counts[s] > 0).map((s) => `${counts[s]} ${s}`);
@@ -87,6 +103,7 @@ export async function run(args: Args, io: CliIo): Promise<number> {
   if (interrupted !== null) {
     lines.push(`${c.yellow('!')} an interrupted atomic apply from ${interrupted.from === null ? 'no generation' : `generation ${interrupted.from}`} to ${interrupted.to} (${interrupted.phase}, begun ${interrupted.startedAt}): the next apply rolls it back`);
   }
+  if (counts.trace > 0) lines.push(`${c.yellow('!')} ${counts.trace} task${counts.trace === 1 ? '' : 's'} found in place but not in the state (a state that was lost?): \`nodegraph destroy --traces\` tears them down.`);
   if (lock !== undefined) lines.push(lockLine(lock));
   io.stdout.write(`${lines.join('\n')}\n`);
   return code;

@@ -3,7 +3,7 @@
 // stand-in services with start-stop-daemon, restarts only the one whose
 // configuration changed, and destroy removes all of it.
 
-import { cpSync, existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, expect, test } from 'vitest';
 import { alive, repo, Rig } from '../support/rig.ts';
@@ -117,4 +117,26 @@ test('destroy --yes stops both services and removes all of it', async () => {
   expect(result.code).toBe(0);
   expect(existsSync(rig.path('example-node'))).toBe(false);
   for (const p of pids) expect(alive(p)).toBe(false);
+});
+
+test('status says which services run; with the state lost, it names the traces, and destroy --traces tears them down', async () => {
+  expect((await rig.run(['apply', '-f', 'Nodefile.example.ts'])).code).toBe(0);
+  const status = await rig.run(['status', '-f', 'Nodefile.example.ts']);
+  expect(status.stdout).toMatch(/^containerd\/service\s+running\s*$/m);
+  expect(status.stdout).toMatch(/^node\/settings\s+applied\s*$/m);
+  const pids = [pid('containerd'), pid('kubelet')];
+  rmSync(rig.path('.nodegraph'), { recursive: true });
+  const lost = await rig.run(['status', '-f', 'Nodefile.example.ts']);
+  expect(lost.stdout).toMatch(/^containerd\/service\s+trace\s/m);
+  expect(lost.stdout).toMatch(/^node\/layout\s+trace\s/m);
+  expect(lost.stdout).toContain('found in place but not in the state (a state that was lost?): `nodegraph destroy --traces` tears them down.');
+  const plain = await rig.run(['destroy', '-f', 'Nodefile.example.ts', '--yes']);
+  expect(plain.stdout).toContain('Nothing to destroy');
+  for (const p of pids) expect(alive(p)).toBe(true);
+  const traced = await rig.run(['destroy', '-f', 'Nodefile.example.ts', '--yes', '--traces']);
+  expect(traced.stderr).toBe('');
+  expect(traced.stdout).toMatch(/^Destroy: 6 destroyed, 0 failed, 0 kept in /m);
+  expect(traced.code).toBe(0);
+  for (const p of pids) expect(alive(p)).toBe(false);
+  expect(existsSync(rig.path('example-node'))).toBe(false);
 });

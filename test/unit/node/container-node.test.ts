@@ -1,7 +1,8 @@
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { makeRig, ok, type Rig } from './graph-rig.ts';
+import { makeRig, NODEFILE, ok, type Rig } from './graph-rig.ts';
+import { teardownNodefile } from '../../../src/operations.ts';
 import type { FakeEvent } from '../../support/fake-runner.ts';
 
 let rig: Rig;
@@ -164,6 +165,24 @@ describe('graphs/container-node.ts with a fake runner', () => {
     const kubelet = path.join(rig.root, 'var/lib/kubelet');
     const kinds = rig.runner.events.map((e) => (e.kind === 'unmount-below' || e.kind === 'remove' ? `${e.kind} ${path.relative(rig.root, e.path)}` : undefined)).filter(Boolean);
     expect(kinds.indexOf(`unmount-below ${path.relative(rig.root, kubelet)}`)).toBeLessThan(kinds.indexOf(`remove ${path.relative(rig.root, kubelet)}`));
+    for (const p of ['var/lib/kubelet', 'var/lib/nodegraph', 'opt/cni', 'etc/containerd', 'run/containerd', 'usr/local/libexec/nodegraph']) {
+      expect(existsSync(path.join(rig.root, p)), p).toBe(false);
+    }
+  });
+
+  it('tears down a node whose state was lost: destroy --traces finds what the tasks manage and removes it all; without it, nothing', async () => {
+    rig = makeRig();
+    ok(await rig.apply());
+    rmSync(path.join(rig.dir, 'state'), { recursive: true, force: true });
+    rig.runner.reset();
+    // Without --traces the state records nothing, and nothing is touched.
+    expect(ok(await rig.destroy()).order).toEqual([]);
+    expect(rig.runner.containers.size).toBe(1);
+    const result = ok(await teardownNodefile({ nodefile: NODEFILE, stateDir: path.join(rig.dir, 'state'), runner: rig.runner, mode: 'destroy', traces: true }));
+    expect(result.failed).toEqual([]);
+    expect(result.order.map(String)).toEqual(expect.arrayContaining(['kube1/kubelet', 'kube1/containerd', 'kube1/container', 'kube1/rootfs', 'host/layout', 'host/runtime']));
+    expect(story(rig.runner.events)).toEqual(['stop kubelet', 'stop containerd', 'container-stop kube1']);
+    expect(rig.runner.containers.size).toBe(0);
     for (const p of ['var/lib/kubelet', 'var/lib/nodegraph', 'opt/cni', 'etc/containerd', 'run/containerd', 'usr/local/libexec/nodegraph']) {
       expect(existsSync(path.join(rig.root, p)), p).toBe(false);
     }
