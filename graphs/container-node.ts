@@ -25,13 +25,13 @@
 
 import { existsSync, lstatSync, mkdirSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
-import type { Json, NodefileApi, TaskContext, TaskRef } from '../src/nodefile/types.ts';
+import type { Json, NodefileApi, TaskContext, TaskInput, TaskRef } from '../src/nodefile/types.ts';
 import { isOciLayout, removeTree, unpackImage } from '../src/node/archive.ts';
 import { bundleConfig, grantableCapabilities, SHARED_PATHS, validateOciSpec, type Mount, type OciSpec } from '../src/node/bundle.ts';
 import { conflistPath, renderConflist } from '../src/node/cni.ts';
 import { renderContainerdConfig, renderHostsFiles } from '../src/node/containerd.ts';
 import { execOf, lastLine, tryExec } from '../src/node/exec.ts';
-import { discoverNvidia } from '../src/node/gpu.ts';
+import { gpuFiles, gpuTask, nvidiaTask, readGrants, NO_GRANTS } from '../src/node/gpu.ts';
 import { HELPER_PATH, HELPER_SCRIPT, helperAt, type Helper } from '../src/node/helper.ts';
 import { makeHost, type Host } from '../src/node/host.ts';
 import { kubeletDropIn, kubeletSharedFiles, type KubeletSettings } from '../src/node/kubelet.ts';
@@ -305,10 +305,12 @@ function declareSlot(ng: NodefileApi, node: Node, shared: Shared, slot: Slot, ro
     );
   }
 
-  // The OCI bundle. GPUs are discovered each time the graph loads, so a
-  // driver change or a reboot is followed by the next apply.
-  const gpu = config.gpu === 'auto' ? discoverNvidia(host) : { devices: [], mounts: [] };
+  // The OCI bundle, with the GPUs <slot>/gpu grants (discovered again on every run).
   const configJson = path.join(slotDir, 'config.json');
+  const { grantsFile, seenFile } = gpuFiles(slotDir);
+  const gpu = config.gpu === 'auto' ? gpuTask(ng, { slot, host, rootfs, grantsFile, seenFile, configJson }) : undefined;
+  const grants = () => (gpu === undefined ? NO_GRANTS : readGrants(grantsFile));
+  const gpuInput: Record<string, TaskInput> = gpu === undefined ? {} : { gpu: gpu.output(grantsFile) };
   const bundleParams = {
     hostname: config.nodeName,
     rootfs: 'rootfs',
@@ -316,8 +318,7 @@ function declareSlot(ng: NodefileApi, node: Node, shared: Shared, slot: Slot, ro
     hostNetwork: config.hostNetwork,
     // What the process running runc may pass on (runc refuses more).
     capabilities: grantableCapabilities(readIfThere('/proc/self/status')),
-    devices: gpu.devices,
-    extraMounts: [...gpu.mounts, ...imageArchiveMounts(node), ...config.bundle.extraMounts],
+    extraMounts: [...imageArchiveMounts(node), ...config.bundle.extraMounts],
     annotations: { 'org.nodegraph.slot': slot, ...config.bundle.annotations },
     ...(config.bundle.hooks === undefined ? {} : { hooks: config.bundle.hooks }),
     ...(config.bundle.cgroupsPath === undefined ? {} : { cgroupsPath: config.bundle.cgroupsPath }),
@@ -325,12 +326,14 @@ function declareSlot(ng: NodefileApi, node: Node, shared: Shared, slot: Slot, ro
   const baseFile = config.bundle.base;
   const bundle = ng.task(id('bundle'), {
     description: `the OCI bundle's config.json for ${slot}`,
-    inputs: { spec: ng.value(asJson(bundleParams)), ...(baseFile === undefined ? {} : { base: ng.file(baseFile) }) },
+    inputs: { spec: ng.value(asJson(bundleParams)), ...gpuInput, ...(baseFile === undefined ? {} : { base: ng.file(baseFile) }) },
     outputs: [configJson],
     after: [rootfs, shared.kubeletDir, shared.cni, shared.certsDir, shared.runContainerd, shared.bpffs, ...present(shared.imageArchives)],
     run: () => {
       const base = baseFile === undefined ? undefined : readBase(baseFile);
-      renderFile(configJson, `${JSON.stringify(bundleConfig({ ...bundleParams, ...(base === undefined ? {} : { base }) }), null, 2)}\n`);
+      const { devices, mounts } = grants();
+      const params = { ...bundleParams, devices, extraMounts: [...mounts, ...bundleParams.extraMounts], ...(base === undefined ? {} : { base }) };
+      renderFile(configJson, `${JSON.stringify(bundleConfig(params), null, 2)}\n`);
     },
   });
 
@@ -391,13 +394,14 @@ function declareSlot(ng: NodefileApi, node: Node, shared: Shared, slot: Slot, ro
       rootfs,
       settings: ng.value(asJson(config.containerd)),
       registryMirrors: ng.value(asJson(config.registryMirrors)),
+      ...gpuInput,
     },
     outputs: [containerdToml, ...[...hostsFiles.keys()].map((rel) => path.join(certsDir, rel))],
     // Shared files stay when a slot goes; host/certs.d removes them once no slot remains.
     removeOutputs: false,
     after: [shared.certsDir, takeover],
     run: () => {
-      renderFile(containerdToml, renderContainerdConfig(config.containerd));
+      renderFile(containerdToml, renderContainerdConfig(config.containerd, { nvidia: grants().devices.length > 0 }));
       for (const [rel, content] of hostsFiles) renderFile(path.join(certsDir, rel), content);
       removeStaleHosts(certsDir, new Set([...hostsFiles.keys()].map((rel) => rel.split('/')[0]!)));
     },
@@ -508,7 +512,9 @@ function declareSlot(ng: NodefileApi, node: Node, shared: Shared, slot: Slot, ro
       verbs: { create: 'start', update: 'restart', upstream: { [id('container')]: 'start' } },
     });
 
-  const containerd = service('containerd', { config: containerdConfig }, [], false);
+  // On a GPU node, containerd and kubelet run on the NVIDIA state rebuilt after the container started.
+  const nvidia = gpu === undefined ? undefined : nvidiaTask(ng, { slot, runc: node.runc, container: containerTask, gpu, grantsFile });
+  const containerd = service('containerd', { config: containerdConfig }, present(nvidia), false);
   const kubelet = service(
     'kubelet',
     { config: kubeletConfig, ...(kubeletBinary === undefined ? {} : { binary: kubeletBinary }) },

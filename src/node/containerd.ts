@@ -50,11 +50,21 @@ export function validateContainerdSettings(input: unknown): Result<ContainerdSet
   return err(parsed.error.issues.map((i) => `containerd.${i.path.join('.')}: ${i.message}`));
 }
 
-export function containerdDocument(s: ContainerdSettings): TomlTable {
+/** What the node adds to containerd's settings: `nvidia`, a runtime handler for GPU pods (RuntimeClass `nvidia`). */
+export interface ContainerdExtras {
+  readonly nvidia?: boolean;
+}
+
+/** The NVIDIA Container Toolkit's runtime, which containerd runs instead of runc for a pod that asks for it. */
+export const NVIDIA_RUNTIME_BINARY = '/usr/bin/nvidia-container-runtime';
+
+export function containerdDocument(s: ContainerdSettings, extras: ContainerdExtras = {}): TomlTable {
   const runc = {
     runtime_type: 'io.containerd.runc.v2',
     options: { SystemdCgroup: s.systemdCgroup },
   };
+  const nvidia = { runtime_type: 'io.containerd.runc.v2', options: { BinaryName: NVIDIA_RUNTIME_BINARY, SystemdCgroup: s.systemdCgroup } };
+  const runtimes = extras.nvidia === true ? { runc, nvidia } : { runc };
   const doc: TomlTable =
     s.version === 2
       ? {
@@ -62,7 +72,7 @@ export function containerdDocument(s: ContainerdSettings): TomlTable {
           plugins: {
             'io.containerd.grpc.v1.cri': {
               sandbox_image: s.sandboxImage,
-              containerd: { default_runtime_name: 'runc', runtimes: { runc } },
+              containerd: { default_runtime_name: 'runc', runtimes },
               cni: { bin_dir: s.cniBinDir, conf_dir: s.cniConfDir },
               registry: { config_path: s.certsDir },
             },
@@ -76,7 +86,7 @@ export function containerdDocument(s: ContainerdSettings): TomlTable {
               registry: { config_path: s.certsDir },
             },
             'io.containerd.cri.v1.runtime': {
-              containerd: { default_runtime_name: 'runc', runtimes: { runc } },
+              containerd: { default_runtime_name: 'runc', runtimes },
               cni: { bin_dir: s.cniBinDir, conf_dir: s.cniConfDir },
             },
           },
@@ -84,8 +94,8 @@ export function containerdDocument(s: ContainerdSettings): TomlTable {
   return deepMerge(doc, s.extra);
 }
 
-export const renderContainerdConfig = (s: ContainerdSettings): string =>
-  `# Written by nodegraph; edits are replaced on the next apply.\n${toToml(containerdDocument(s))}`;
+export const renderContainerdConfig = (s: ContainerdSettings, extras: ContainerdExtras = {}): string =>
+  `# Written by nodegraph; edits are replaced on the next apply.\n${toToml(containerdDocument(s, extras))}`;
 
 /** Just enough of a parsed config.toml to check what nodegraph relies on; the rest is kept. */
 export const containerdConfigSchema = z.looseObject({

@@ -9,7 +9,7 @@ import { fileURLToPath } from 'node:url';
 import type { NodeConfigInput } from '../../../graphs/node-config.ts';
 import { applyNodefile, planNodefile, teardownNodefile } from '../../../src/operations.ts';
 import type { EngineEvent } from '../../../src/events.ts';
-import { FakeRunner } from '../../support/fake-runner.ts';
+import { FakeRunner, type FakeRunnerOptions } from '../../support/fake-runner.ts';
 
 export const NODEFILE = fileURLToPath(new URL('../../../graphs/container-node.ts', import.meta.url));
 
@@ -49,7 +49,10 @@ export function makeImage(dir: string, name = 'image.tar.gz', marker = 'one'): s
   return archive;
 }
 
-export function makeRig(overrides: Partial<NodeConfigInput> = {}, fake: { missingModules?: string[]; builtinModules?: string[] } = {}): Rig {
+export function makeRig(
+  overrides: Partial<NodeConfigInput> = {},
+  fake: Pick<FakeRunnerOptions, 'missingModules' | 'builtinModules' | 'answer'> = {},
+): Rig {
   const dir = mkdtempSync(path.join(tmpdir(), 'nodegraph-node-'));
   const root = path.join(dir, 'root');
   mkdirSync(root);
