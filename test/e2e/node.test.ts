@@ -52,6 +52,7 @@ import {
   sh,
   unitStory,
   type RuncState,
+  type Sh,
 } from './node-host.ts';
 
 const NODEFILE = fileURLToPath(new URL('../../graphs/container-node.ts', import.meta.url));
@@ -834,6 +835,90 @@ describe('graphs/container-node.ts on real runc, systemd and containerd', () => 
     expect(sharedFiles()).toEqual(sharedBefore);
     expect(existsSync(path.join(root, 'var/lib/kubelet'))).toBe(true);
     expectHealthy();
+  });
+
+  it('21. GPU hosts, on a fake device tree below the root prefix (mknod): a slot made without grants is left alone; a slot built afresh gets the devices with their major, minor and mode, and follows a new device number', async () => {
+    expect(up, 'the node is not up (step 1 failed)').toBe(true);
+    const running = node.id;
+    const fresh = running === 'kube1' ? 'kube2' : 'kube1';
+    const dev = (name: string, major: number, minor: number): void => {
+      mkdirSync(path.join(root, 'dev'), { recursive: true });
+      rmSync(path.join(root, 'dev', name), { force: true });
+      must(['mknod', '-m', '600', path.join(root, 'dev', name), 'c', String(major), String(minor)]);
+    };
+    const NODES = ['/dev/nvidia-uvm', '/dev/nvidia0', '/dev/nvidiactl'];
+    const statInside = (): Sh => node.exec('stat', '-c', '%n %F %t %T %a', ...NODES);
+    // The configuration as the node has it (a rolled-back change gave the file back).
+    config = JSON.parse(readFileSync(configFile, 'utf8')) as NodeConfigInput;
+
+    // GPU discovery on, no GPU yet, the other slot not kept: nothing restarts.
+    writeConfig((c) => ({ ...c, gpu: 'auto', prepare: [] }));
+    const init = node.state()?.pid;
+    await apply('gpu: auto on a host without a GPU');
+    expect(node.state()?.pid).toBe(init);
+    expect(changes(await plan())).toEqual([]);
+
+    // A GPU appears: the running slot was made without grants, so it is left alone, and the plan says why.
+    dev('nvidia0', 195, 0);
+    dev('nvidiactl', 195, 255);
+    dev('nvidia-uvm', 235, 0);
+    mkdirSync(path.join(root, 'usr/lib/x86_64-linux-gnu'), { recursive: true });
+    writeFileSync(path.join(root, 'usr/lib/x86_64-linux-gnu/libcuda.so.1'), 'fake libcuda\n');
+    const appeared = await plan();
+    expect(appeared.get(`${running}/gpu`)?.action).toBe('drift');
+    expect(appeared.get(`${running}/gpu`)?.reasons.join(' ')).toMatch(
+      new RegExp(`an NVIDIA GPU is on the host \\(/dev/nvidia-uvm 235:0, /dev/nvidia0 195:0, /dev/nvidiactl 195:255\\), but ${running}'s rootfs was made without GPU grants: ${running} is left alone; adding a GPU needs a new rootfs`),
+    );
+    await apply('a GPU appears');
+    expect(node.state()?.pid, 'the slot made without grants is left alone').toBe(init);
+    expect(statInside().code).not.toBe(0);
+    expect(changes(await plan())).toEqual([]);
+
+    // A new rootfs: the other slot, built afresh, gets the GPU.
+    writeConfig((c) => ({ ...c, slot: fresh }));
+    await apply('switch to a slot built afresh on the GPU host');
+    node = new Node(runcRootOf(work), fresh);
+    slotDir = path.join(root, 'var/lib/nodegraph/containers', fresh);
+    expectHealthy();
+    expect(statInside().stdout.trim().split('\n')).toEqual([
+      '/dev/nvidia-uvm character special file eb 0 666',
+      '/dev/nvidia0 character special file c3 0 666',
+      '/dev/nvidiactl character special file c3 ff 666',
+    ]);
+    expect(node.mustExec('cat', '/usr/lib/x86_64-linux-gnu/libcuda.so.1')).toBe('fake libcuda\n');
+    const dump = node.exec('containerd', '--config', '/etc/containerd/config.toml', 'config', 'dump');
+    expect(dump.code, `containerd config dump:\n${dump.stderr}`).toBe(0);
+    expect(dump.stdout).toMatch(/BinaryName = "\/usr\/bin\/nvidia-container-runtime"/);
+
+    // Each start: containerd and kubelet (started by systemd with the container) stopped, the NVIDIA state rebuilt, both started.
+    const before = snapshot();
+    const summary = await apply(`soft reboot of a GPU node (--replace ${fresh}/container)`, { replace: [`${fresh}/container`] });
+    expect(ran(summary)).toEqual([`${fresh}/container`, `${fresh}/containerd`, `${fresh}/kubelet`, `${fresh}/nvidia`, `${fresh}/verified`]);
+    expect(systemctlStory()).toEqual(['stop kubelet', 'stop containerd', 'start containerd', 'start kubelet']);
+    const rebuilt = runner.commands.findIndex((c) => c.some((w) => w.includes('mknod')));
+    expect(rebuilt).toBeGreaterThan(runner.commands.findIndex((c) => c.includes('stop') && c.includes('containerd')));
+    expect(rebuilt).toBeLessThan(runner.commands.findIndex((c) => c.includes('start') && c.includes('containerd')));
+    expect(snapshot().containerd).not.toBe(before.containerd);
+    expectHealthy();
+    expect(changes(await plan())).toEqual([]);
+
+    // A reboot gave nvidia-uvm another major: the plan says so, the bundle follows, the container restarts once.
+    dev('nvidia-uvm', 236, 0);
+    const moved = await plan();
+    expect(moved.get(`${fresh}/gpu`)).toMatchObject({ action: 'drift' });
+    expect(moved.get(`${fresh}/gpu`)?.reasons.join(' ')).toContain('NVIDIA devices or driver libraries changed on the host: + /dev/nvidia-uvm 236:0, - /dev/nvidia-uvm 235:0');
+    await apply('nvidia-uvm renumbered');
+    expect(runcStory().filter((w) => w.startsWith('run'))).toEqual([`run ${fresh}`]);
+    expect(statInside().stdout).toContain('/dev/nvidia-uvm character special file ec 0 666');
+    expectHealthy();
+
+    // GPU discovery off again: the grants go, the fake device tree is removed.
+    writeConfig((c) => ({ ...c, gpu: 'off' }));
+    await apply('gpu: off');
+    expect(statInside().code).not.toBe(0);
+    rmSync(path.join(root, 'dev'), { recursive: true });
+    rmSync(path.join(root, 'usr/lib'), { recursive: true });
+    expect(changes(await plan())).toEqual([]);
   });
 
   it('8. destroy leaves no container, no mount, no file of the node', async () => {
