@@ -5,12 +5,13 @@
 // credentials shared at /var/lib/kubelet are reset, so the new kubelet
 // bootstraps its own. The same task on a fresh host finds nothing to stop.
 
+import { spawnSync } from 'node:child_process';
 import { existsSync, readdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import type { NodefileApi, TaskRef } from '../nodefile/types.ts';
 import { execOf, tryExec } from './exec.ts';
 import type { Helper } from './helper.ts';
-import { containerState, type RuncOptions } from './runc.ts';
+import { containerState, parseState, runcArgv, type RuncOptions } from './runc.ts';
 import { unitName, type Supervisor } from './supervise.ts';
 
 export interface TakeoverSpec {
@@ -67,7 +68,22 @@ export function takeoverTask(ng: NodefileApi, spec: TakeoverSpec): TaskRef {
       ctx.log(`stopped ${stopped.length === 0 ? 'no other slot' : stopped.join(', ')}; reset ${reset.length} kubelet credential file${reset.length === 1 ? '' : 's'}`);
       return { slot: spec.slot };
     },
-    verbs: { create: 'take over', update: 'take over' },
+    verbs: upgradeVerbs(runningOf(spec.runc, spec.others)),
+  });
+}
+
+/** The plan's word: a switch away from a running slot is an upgrade, and says from which. */
+function upgradeVerbs(running: readonly string[]): { create: string; update: string } {
+  const verb = running.length === 0 ? 'take over' : `upgrade from ${running.join(', ')}`;
+  return { create: verb, update: verb };
+}
+
+/** Which of `ids` runc reports running now (read when the graph loads, for the plan's words only). */
+export function runningOf(runc: RuncOptions, ids: readonly string[]): string[] {
+  return ids.filter((id) => {
+    const [binary, ...args] = runcArgv(runc, 'state', id);
+    const result = spawnSync(binary!, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'], timeout: 5000 });
+    return result.status === 0 && parseState(result.stdout)?.status === 'running';
   });
 }
 

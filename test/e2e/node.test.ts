@@ -661,7 +661,7 @@ describe('graphs/container-node.ts on real runc, systemd and containerd', () => 
     const p = await plan();
     expect(p.get(`${SLOT}/image/hello.tar`)?.action).toBe('destroy');
     expect(p.get('kube2/image/hello.tar')).toMatchObject({ action: 'create', verb: 'import' });
-    expect(p.get('kube2/takeover')).toMatchObject({ action: 'create', verb: 'take over' });
+    expect(p.get('kube2/takeover')).toMatchObject({ action: 'create', verb: `upgrade from ${SLOT}` });
     const summary = await apply('switch to the other slot');
     expect(summary.destroyed.map(String)).toEqual(expect.arrayContaining([`${SLOT}/container`, `${SLOT}/image/hello.tar`]));
     expect(summary.destroyed.map(String)).not.toContain(`${SLOT}/rootfs`);
