@@ -731,19 +731,31 @@ describe('graphs/container-node.ts on real runc, systemd and containerd', () => 
       expect(sharedFiles()).toEqual(sharedBefore);
       expect(existsSync(path.join(stateDir, 'transaction.json'))).toBe(false);
     }
+    // With --continue, the next apply finishes the upgrade instead: kube1 runs, kube2 is stopped and kept.
+    writeConfig((c) => ({ ...c, slot: SLOT, prepare: ['kube2'], bundle: { ...c.bundle, annotations: { upgrade: 'continued' } } }));
+    const killed = await timed('upgrade killed after the new container started', async () => cli(['apply'], { NODEGRAPH_FAILPOINT: `after:${SLOT}/container` }));
+    expect(killed.signal).toBe('SIGKILL');
+    const continued = await timed('apply --continue', async () => cli(['apply', '--continue']));
+    expect(continued.status, `${String(continued.stdout)}${String(continued.stderr)}`).toBe(0);
+    expect([kube1, kube2].filter((n) => n.state()?.status === 'running').map((n) => n.id)).toEqual([SLOT]);
+    expect(JSON.parse(readFileSync(configFile, 'utf8')).slot).toBe(SLOT);
+    node = kube1;
+    slotDir = path.join(root, 'var/lib/nodegraph/containers', SLOT);
     expectHealthy();
     // Through the CLI, as it was applied: in this process vitest's transform gives function actions another source text.
     const after = cli(['plan', '--detailed-exitcode']);
     expect(after.status, String(after.stdout)).toBe(0);
   });
 
-  /** An upgrade to kube1 made to fail by `change`: undone, kube2 running again, the shared files and the configuration as they were. */
-  async function failedUpgrade(what: string, change: (c: NodeConfigInput) => NodeConfigInput, cause: RegExp): Promise<void> {
-    const kube2 = node;
-    const kube1 = new Node(runcRootOf(work), SLOT);
+  /** An upgrade to the other slot made to fail by `change`: undone, the running slot running again, the shared files and the configuration as they were. */
+  async function failedUpgrade(what: string, change: (c: NodeConfigInput) => NodeConfigInput, cause: (target: string) => RegExp): Promise<void> {
+    const running = node;
+    const target = running.id === 'kube1' ? 'kube2' : 'kube1';
+    const next = new Node(runcRootOf(work), target);
     const sharedBefore = sharedFiles();
     const configBefore = readFileSync(configFile, 'utf8');
-    writeConfig((c) => change({ ...c, slot: SLOT, prepare: ['kube2'] }));
+    config = JSON.parse(configBefore) as NodeConfigInput;
+    writeConfig((c) => change({ ...c, slot: target, prepare: [running.id as 'kube1' | 'kube2'] }));
     runner.reset();
     events = [];
     const result = await timed(what, () => applyNodefile(engine()));
@@ -751,12 +763,13 @@ describe('graphs/container-node.ts on real runc, systemd and containerd', () => 
     const failure = !result.ok ? result.error.at(-1) : undefined;
     console.info(`[e2e] ${what}: ${JSON.stringify(failure)}`);
     expect(failure).toMatchObject({ reason: 'atomic-apply-failed', rolledBack: true });
-    expect(failure !== undefined && 'cause' in failure ? failure.cause : '').toMatch(cause);
-    expect(kube1.state(), 'kube1 is not left running').toBeUndefined();
-    expect(kube2.state()?.status).toBe('running');
+    expect(failure !== undefined && 'cause' in failure ? failure.cause : '').toMatch(cause(target));
+    expect(next.state(), `${target} is not left running`).toBeUndefined();
+    expect(running.state()?.status).toBe('running');
     expectHealthy();
     expect(sharedFiles()).toEqual(sharedBefore);
     expect(readFileSync(configFile, 'utf8')).toBe(configBefore);
+    config = JSON.parse(configBefore) as NodeConfigInput;
   }
 
   it('17. an upgrade whose kubelet binary does not exist is undone', async () => {
@@ -764,7 +777,7 @@ describe('graphs/container-node.ts on real runc, systemd and containerd', () => 
     await failedUpgrade(
       'an upgrade to a kubelet binary that does not exist',
       (c) => ({ ...c, kubelet: { ...c.kubelet, binary: '/usr/local/bin/no-such-kubelet' }, timeouts: { ...c.timeouts!, service: 10 } }),
-      /^kube1\/kubelet failed$/,
+      (target) => new RegExp(`^${target}/kubelet failed$`),
     );
   });
 
@@ -779,7 +792,7 @@ describe('graphs/container-node.ts on real runc, systemd and containerd', () => 
         binaries: { ...c.binaries, kubelet: { source: dying, version: 'dies-after-5s', format: 'binary' } },
         timeouts: { ...c.timeouts!, healthy: 10 },
       }),
-      /^kube1\/verified is not healthy: its check failed \d+\.\d s into the 10s it must keep passing: kubelet in kube1 is (failed|inactive|activating)/,
+      (target) => new RegExp(`^${target}/verified is not healthy: its check failed \\d+\\.\\d s into the 10s it must keep passing: kubelet in ${target} is (failed|inactive|activating)`),
     );
   });
 
