@@ -7,5 +7,6 @@ export type { EngineEvent, TaskOutcome } from './events.ts';
 export type { ProcessRunner, RunOptions, RunResult } from './process-runner.ts';
 export type { Plan, PlanEntry } from './plan/plan.ts';
 export type { EngineOptions } from './engine.ts';
-export { applyNodefile, planNodefile, teardownNodefile, type ApplySummary, type PlanResult, type TeardownResult } from './operations.ts';
+export { applyNodefile, type ApplySummary } from './apply.ts';
+export { planNodefile, teardownNodefile, type PlanResult, type TeardownResult } from './operations.ts';
 export { LocalRunner } from './execute/runner.ts';

@@ -1,6 +1,6 @@
 import { closeSync, openSync, readSync, statSync } from 'node:fs';
 import path from 'node:path';
-import { applyNodefile } from '../operations.ts';
+import { applyNodefile } from '../apply.ts';
 import { PLAN_FORMAT } from '../plan/saved.ts';
 import type { CliIo } from './main.ts';
 import { atomicFlag, engineOptions, keepFlag, printFailures, reporterFor, str, type Args } from './shared.ts';

@@ -1,4 +1,4 @@
-import { listGenerations } from '../operations.ts';
+import { listGenerations } from '../apply.ts';
 import type { CliIo } from './main.ts';
 import { engineOptions, paletteFor, printFailures, type Args } from './shared.ts';
 

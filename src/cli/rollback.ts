@@ -1,4 +1,4 @@
-import { rollbackNodefile } from '../operations.ts';
+import { rollbackNodefile } from '../apply.ts';
 import type { CliIo } from './main.ts';
 import { engineOptions, keepFlag, printFailures, reporterFor, type Args } from './shared.ts';
 

@@ -1,6 +1,6 @@
 import { loadGraph, stateDirOf } from '../engine.ts';
 import { nodefileModules } from '../nodefile/load.ts';
-import { applyNodefile } from '../operations.ts';
+import { applyNodefile } from '../apply.ts';
 import { plainReporter } from '../report/plain.ts';
 import { watchLoop } from '../watch/watcher.ts';
 import type { CliIo } from './main.ts';

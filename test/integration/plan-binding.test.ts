@@ -7,7 +7,8 @@ import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, beforeEach, expect, test, vi } from 'vitest';
 import * as saved from '../../src/plan/saved.ts';
-import { applyNodefile, planNodefile } from '../../src/operations.ts';
+import { applyNodefile } from '../../src/apply.ts';
+import { planNodefile } from '../../src/operations.ts';
 import { Rig } from '../support/rig.ts';
 
 vi.mock('../../src/plan/saved.ts', async (importOriginal) => {

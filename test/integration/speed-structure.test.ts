@@ -7,7 +7,7 @@ import { createHash } from 'node:crypto';
 import { existsSync, readFileSync, rmSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, beforeEach, expect, test } from 'vitest';
-import { applyNodefile } from '../../src/operations.ts';
+import { applyNodefile } from '../../src/apply.ts';
 import { observeAndPlan, withSession } from '../../src/engine.ts';
 import { execute } from '../../src/execute/scheduler.ts';
 import { LocalRunner } from '../../src/execute/runner.ts';

@@ -10,7 +10,8 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { expect, test } from 'vitest';
-import { applyNodefile, planNodefile } from '../../src/operations.ts';
+import { applyNodefile } from '../../src/apply.ts';
+import { planNodefile } from '../../src/operations.ts';
 import { describeTree } from '../support/tree.ts';
 
 interface TaskDef {

@@ -12,7 +12,8 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, expect, test } from 'vitest';
 import type { EngineEvent } from '../../src/events.ts';
-import { applyNodefile, planNodefile } from '../../src/operations.ts';
+import { applyNodefile } from '../../src/apply.ts';
+import { planNodefile } from '../../src/operations.ts';
 
 interface TaskDef {
   id: string;

@@ -7,7 +7,8 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { NodeConfigInput } from '../../../graphs/node-config.ts';
-import { applyNodefile, planNodefile, teardownNodefile } from '../../../src/operations.ts';
+import { applyNodefile } from '../../../src/apply.ts';
+import { planNodefile, teardownNodefile } from '../../../src/operations.ts';
 import type { EngineEvent } from '../../../src/events.ts';
 import { FakeRunner, type FakeRunnerOptions } from '../../support/fake-runner.ts';
 

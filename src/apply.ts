@@ -1,0 +1,443 @@
+// Apply, as the commands run it: one apply under the state lock, recorded as a
+// generation when the whole graph settles; an atomic one inside a transaction
+// (src/transaction/) that commits once the graph is healthy or rolls back; an
+// interrupted transaction finished before anything else; `rollback` to an
+// earlier generation; the generations listed.
+
+import { existsSync, readFileSync, rmdirSync } from 'node:fs';
+import path from 'node:path';
+import { defaultJobs, observeAndPlan, stateDirOf, withSession, type EngineOptions } from './engine.ts';
+import type { Failure } from './error.ts';
+import { appender } from './execute/appender.ts';
+import { LocalRunner } from './execute/runner.ts';
+import { execute, type ExecuteSummary } from './execute/scheduler.ts';
+import type { TaskGraph } from './graph/graph.ts';
+import type { TaskId } from './ids.ts';
+import { nodefileModules } from './nodefile/load.ts';
+import { guardOf, ioOf, runTeardown, type IoCounters } from './operations.ts';
+import type { Plan } from './plan/plan.ts';
+import { bindPlan, parseSavedPlan, planChanges, type SavedPlan } from './plan/saved.ts';
+import type { ProcessRunner } from './process-runner.ts';
+import { acquire, borrow } from './state/lock.ts';
+import { lockWarnings, openState } from './state/open.ts';
+import { advance, beginTransaction, commit, generationProblem, rollBack } from './transaction/atomic.ts';
+import { collectSources, DEFAULT_KEEP, generationChanges, GenerationStore, type Sources } from './transaction/generations.ts';
+import { waitHealthy } from './transaction/health.ts';
+import { readTransaction, transactionPath, type Transaction } from './transaction/record.ts';
+import { err, ok, type Result } from './util/result.ts';
+
+export interface ApplySummary extends ExecuteSummary {
+  /** The graph that was applied (watch follows its inputs). */
+  readonly graph: TaskGraph;
+  readonly plan: Plan;
+  readonly io: IoCounters;
+  readonly destroyed: TaskId[];
+  readonly durationMs: number;
+  /** The generation the machine is at after the apply, once one was recorded. */
+  readonly generation?: number | undefined;
+  /** An interrupted atomic apply this run finished first. */
+  readonly recovered?: { readonly from: number | null; readonly to: number; readonly outcome: 'rolled-back' | 'committed' };
+}
+
+export interface ApplyOptions extends EngineOptions {
+  readonly planFile?: string;
+  /** Undo the apply if it fails or is not healthy; undefined: as the Nodefile's `ng.settings` says. */
+  readonly atomic?: boolean;
+  /** Finish an interrupted atomic apply's change rather than roll it back. */
+  readonly continue?: boolean;
+  /** Generations to keep (DEFAULT_KEEP). */
+  readonly keep?: number;
+}
+
+/**
+ * Applies the Nodefile; with `planFile`, only if nothing changed since that
+ * plan was made. An interrupted atomic apply is finished first: rolled back,
+ * or with `continue`, carried forward. A whole-graph apply that settles
+ * records a generation; an atomic one is undone when it fails.
+ */
+export async function applyNodefile(options: ApplyOptions): Promise<Result<ApplySummary, Failure[]>> {
+  let effective: ApplyOptions = options;
+  let saved: SavedPlan | undefined;
+  if (options.planFile !== undefined) {
+    const read = readSavedPlan(options.planFile);
+    if (!read.ok) return err([read.error]);
+    saved = read.value;
+    effective = { ...options, nodefile: saved.nodefile, targets: saved.targets, replace: saved.replace };
+  }
+  if (options.lock !== undefined) return applyOnce(effective, saved);
+  const stateDir = stateDirOf(effective);
+  return withLock(effective, async (inner) => {
+    const pending = readTransaction(stateDir);
+    if (!pending.ok) return err([{ reason: 'transaction-unreadable', path: transactionPath(stateDir), message: pending.message }]);
+    if (pending.value === undefined) {
+      if (options.continue === true) return err([{ reason: 'usage', message: 'there is no interrupted atomic apply to continue' }]);
+      return await applyOnce(inner, saved);
+    }
+    const finished = await finishTransaction(inner, pending.value);
+    if (!finished.ok) return finished;
+    if (finished.value.applied !== undefined) return ok({ ...finished.value.applied, recovered: finished.value.recovered });
+    const then = await applyOnce(inner, saved);
+    return then.ok ? ok({ ...then.value, recovered: finished.value.recovered }) : then;
+  });
+}
+
+/**
+ * Runs `body` holding the state lock for all its steps (an atomic apply's
+ * rollback runs after the apply's own session closed). A state folder that
+ * only the lock made is removed again when the body fails: a failed first
+ * apply leaves the project as it found it.
+ */
+async function withLock<T>(options: ApplyOptions, body: (inner: ApplyOptions) => Promise<Result<T, Failure[]>>): Promise<Result<T, Failure[]>> {
+  const stateDir = stateDirOf(options);
+  const existed = existsSync(stateDir);
+  const taken = acquire(stateDir, { command: options.command ?? 'nodegraph' });
+  if (!taken.ok) return err([taken.error.reason === 'locked' ? taken.error : { reason: 'state-dir-unwritable', path: taken.error.path, message: taken.error.message }]);
+  for (const warning of lockWarnings(taken.value)) options.onEvent?.({ type: 'warning', message: warning });
+  let result: Result<T, Failure[]> | undefined;
+  try {
+    result = await body({ ...options, lock: borrow(taken.value) });
+    return result;
+  } finally {
+    taken.value.release();
+    // Only an empty folder: anything in it is a record of what ran.
+    if (!existed && result?.ok !== true) rmdirQuietly(stateDir);
+  }
+}
+
+/** One apply under the lock the caller holds: atomic when asked (or the Nodefile says so) and the whole graph changes. */
+async function applyOnce(options: ApplyOptions, saved: SavedPlan | undefined, resumed?: Transaction): Promise<Result<ApplySummary, Failure[]>> {
+  const started = Date.now();
+  const stateDir = stateDirOf(options);
+  const store = new GenerationStore(stateDir);
+  let transaction = resumed;
+  let runner: ProcessRunner | undefined;
+  let jobs = 1;
+  let sources: Sources | undefined;
+  const orphans: TaskId[] = [];
+  const result = await withSession(options, { lock: true }, async (session): Promise<Result<ApplySummary, Failure[]>> => {
+    runner = session.runner;
+    jobs = session.jobs;
+    const observed = await observeAndPlan(session);
+    if (!observed.ok) return observed;
+    const { plan, selected, observations } = observed.value;
+    if (saved !== undefined) {
+      const now = bindPlan(session.graph, selected, observations, session.state.records, plan, {
+        targets: saved.targets,
+        replace: saved.replace,
+        createdAt: saved.createdAt,
+      });
+      const changes = planChanges(saved, now);
+      if (changes.length > 0) return err([{ reason: 'plan-stale', path: options.planFile!, changes }]);
+    }
+    const whole = session.targets === undefined;
+    if (whole) sources = collectSources(session.graph, nodefileModules(), observations, session.env);
+    const atomic = whole && (options.atomic ?? session.graph.settings.atomic ?? false);
+    const shown = plan.undecided;
+    if (atomic && transaction === undefined && plan.counts.unchanged < plan.size) {
+      const begun = beginTransaction({
+        stateDir,
+        store,
+        records: session.state.records,
+        sources: sources!,
+        preserve: session.graph.preserve,
+        command: options.command ?? 'nodegraph apply',
+      });
+      if (!begun.ok) return err([begun.error]);
+      transaction = begun.value;
+      const kept = session.graph.preserve.length;
+      session.emit({
+        type: 'transaction',
+        message: `atomic apply to generation ${transaction.to}${transaction.from === null ? '' : ` (falls back to ${transaction.from})`}${kept === 0 ? '' : `; saved ${kept} preserved path${kept === 1 ? '' : 's'}`}`,
+      });
+    }
+    session.emit({ type: 'plan', plan: shown });
+
+    const destroyed: TaskId[] = [];
+    // A whole-graph plan lists the orphans, dependents first: no second search of 50,000 records for them.
+    if (plan.counts.destroy > 0) {
+      for (const e of plan) if (e.action === 'destroy') orphans.push(e.id);
+      // Blue/green: an atomic apply retires what it no longer declares only once the new generation is healthy.
+      if (transaction === undefined) {
+        const removed = await runTeardown({ ...session, guard: guardOf(options) }, orphans, 'destroy');
+        for (const id of removed.done) destroyed.push(id);
+      }
+    }
+    const summary = await execute({
+      graph: session.graph,
+      selected,
+      observations,
+      records: session.state.records,
+      store: session.store,
+      cache: session.cache,
+      runner: session.runner,
+      jobs: session.jobs,
+      keepGoing: options.keepGoing ?? false,
+      replace: session.replace,
+      signal: session.signal,
+      emit: session.emit,
+      planned: plan.decisions,
+      guard: guardOf(options),
+    });
+    session.store.sync();
+    const settled = summary.failed.length === 0 && summary.skipped.length === 0 && summary.canceled.length === 0 && !session.signal.aborted && session.store.failure === undefined;
+    // A whole-graph run saw every file that matters: forget the rest, so the cache does not only grow.
+    if (whole && settled) session.cache.prune();
+    const durationMs = Date.now() - started;
+    session.emit({
+      type: 'summary',
+      command: 'apply',
+      durationMs,
+      counts: {
+        ran: summary.ran.length,
+        failed: summary.failed.length,
+        skipped: summary.skipped.length,
+        canceled: summary.canceled.length,
+        'up-to-date': summary.upToDate,
+        destroyed: destroyed.length,
+      },
+    });
+    // After the summary: what ran is said either way, and then why the run stopped.
+    if (session.store.failure !== undefined) return err([session.store.failure]);
+    let generation = store.current();
+    if (whole && settled && transaction === undefined) {
+      const recorded = recordGeneration(store, sources!, summary.ran, destroyed, options.keep ?? DEFAULT_KEEP);
+      if (typeof recorded === 'string') session.emit({ type: 'warning', message: `no generation recorded: ${recorded}` });
+      else generation = recorded;
+    }
+    return ok({ ...summary, graph: session.graph, plan: shown, destroyed, durationMs, io: ioOf(session), generation });
+  });
+  if (transaction === undefined) return result;
+  return settleTransaction(options, store, transaction, result, runner!, jobs, orphans);
+}
+
+function rmdirQuietly(dir: string): void {
+  try {
+    rmdirSync(dir);
+  } catch {
+    // not empty (or gone): kept
+  }
+}
+
+/** Records the sources as a new generation unless they are the current one's; a number, or why not. */
+function recordGeneration(store: GenerationStore, sources: Sources, ran: readonly TaskId[], destroyed: readonly TaskId[], keep: number): number | string {
+  const current = store.current();
+  if (current !== undefined && store.currentDigest() === sources.digest) return current;
+  // Called with the lock held and no transaction open: a pending generation is a crash's debris.
+  store.dropPending();
+  const n = store.next();
+  const recorded = store.record(n, sources, { status: 'applied', ran, destroyed });
+  if (!recorded.ok) return generationProblem(recorded.error);
+  try {
+    store.setCurrent(recorded.value);
+  } catch (error) {
+    return (error as Error).message;
+  }
+  store.prune(keep);
+  return n;
+}
+
+/** After an atomic apply's tasks: health, then commit; or, on any failure, the rollback. */
+async function settleTransaction(
+  options: ApplyOptions,
+  store: GenerationStore,
+  begun: Transaction,
+  result: Result<ApplySummary, Failure[]>,
+  runner: ProcessRunner,
+  jobs: number,
+  orphans: readonly TaskId[],
+): Promise<Result<ApplySummary, Failure[]>> {
+  const stateDir = stateDirOf(options);
+  const emit = options.onEvent ?? (() => {});
+  let cause: string | undefined;
+  if (!result.ok) cause = `the apply stopped: ${result.error.map((f) => f.reason).join(', ')}`;
+  else if (result.value.failed.length > 0) cause = `${result.value.failed[0]} failed`;
+  else if (result.value.canceled.length > 0 || options.signal?.aborted === true) cause = 'the apply was interrupted';
+  else if (result.value.skipped.length > 0) cause = `${result.value.skipped[0]} did not run`;
+  let transaction = begun;
+  if (cause === undefined && result.ok) {
+    transaction = advance(stateDir, transaction, 'health');
+    emit({ type: 'transaction', message: 'waiting for the graph to be healthy' });
+    const health = await waitHealthy(result.value.graph, runner, options.signal ?? new AbortController().signal, jobs);
+    if (!health.ok) cause = `${health.task} is not healthy: ${health.detail}`;
+  }
+  let retired: TaskId[] = [];
+  if (cause === undefined && result.ok && orphans.length > 0) {
+    emit({ type: 'transaction', message: `healthy: retiring what this generation no longer declares (${orphans.length})` });
+    retired = await retire(options, result.value.graph, orphans, runner);
+  }
+  if (cause === undefined && result.ok) {
+    const destroyed = [...result.value.destroyed, ...retired];
+    const problem = commit(stateDir, store, transaction, { ran: result.value.ran, destroyed, keep: options.keep ?? DEFAULT_KEEP });
+    if (problem !== undefined) return err([{ reason: 'generation-write-failed', path: store.dir, message: `healthy, but the commit is unfinished (the next apply finishes it): ${problem}` }]);
+    emit({ type: 'transaction', message: `healthy: generation ${transaction.to} is current` });
+    return ok({ ...result.value, destroyed, generation: transaction.to });
+  }
+  emit({ type: 'transaction', message: `rolling back: ${cause}` });
+  const outcome = await rollBack(rollbackContext(options, store, runner, jobs), transaction, cause!);
+  const failure: Failure = { reason: 'atomic-apply-failed', cause: cause!, from: transaction.from, to: transaction.to, rolledBack: outcome.ok, left: outcome.left };
+  return err(result.ok ? [failure] : [...result.error, failure]);
+}
+
+/**
+ * Tears down the orphans of a healthy atomic apply. One that will not go stays
+ * recorded (the next apply tries again) and is a warning, not a reason to undo
+ * a healthy change.
+ */
+async function retire(options: ApplyOptions, graph: TaskGraph, orphans: readonly TaskId[], runner: ProcessRunner): Promise<TaskId[]> {
+  const emit = options.onEvent ?? (() => {});
+  const state = openState(stateDirOf(options), { lock: true, held: options.lock! });
+  if (!state.ok) {
+    emit({ type: 'warning', message: `could not retire ${orphans.join(', ')}: ${state.error.reason}` });
+    return [];
+  }
+  try {
+    const store = appender(state.value.store);
+    const removed = await runTeardown(
+      { state: state.value, store, runner, signal: new AbortController().signal, emit, graph, guard: guardOf(options) },
+      orphans,
+      'destroy',
+    );
+    store.sync();
+    for (const id of [...removed.failed, ...removed.kept]) emit({ type: 'warning', message: `${id} was not retired: the next apply tries again` });
+    return removed.done;
+  } finally {
+    state.value.close();
+  }
+}
+
+function rollbackContext(options: ApplyOptions, store: GenerationStore, runner: ProcessRunner, jobs: number) {
+  const stateDir = stateDirOf(options);
+  return {
+    stateDir,
+    store,
+    lock: options.lock!,
+    runner,
+    emit: options.onEvent ?? (() => {}),
+    guard: guardOf(options),
+    jobs,
+    reapply: async (env: Readonly<Record<string, string | null>>, signal: AbortSignal): Promise<Result<TaskGraph, string>> => {
+      setEnv(env);
+      const applied = await applyOnce({ ...options, env: process.env, atomic: false, targets: [], replace: [], signal, continue: false }, undefined);
+      if (!applied.ok) return err(applied.error.map((f) => f.reason).join(', '));
+      const s = applied.value;
+      if (s.failed.length > 0) return err(`${s.failed[0]} failed`);
+      if (s.skipped.length + s.canceled.length > 0) return err(`${s.skipped.length + s.canceled.length} tasks did not run`);
+      return ok(s.graph);
+    },
+  };
+}
+
+/** The environment a generation was applied with, for the `env` inputs it reads (and the Nodefile, which may read them too). */
+function setEnv(env: Readonly<Record<string, string | null>>): void {
+  for (const [name, value] of Object.entries(env)) {
+    if (value === null) delete process.env[name];
+    else process.env[name] = value;
+  }
+}
+
+/**
+ * Finishes a transaction a crash, a kill or a second Ctrl-C left: in the
+ * commit phase the change was healthy, and the commit is finished; otherwise
+ * it is rolled back, or with `continue`, applied again from its stored sources.
+ */
+async function finishTransaction(
+  options: ApplyOptions,
+  transaction: Transaction,
+): Promise<Result<{ readonly recovered: NonNullable<ApplySummary['recovered']>; readonly applied?: ApplySummary }, Failure[]>> {
+  const stateDir = stateDirOf(options);
+  const store = new GenerationStore(stateDir);
+  const emit = options.onEvent ?? (() => {});
+  const from = transaction.from;
+  const recovered = (outcome: 'rolled-back' | 'committed') => ({ from, to: transaction.to, outcome });
+  if (transaction.phase === 'commit') {
+    emit({ type: 'transaction', message: `finishing the commit of generation ${transaction.to}, which an interrupted apply had proven healthy` });
+    const problem = commit(stateDir, store, transaction, { ran: store.read(transaction.to)?.ran ?? [], destroyed: store.read(transaction.to)?.destroyed ?? [], keep: options.keep ?? DEFAULT_KEEP });
+    if (problem !== undefined) return err([{ reason: 'generation-write-failed', path: store.dir, message: problem }]);
+    return ok({ recovered: recovered('committed') });
+  }
+  if (options.continue === true) {
+    emit({ type: 'transaction', message: `continuing the interrupted atomic apply to generation ${transaction.to}` });
+    const restored = store.restore(transaction.to);
+    if (!restored.ok) return err([restored.error]);
+    setEnv(store.read(transaction.to)!.env);
+    const applied = await applyOnce({ ...options, env: process.env }, undefined, { ...transaction, phase: 'apply' });
+    return applied.ok ? ok({ applied: applied.value, recovered: recovered('committed') }) : applied;
+  }
+  const cause = transaction.cause ?? `an interrupted atomic apply (${transaction.phase})`;
+  emit({ type: 'transaction', message: `an interrupted atomic apply from ${from === null ? 'no generation' : `generation ${from}`} to ${transaction.to}: rolling it back first` });
+  const runner = options.runner ?? new LocalRunner();
+  const outcome = await rollBack(rollbackContext(options, store, runner, Math.max(1, options.jobs ?? defaultJobs())), transaction, cause);
+  if (!outcome.ok) return err([{ reason: 'atomic-apply-failed', cause, from, to: transaction.to, rolledBack: false, left: outcome.left }]);
+  emit({ type: 'transaction', message: `rolled back to ${from === null ? 'before the interrupted apply' : `generation ${from}`}` });
+  return ok({ recovered: recovered('rolled-back') });
+}
+
+/** The plan that `plan --out` wrote to `file`. */
+function readSavedPlan(file: string): Result<SavedPlan, Failure> {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (error) {
+    return err({ reason: 'plan-file-invalid', path: file, message: (error as Error).message });
+  }
+  return parseSavedPlan(file, text);
+}
+
+/** A generation as `nodegraph generations` shows it: what changed from the one before. */
+export interface GenerationEntry {
+  readonly number: number;
+  readonly createdAt: string;
+  readonly status: 'pending' | 'applied' | 'failed';
+  readonly files: readonly string[];
+  readonly env: readonly string[];
+  readonly ran: readonly string[];
+  readonly destroyed: readonly string[];
+}
+
+export interface GenerationsList {
+  readonly generations: readonly GenerationEntry[];
+  readonly current: number | undefined;
+  readonly transaction: Pick<Transaction, 'from' | 'to' | 'phase' | 'startedAt'> | undefined;
+}
+
+/** The state folder's generations, oldest first; reads only. */
+export function listGenerations(options: EngineOptions): Result<GenerationsList, Failure[]> {
+  const stateDir = stateDirOf(options);
+  const store = new GenerationStore(stateDir);
+  const pending = readTransaction(stateDir);
+  if (!pending.ok) return err([{ reason: 'transaction-unreadable', path: transactionPath(stateDir), message: pending.message }]);
+  const all = store.list();
+  const generations = all.map((g, i) => {
+    const changed = generationChanges(all[i - 1], g);
+    return { number: g.number, createdAt: g.createdAt, status: g.status, files: changed.files, env: changed.env, ran: g.ran, destroyed: g.destroyed };
+  });
+  const t = pending.value;
+  return ok({ generations, current: store.current(), transaction: t === undefined ? undefined : { from: t.from, to: t.to, phase: t.phase, startedAt: t.startedAt } });
+}
+
+/**
+ * Applies generation `generation` (default: the applied one before the
+ * current) again: its sources put back at their paths, verified first, its env
+ * values used, then an apply as any other (atomic unless told otherwise).
+ */
+export async function rollbackNodefile(options: ApplyOptions & { readonly generation?: number }): Promise<Result<ApplySummary, Failure[]>> {
+  const stateDir = stateDirOf(options);
+  return withLock(options, async (inner) => {
+    const pending = readTransaction(stateDir);
+    if (!pending.ok) return err([{ reason: 'transaction-unreadable', path: transactionPath(stateDir), message: pending.message }]);
+    if (pending.value !== undefined) {
+      const finished = await finishTransaction({ ...inner, continue: false }, pending.value);
+      if (!finished.ok) return finished;
+    }
+    const store = new GenerationStore(stateDir);
+    const current = store.current();
+    const target = options.generation ?? store.list().filter((g) => g.status === 'applied' && current !== undefined && g.number < current).at(-1)?.number;
+    if (target === undefined) return err([{ reason: 'generation-missing', number: (current ?? 1) - 1, known: store.numbers() }]);
+    const restored = store.restore(target);
+    if (!restored.ok) return err([restored.error]);
+    const generation = store.read(target)!;
+    options.onEvent?.({ type: 'transaction', message: `rollback to generation ${target}: ${restored.value.length === 0 ? 'its sources are in place' : `restored ${restored.value.map((p) => path.relative(path.dirname(generation.nodefile), p) || p).join(', ')}`}` });
+    setEnv(generation.env);
+    return await applyOnce({ ...inner, nodefile: generation.nodefile, env: process.env }, undefined);
+  });
+}
