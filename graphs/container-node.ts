@@ -37,7 +37,7 @@ import { makeHost, type Host } from '../src/node/host.ts';
 import { kubeletDropIn, kubeletSharedFiles, type KubeletSettings } from '../src/node/kubelet.ts';
 import { imageArchiveTasks } from '../src/node/images.ts';
 import { kernelModulesTask, MODULES_LOAD_PATH } from '../src/node/kernel-modules.ts';
-import { takeoverTask } from '../src/node/takeover.ts';
+import { runningOf, takeoverTask } from '../src/node/takeover.ts';
 import { install, isPresent, type InstallSpec } from '../src/node/provision.ts';
 import { renderFile } from '../src/node/render.ts';
 import { containerState, execInArgv, isRunning, type RuncOptions } from '../src/node/runc.ts';
@@ -76,8 +76,10 @@ export default function containerNode(ng: NodefileApi): void {
     throw new Error(`${CONFIG_ENV} is not set: point it at the node's configuration file (see graphs/README.md)`);
   }
   const node = makeNode(path.resolve(configFile));
-  // A change to a running node either proves healthy or is undone (a slot switch is a blue/green upgrade).
-  ng.settings({ atomic: true });
+  // A change to a running node either proves healthy or is undone; a slot switch (another slot
+  // runs) is a blue/green upgrade, atomic whatever the flags.
+  const switching = runningOf(node.runc, SLOTS.filter((other) => other !== node.config.slot));
+  ng.settings({ atomic: switching.length > 0 ? 'always' : true });
   // What both slots see at the same host paths, and a failed change must give back byte for byte.
   const { config, host } = node;
   ng.preserve(
@@ -87,8 +89,8 @@ export default function containerNode(ng: NodefileApi): void {
     host.path(config.containerd.certsDir),
   );
   const shared = declareHost(ng, node);
-  declareSlot(ng, node, shared, node.config.slot, 'run');
-  for (const slot of node.config.prepare) declareSlot(ng, node, shared, slot, 'prepare');
+  declareSlot(ng, node, shared, node.config.slot, 'run', switching);
+  for (const slot of node.config.prepare) declareSlot(ng, node, shared, slot, 'prepare', switching);
 }
 
 function makeNode(configFile: string): Node {
@@ -236,7 +238,7 @@ function provisionTask(ng: NodefileApi, id: string, spec: InstallSpec, after: Ta
 
 // ---- a slot ----------------------------------------------------------------
 
-function declareSlot(ng: NodefileApi, node: Node, shared: Shared, slot: Slot, role: 'run' | 'prepare'): void {
+function declareSlot(ng: NodefileApi, node: Node, shared: Shared, slot: Slot, role: 'run' | 'prepare', switching: readonly string[]): void {
   const { config, host, helper } = node;
   const slotDir = host.path(`${config.layoutDir}/${slot}`);
   const rootfsDir = path.join(slotDir, 'rootfs');
@@ -381,6 +383,7 @@ function declareSlot(ng: NodefileApi, node: Node, shared: Shared, slot: Slot, ro
     bootstrappedKubeconfig: config.cluster.bootstrapToken === undefined ? undefined : host.path('/var/lib/kubelet/kubeconfig'),
     hostNetwork: config.hostNetwork && cni !== undefined ? { bridge: cni.bridge, ipamDir: host.path(`/var/lib/cni/networks/${cni.name}`) } : undefined,
     after: [rootfs, ...provisioned, bundle, ...present(unit)],
+    running: switching,
   });
 
   // ---- configuration: into the rootfs, and the same-path shared folders ----

@@ -131,7 +131,8 @@ async function applyOnce(options: ApplyOptions, saved: SavedPlan | undefined, re
     }
     const whole = session.targets === undefined;
     if (whole) sources = collectSources(session.graph, nodefileModules(), observations, session.env);
-    const atomic = whole && (options.atomic ?? session.graph.settings.atomic ?? false);
+    const setting = session.graph.settings.atomic;
+    const atomic = whole && (setting === 'always' || (options.atomic ?? setting ?? false));
     const shown = plan.undecided;
     if (atomic && transaction === undefined && plan.counts.unchanged < plan.size) {
       const begun = beginTransaction({

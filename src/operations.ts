@@ -100,7 +100,7 @@ export function generationView(session: Pick<Session, 'state' | 'graph' | 'targe
   const health = session.graph.ordered.filter((n) => n.decl.spec.health !== undefined).map((n) => n.id);
   return ok({
     current,
-    atomic: whole && (atomic ?? session.graph.settings.atomic ?? false) ? { preserve: session.graph.preserve, fallback: current, health } : null,
+    atomic: whole && (session.graph.settings.atomic === 'always' || (atomic ?? session.graph.settings.atomic ?? false)) ? { preserve: session.graph.preserve, fallback: current, health } : null,
     interrupted: t === undefined ? null : { from: t.from, to: t.to, phase: t.phase, startedAt: t.startedAt },
   });
 }

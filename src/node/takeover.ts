@@ -31,6 +31,8 @@ export interface TakeoverSpec {
   readonly hostNetwork?: { readonly bridge: string; readonly ipamDir: string } | undefined;
   /** Built, but not yet started: what must be in place before the old slot stops. */
   readonly after: readonly TaskRef[];
+  /** The other slots running as the graph loads (runningOf): a switch from them is an upgrade, and the plan says so. */
+  readonly running: readonly string[];
 }
 
 /** The client credentials kubelet wrote for itself (TLS bootstrap), by name in its pki folder. */
@@ -68,7 +70,7 @@ export function takeoverTask(ng: NodefileApi, spec: TakeoverSpec): TaskRef {
       ctx.log(`stopped ${stopped.length === 0 ? 'no other slot' : stopped.join(', ')}; reset ${reset.length} kubelet credential file${reset.length === 1 ? '' : 's'}`);
       return { slot: spec.slot };
     },
-    verbs: upgradeVerbs(runningOf(spec.runc, spec.others)),
+    verbs: upgradeVerbs(spec.running),
   });
 }
 
@@ -78,7 +80,7 @@ function upgradeVerbs(running: readonly string[]): { create: string; update: str
   return { create: verb, update: verb };
 }
 
-/** Which of `ids` runc reports running now (read when the graph loads, for the plan's words only). */
+/** Which of `ids` runc reports running now (read when the graph loads: is this apply a slot switch?). */
 export function runningOf(runc: RuncOptions, ids: readonly string[]): string[] {
   return ids.filter((id) => {
     const [binary, ...args] = runcArgv(runc, 'state', id);

@@ -275,7 +275,7 @@ function settingsProblem(settings: unknown): { field: string; message: string } 
   if (typeof settings !== 'object' || settings === null || Array.isArray(settings)) return { field: '', message: 'settings are an object: { atomic: true }' };
   for (const [key, value] of Object.entries(settings)) {
     if (key !== 'atomic') return { field: `.${key}`, message: 'not a setting (known: atomic)' };
-    if (typeof value !== 'boolean') return { field: '.atomic', message: `true or false, not ${JSON.stringify(value)}` };
+    if (typeof value !== 'boolean' && value !== 'always') return { field: '.atomic', message: `true, false or 'always', not ${JSON.stringify(value)}` };
   }
   return undefined;
 }

@@ -161,8 +161,11 @@ export interface HealthSpec {
 
 /** Settings a Nodefile gives the whole graph (`ng.settings`). */
 export interface GraphSettings {
-  /** Every whole-graph apply is atomic unless `--no-atomic` says otherwise. */
-  readonly atomic?: boolean;
+  /**
+   * `true`: every whole-graph apply is atomic unless `--no-atomic` says otherwise. `'always'`:
+   * whatever the flags (a change no one may make half, such as a slot switch).
+   */
+  readonly atomic?: boolean | 'always';
 }
 
 /** What a Nodefile's default export receives. */

@@ -95,7 +95,7 @@ const cases: { name: string; body: string; expected: (file: string) => string }[
     name: 'settings are checked',
     body: `  ng.settings({ atomic: 'yes' });
 `,
-    expected: (f) => `error[invalid-field]: settings.atomic: true or false, not "yes"
+    expected: (f) => `error[invalid-field]: settings.atomic: true, false or 'always', not "yes"
  --> ${f}:3:6
   |
 3 |   ng.settings({ atomic: 'yes' });

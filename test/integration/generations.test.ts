@@ -137,7 +137,7 @@ test('a large input is hard-linked where the state shares its filesystem, and ot
   expect(readFileSync(rig.path('out/unpacked')).equals(big)).toBe(true);
 });
 
-test('a Nodefile can make every apply atomic; --no-atomic overrides it', async () => {
+test("a Nodefile can make every apply atomic; --no-atomic overrides it, unless the setting is 'always'", async () => {
   project(`ng.settings({ atomic: true });
   ng.task('breaks', { inputs: { v: ng.value(s.v) }, after: ['render'], run: () => { if (s.v === 2) throw new Error('broken on purpose'); } });`);
   set(1);
@@ -152,6 +152,15 @@ test('a Nodefile can make every apply atomic; --no-atomic overrides it', async (
   expect(plain.code).toBe(1);
   expect(plain.stderr).toBe('');
   expect(rig.read('out/v')).toBe('2');
+  // 'always': no flag makes it otherwise.
+  rig.write('Nodefile.ts', rig.read('Nodefile.ts').replace('ng.settings({ atomic: true });', "ng.settings({ atomic: 'always' });"));
+  set(1);
+  expect((await rig.run(['apply'])).code).toBe(0);
+  set(2);
+  const always = await rig.run(['apply', '--no-atomic']);
+  expect(always.code).toBe(1);
+  expect(always.stderr).toContain('error[atomic-apply-failed]: breaks failed: rolled back to generation');
+  expect(rig.read('out/v')).toBe('1');
 });
 
 test('when the preserved copies cannot be saved (a full disk), the atomic apply does not start and nothing changes', async () => {

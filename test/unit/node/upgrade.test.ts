@@ -4,7 +4,7 @@
 // the new one is healthy; a new slot that does not come up is undone — the
 // old slot runs again on its untouched rootfs, the shared files as they were.
 
-import { mkdirSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { EngineEvent } from '../../../src/events.ts';
@@ -66,6 +66,17 @@ describe('switching the running slot (blue/green)', () => {
     expect(Object.keys(describeTree(path.join(rig.root, 'var/lib/kubelet/pki')))).not.toContain('kubelet-client-current.pem');
     expect(describeTree(path.join(rig.root, 'var/lib/kubelet'))['kubeconfig']).toBeUndefined();
     expect(describeTree(path.join(rig.root, 'opt/cni'))['bin/bridge']).toBeDefined();
+  });
+
+  it('with host networking, cleans the CNI host-local IPAM state the old slot left', async () => {
+    rig = makeRig({ hostNetwork: true });
+    ok(await rig.apply());
+    const ipam = path.join(rig.root, 'var/lib/cni/networks', rig.config.cni === false ? '' : (rig.config.cni?.name ?? 'nodegraph'));
+    mkdirSync(ipam, { recursive: true });
+    writeFileSync(path.join(ipam, '10.244.0.2'), 'pod-of-kube1\n');
+    rig.writeConfig((c) => ({ ...c, slot: 'kube2', prepare: ['kube1'] }));
+    expect(ok(await rig.apply()).failed).toEqual([]);
+    expect(existsSync(ipam)).toBe(false);
   });
 
   it("undoes a switch whose new kubelet never comes up: kube2 removed, kube1 running again on its own rootfs, shared files byte for byte", async () => {
