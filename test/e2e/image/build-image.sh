@@ -164,12 +164,13 @@ START=$(date +%s)
 #   dbus                   systemctl talks to PID 1 over its private socket, but
 #                          a real node has dbus and some units expect it
 #   containerd             pulls in runc; ctr is part of the package
+#   openssl                the stand-in kubelet makes its client certificate with it
 # Not added: udev (no devices to manage in a container), ca-certificates,
 # iproute2, containernetworking-plugins (CNI binaries are provided via the
 # /opt/cni bind mount in the real tool).
 log "debootstrap $SUITE from $NODEGRAPH_E2E_MIRROR into $ROOTFS"
 run_group debootstrap --variant=minbase \
-  --include=systemd,systemd-sysv,dbus,containerd \
+  --include=systemd,systemd-sysv,dbus,containerd,openssl \
   "$SUITE" "$ROOTFS" "$NODEGRAPH_E2E_MIRROR" >&2
 log "debootstrap done after $(( $(date +%s) - START ))s"
 # debootstrap unmounts its own /proc,/sys on success; be sure.
@@ -186,17 +187,25 @@ rm -f "$ROOTFS/var/lib/dbus/machine-id"
 
 # Stand-in kubelet. Kubernetes' kubelet is NOT packaged in Debian, so the
 # image carries a stand-in with the same unit name, config path and ordering.
-# It proves the tool wrote the config and started the unit; it does nothing else.
+# It reads its config, does what a real kubelet's TLS bootstrap leaves on disk
+# (a client certificate under /var/lib/kubelet/pki and a kubeconfig naming it),
+# and then stays active; it talks to no API server.
 cat >"$ROOTFS/usr/local/bin/kubelet" <<'EOF'
 #!/bin/sh
 # STAND-IN kubelet for nodegraph's e2e tests (the real kubelet is not packaged
 # in Debian). Reads its config like the real one and then stays active.
 set -eu
 CONFIG=/var/lib/kubelet/config.yaml
+KUBECONFIG=
+BOOTSTRAP=
+NODE=$(hostname)
 while [ $# -gt 0 ]; do
   case "$1" in
     --config) CONFIG="$2"; shift 2 ;;
     --config=*) CONFIG="${1#--config=}"; shift ;;
+    --kubeconfig=*) KUBECONFIG="${1#--kubeconfig=}"; shift ;;
+    --bootstrap-kubeconfig=*) BOOTSTRAP="${1#--bootstrap-kubeconfig=}"; shift ;;
+    --hostname-override=*) NODE="${1#--hostname-override=}"; shift ;;
     *) shift ;;
   esac
 done
@@ -205,6 +214,54 @@ if [ ! -r "$CONFIG" ]; then
   exit 1
 fi
 echo "kubelet (stand-in): loaded $CONFIG ($(wc -c <"$CONFIG") bytes)"
+# TLS bootstrap as a real kubelet leaves it: with a bootstrap kubeconfig and no
+# client certificate in its --cert-dir (default /var/lib/kubelet/pki), it
+# writes kubelet-client-<time>.pem (certificate and key), points
+# kubelet-client-current.pem at it, and writes the kubeconfig that names it.
+# Here the certificate is self-signed instead of signed by the cluster.
+PKI=/var/lib/kubelet/pki
+if [ -n "$BOOTSTRAP" ] && [ ! -e "$PKI/kubelet-client-current.pem" ]; then
+  if [ ! -r "$BOOTSTRAP" ]; then
+    echo "kubelet (stand-in): bootstrap kubeconfig $BOOTSTRAP is missing" >&2
+    exit 1
+  fi
+  mkdir -p "$PKI"
+  PEM="$PKI/kubelet-client-$(date -u +%Y-%m-%d-%H-%M-%S).pem"
+  umask 077
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -noenc -days 365 \
+    -subj "/O=system:nodes/CN=system:node:$NODE" -keyout "$PEM.key" -out "$PEM.crt" 2>/dev/null
+  cat "$PEM.crt" "$PEM.key" >"$PEM.tmp"
+  rm -f "$PEM.crt" "$PEM.key"
+  mv "$PEM.tmp" "$PEM"
+  ln -sfn "$PEM" "$PKI/kubelet-client-current.pem"
+  if [ -n "$KUBECONFIG" ] && [ ! -e "$KUBECONFIG" ]; then
+    SERVER=$(sed -n 's/^[[:space:]]*server:[[:space:]]*//p' "$BOOTSTRAP" | head -n 1)
+    CA=$(sed -n 's/^[[:space:]]*certificate-authority:[[:space:]]*//p' "$BOOTSTRAP" | head -n 1)
+    cat >"$KUBECONFIG.tmp" <<KUBECONFIG
+apiVersion: v1
+kind: Config
+clusters:
+- name: default-cluster
+  cluster:
+    server: $SERVER
+    certificate-authority: $CA
+contexts:
+- name: default-context
+  context:
+    cluster: default-cluster
+    user: default-auth
+current-context: default-context
+users:
+- name: default-auth
+  user:
+    client-certificate: $PKI/kubelet-client-current.pem
+    client-key: $PKI/kubelet-client-current.pem
+KUBECONFIG
+    mv "$KUBECONFIG.tmp" "$KUBECONFIG"
+    PEM="$PEM and $KUBECONFIG"
+  fi
+  echo "kubelet (stand-in): bootstrapped: wrote $PEM (CN=system:node:$NODE)"
+fi
 exec sleep infinity
 EOF
 chmod 0755 "$ROOTFS/usr/local/bin/kubelet"
@@ -212,7 +269,8 @@ chmod 0755 "$ROOTFS/usr/local/bin/kubelet"
 cat >"$ROOTFS/etc/systemd/system/kubelet.service" <<'EOF'
 # STAND-IN kubelet unit for nodegraph's e2e tests.
 # Kubernetes' kubelet is not packaged in Debian; /usr/local/bin/kubelet is a
-# shell script that requires /var/lib/kubelet/config.yaml and then sleeps.
+# shell script that requires /var/lib/kubelet/config.yaml, writes a client
+# certificate on its first bootstrap, and then sleeps.
 # Unit name, config path and ordering match a real kubelet install.
 #
 # Deliberately NOT enabled: nodegraph writes the config first and then runs
