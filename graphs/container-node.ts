@@ -45,7 +45,7 @@ import { serviceAction, services, systemReady, unitActive, type ReadyOptions } f
 import { containerUnit, restartContainer, unitName, unitPath, type ContainerSpec, type Supervisor } from '../src/node/supervise.ts';
 import { dropInPath } from '../src/node/systemd.ts';
 import { describeWaitFailure, waitFor } from '../src/node/wait.ts';
-import { CONFIG_ENV, readNodeConfig, SLOTS, type NodeConfig, type Slot } from './node-config.ts';
+import { CONFIG_ENV, containerIdOf, readNodeConfig, SLOTS, type NodeConfig, type Slot } from './node-config.ts';
 
 /** What every task builder below needs to know about the node. */
 interface Node {
@@ -245,6 +245,7 @@ function declareSlot(ng: NodefileApi, node: Node, shared: Shared, slot: Slot, ro
   const inRootfs = (nodePath: string): string => path.join(rootfsDir, nodePath);
   const digestFile = path.join(slotDir, 'rootfs.digest');
   const id = (name: string): string => `${slot}/${name}`;
+  const containerId = containerIdOf(config, slot);
 
   // Image → rootfs. The image's hash is the input: the same image is never
   // unpacked twice, and a new one replaces the rootfs whole.
@@ -340,7 +341,7 @@ function declareSlot(ng: NodefileApi, node: Node, shared: Shared, slot: Slot, ro
   });
 
   const container: ContainerSpec = {
-    id: slot,
+    id: containerId,
     runc: node.runc,
     bundle: slotDir,
     consoleLog: path.join(slotDir, 'console.log'),
@@ -350,7 +351,7 @@ function declareSlot(ng: NodefileApi, node: Node, shared: Shared, slot: Slot, ro
   let unit: TaskRef | undefined;
   if (node.supervisor === 'systemd') {
     const text = containerUnit(container);
-    const file = host.path(unitPath(slot));
+    const file = host.path(unitPath(containerId));
     unit = ng.task(id('unit'), {
       description: `the systemd unit that keeps ${slot} running`,
       inputs: { unit: ng.value(text) },
@@ -361,7 +362,7 @@ function declareSlot(ng: NodefileApi, node: Node, shared: Shared, slot: Slot, ro
         await services(execOf(ctx), { kind: 'host' }).daemonReload();
       },
       check: () => existsSync(file) || `${file} is missing`,
-      destroy: [helper.unitRemove(file, unitName(slot))],
+      destroy: [helper.unitRemove(file, unitName(containerId))],
       // A rewritten unit is read by systemd now and used at the container's next start: the container keeps running.
       verbs: { create: 'write', update: 'reload' },
     });
@@ -374,7 +375,7 @@ function declareSlot(ng: NodefileApi, node: Node, shared: Shared, slot: Slot, ro
   const cni = config.cni === false ? undefined : config.cni;
   const takeover = takeoverTask(ng, {
     slot,
-    others: SLOTS.filter((other) => other !== slot),
+    others: SLOTS.filter((other) => other !== slot).map((other) => containerIdOf(config, other)),
     runc: node.runc,
     helper,
     supervisor: node.supervisor,
@@ -441,7 +442,7 @@ function declareSlot(ng: NodefileApi, node: Node, shared: Shared, slot: Slot, ro
 
   // ---- running: the container, then containerd, then kubelet -------------
 
-  const systemd = { kind: 'container' as const, runc: node.runc, id: slot };
+  const systemd = { kind: 'container' as const, runc: node.runc, id: containerId };
   const containerTask = ng.task(id('container'), {
     description: `the node container ${slot}, with systemd as PID 1`,
     // What the running container is: its bundle, its rootfs, the command that runs it. The unit
@@ -449,7 +450,7 @@ function declareSlot(ng: NodefileApi, node: Node, shared: Shared, slot: Slot, ro
     inputs: {
       bundle,
       rootfs,
-      spec: ng.value(asJson({ id: slot, runc: node.runc, bundle: slotDir, consoleLog: container.consoleLog, supervisor: node.supervisor })),
+      spec: ng.value(asJson({ id: containerId, runc: node.runc, bundle: slotDir, consoleLog: container.consoleLog, supervisor: node.supervisor })),
     },
     // Configuration goes in before the container boots, so its services start with it.
     after: [
@@ -471,18 +472,18 @@ function declareSlot(ng: NodefileApi, node: Node, shared: Shared, slot: Slot, ro
       const up = await systemReady(services(exec, systemd), `systemd in ${slot}`, readyOptions(node, ctx, config.timeouts.systemd));
       if (!up.ok) throw new Error(describeWaitFailure(up.error));
       // kubelet's mount propagation needs a shared root; systemd leaves that to the container manager.
-      if (config.sharedRoot) await exec(execInArgv(node.runc, slot, ['mount', '--make-rshared', '/']));
+      if (config.sharedRoot) await exec(execInArgv(node.runc, containerId, ['mount', '--make-rshared', '/']));
       removeTree(`${rootfsDir}.old`);
-      const state = await containerState(exec, node.runc, slot);
+      const state = await containerState(exec, node.runc, containerId);
       // A new value each start: the services below learn that the container was (re)started.
       return { started: state.status === 'absent' ? '' : state.created, pid: state.status === 'absent' ? 0 : state.pid };
     },
-    check: (ctx) => isRunning(execOf(ctx), node.runc, slot),
+    check: (ctx) => isRunning(execOf(ctx), node.runc, containerId),
     stop:
       node.supervisor === 'systemd'
-        ? [['systemctl', 'stop', unitName(slot)], helper.stopContainer(node.runc, slot, config.timeouts.stop)]
-        : [helper.stopContainer(node.runc, slot, config.timeouts.stop)],
-    ...(node.supervisor === 'systemd' ? { destroy: [['systemctl', 'disable', unitName(slot)]] } : {}),
+        ? [['systemctl', 'stop', unitName(containerId)], helper.stopContainer(node.runc, containerId, config.timeouts.stop)]
+        : [helper.stopContainer(node.runc, containerId, config.timeouts.stop)],
+    ...(node.supervisor === 'systemd' ? { destroy: [['systemctl', 'disable', unitName(containerId)]] } : {}),
     verbs: { create: 'start', update: 'restart' },
   });
 
@@ -510,13 +511,13 @@ function declareSlot(ng: NodefileApi, node: Node, shared: Shared, slot: Slot, ro
         const state = await services(execOf(ctx), systemd).activeState(name);
         return state === 'active' || `${name} is ${state}`;
       },
-      stop: [helper.service(node.runc, slot, 'stop', name)],
+      stop: [helper.service(node.runc, containerId, 'stop', name)],
       // A (re)started container starts its services with it: the plan says so.
       verbs: { create: 'start', update: 'restart', upstream: { [id('container')]: 'start' } },
     });
 
   // On a GPU node, containerd and kubelet run on the NVIDIA state rebuilt after the container started.
-  const nvidia = gpu === undefined ? undefined : nvidiaTask(ng, { slot, runc: node.runc, container: containerTask, gpu, grantsFile });
+  const nvidia = gpu === undefined ? undefined : nvidiaTask(ng, { slot, containerId, runc: node.runc, container: containerTask, gpu, grantsFile });
   const containerd = service('containerd', { config: containerdConfig }, present(nvidia), false);
   const kubelet = service(
     'kubelet',
@@ -527,6 +528,7 @@ function declareSlot(ng: NodefileApi, node: Node, shared: Shared, slot: Slot, ro
 
   const images = imageArchiveTasks(ng, {
     slot,
+    containerId,
     runc: node.runc,
     nodeDir: config.imageArchiveDir,
     hostDir: config.imageArchiveDir === undefined ? undefined : host.path(config.imageArchiveDir),
@@ -548,7 +550,7 @@ function declareSlot(ng: NodefileApi, node: Node, shared: Shared, slot: Slot, ro
         () => systemReady(svc, `systemd in ${slot}`, o),
         () =>
           waitFor(async () => {
-            const r = await tryExec(exec, execInArgv(node.runc, slot, ['ctr', 'version']));
+            const r = await tryExec(exec, execInArgv(node.runc, containerId, ['ctr', 'version']));
             return { ok: r.exitCode === 0, detail: `ctr version: ${lastLine(r) || `exit ${r.exitCode}`}` };
           }, { what: `containerd answering in ${slot}`, ...o }),
         () => unitActive(svc, 'kubelet', `kubelet in ${slot}`, o),
@@ -564,7 +566,7 @@ function declareSlot(ng: NodefileApi, node: Node, shared: Shared, slot: Slot, ro
       const svc = services(exec, systemd);
       const system = await svc.systemState();
       if (system !== 'running' && system !== 'degraded') return `systemd in ${slot} is ${system}`;
-      const ctr = await tryExec(exec, execInArgv(node.runc, slot, ['ctr', 'version']));
+      const ctr = await tryExec(exec, execInArgv(node.runc, containerId, ['ctr', 'version']));
       if (ctr.exitCode !== 0) return `ctr version failed in ${slot}: ${lastLine(ctr)}`;
       const kubeletState = await svc.activeState('kubelet');
       return kubeletState === 'active' || `kubelet in ${slot} is ${kubeletState}`;

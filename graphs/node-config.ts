@@ -51,6 +51,11 @@ export const nodeConfigSchema = z.strictObject({
   image: z.string().min(1),
   /** The slot that runs. */
   slot: z.enum(SLOTS),
+  /** runc's id of a slot's container (and its unit's name): `{slot}` is the slot, so each slot has its own. */
+  containerId: z
+    .string()
+    .regex(/^[A-Za-z0-9_.-]*\{slot\}[A-Za-z0-9_.-]*$/, 'letters, digits and _.- around {slot}, which each slot fills in (node-a-{slot})')
+    .default('{slot}'),
   /** Other slots to prepare beside it (unpacked, bundled, not started): the first half of an upgrade. */
   prepare: z
     .array(z.enum(SLOTS))
@@ -146,6 +151,9 @@ export function validateNodeConfig(input: unknown): Result<NodeConfig, string[]>
   if (config.prepare.includes(config.slot)) return err([`prepare: ${config.slot} is the running slot`]);
   return ok(config);
 }
+
+/** The id runc knows a slot's container by. */
+export const containerIdOf = (c: Pick<NodeConfig, 'containerId'>, slot: Slot): string => c.containerId.replace('{slot}', slot);
 
 export const CONFIG_ENV = 'NODEGRAPH_NODE_CONFIG';
 

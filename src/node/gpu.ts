@@ -233,6 +233,8 @@ export async function deviceNodesInPlace(exec: Exec, runc: RuncOptions, id: stri
 
 export interface NvidiaTaskSpec {
   readonly slot: string;
+  /** runc's id of the slot's container. */
+  readonly containerId: string;
   readonly runc: RuncOptions;
   /** The container task: each start of the container rebuilds the state inside. */
   readonly container: TaskRef;
@@ -246,7 +248,7 @@ export interface NvidiaTaskSpec {
  * so neither runs on NVIDIA state older than the container. Without grants it does nothing.
  */
 export function nvidiaTask(ng: NodefileApi, spec: NvidiaTaskSpec): TaskRef {
-  const systemd = { kind: 'container' as const, runc: spec.runc, id: spec.slot };
+  const systemd = { kind: 'container' as const, runc: spec.runc, id: spec.containerId };
   return ng.task(`${spec.slot}/nvidia`, {
     description: `the NVIDIA state inside ${spec.slot} (device nodes, linker cache), with containerd and kubelet stopped around it`,
     inputs: { container: spec.container, grants: spec.gpu.output(spec.grantsFile) },
@@ -262,12 +264,12 @@ export function nvidiaTask(ng: NodefileApi, spec: NvidiaTaskSpec): TaskRef {
       const running: string[] = [];
       for (const unit of ['kubelet', 'containerd']) if (await svc.isEnabled(unit)) running.push(unit);
       for (const unit of running) await svc.stop(unit);
-      await exec(deviceNodesArgv(spec.runc, spec.slot, devices));
+      await exec(deviceNodesArgv(spec.runc, spec.containerId, devices));
       for (const unit of [...running].reverse()) await svc.start(unit);
       ctx.log(`rebuilt ${devices.length} NVIDIA device nodes${running.length === 0 ? '' : `; stopped and started ${running.join(', ')}`}`);
       return { devices: devices.length };
     },
-    check: (ctx) => deviceNodesInPlace(execOf(ctx), spec.runc, spec.slot, readGrants(spec.grantsFile).devices),
+    check: (ctx) => deviceNodesInPlace(execOf(ctx), spec.runc, spec.containerId, readGrants(spec.grantsFile).devices),
     verbs: { create: 'rebuild', update: 'rebuild' },
   });
 }

@@ -109,6 +109,8 @@ export async function pruneImages(exec: Exec, runc: RuncOptions, id: string, ref
 
 export interface ImageArchiveOptions {
   readonly slot: string;
+  /** runc's id of the slot's container. */
+  readonly containerId: string;
   readonly runc: RuncOptions;
   /** The archives' folder as the container sees it (a node path), and as the host does; undefined when unset. */
   readonly nodeDir: string | undefined;
@@ -144,7 +146,7 @@ export function imageArchiveTasks(ng: NodefileApi, o: ImageArchiveOptions): Task
         inputs: { archive: ng.file(path.join(o.hostDir!, name)), rootfs: o.rootfs },
         ...common,
         run: async (ctx) => {
-          const refs = await importArchive(execOf(ctx), o.runc, o.slot, archive);
+          const refs = await importArchive(execOf(ctx), o.runc, o.containerId, archive);
           ctx.log(`imported ${archive}: ${refs.join(', ') || '(no named image)'}`);
           mkdirSync(o.ledgerDir, { recursive: true });
           renderFile(ledgerFile, `${JSON.stringify({ archive, refs, state: 'imported' } satisfies LedgerEntry)}\n`);
@@ -162,7 +164,7 @@ export function imageArchiveTasks(ng: NodefileApi, o: ImageArchiveOptions): Task
           ctx.log(`${archive} is no longer staged; left in containerd: ${refs.join(', ') || '(nothing)'}`);
           return;
         }
-        const removed = await pruneImages(execOf(ctx), o.runc, o.slot, refs);
+        const removed = await pruneImages(execOf(ctx), o.runc, o.containerId, refs);
         ctx.log(`${archive} is no longer staged; removed from containerd: ${removed.join(', ') || '(nothing)'}`);
         renderFile(ledgerFile, `${JSON.stringify({ archive, refs: [], state: 'pruned' } satisfies LedgerEntry)}\n`);
       },
