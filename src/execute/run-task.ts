@@ -165,6 +165,7 @@ export class Builder {
       reason,
       verb,
       firstRun,
+      forced: decision.action === 'replace',
       changedInputs: decision.changedInputs ?? [...observation.inputs.keys()],
       changedUpstream: decision.changedUpstream,
       ran: (id) => this.#hooks.ran(id as TaskId),

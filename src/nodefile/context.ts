@@ -19,7 +19,7 @@ export interface ContextTask {
 }
 
 /** Why the function runs, as the context tells it, and where its commands and its log go. */
-export interface ContextOptions extends Pick<TaskContext, 'signal' | 'reason' | 'firstRun' | 'changedInputs' | 'changedUpstream' | 'ran'> {
+export interface ContextOptions extends Pick<TaskContext, 'signal' | 'reason' | 'firstRun' | 'forced' | 'changedInputs' | 'changedUpstream' | 'ran'> {
   readonly runner: ProcessRunner;
   /** Each message the function logs, as it logs it. */
   log(message: string): void;
@@ -36,6 +36,7 @@ export function taskContext(task: ContextTask, options: ContextOptions, output: 
     signal: options.signal,
     reason: options.reason,
     firstRun: options.firstRun,
+    forced: options.forced,
     changedInputs: options.changedInputs,
     changedUpstream: options.changedUpstream,
     ran: (id) => options.ran(id),

@@ -88,6 +88,8 @@ export interface TaskContext {
   readonly reason: string;
   /** True when the task has never been applied (or its last record was dropped). */
   readonly firstRun: boolean;
+  /** True when `--replace` named this task: do it again even where what it manages looks done. */
+  readonly forced: boolean;
   /**
    * Names of the file, tree, glob, value and env inputs whose hash changed since the last apply
    * (all of them on a first run). An input that is a task (or a file another task writes) is an

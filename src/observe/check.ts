@@ -23,7 +23,7 @@ export async function runCheck(
   }
   const ctx = taskContext(
     node,
-    { runner, signal, reason: 'check', firstRun: false, changedInputs: [], changedUpstream: [], ran: () => false, log: () => {} },
+    { runner, signal, reason: 'check', firstRun: false, forced: false, changedInputs: [], changedUpstream: [], ran: () => false, log: () => {} },
     [],
   );
   try {
