@@ -29,7 +29,7 @@ import type { Json, NodefileApi, TaskContext, TaskInput, TaskRef } from '../src/
 import { isOciLayout, removeTree, unpackImage } from '../src/node/archive.ts';
 import { bundleConfig, grantableCapabilities, SHARED_PATHS, validateOciSpec, type Mount, type OciSpec } from '../src/node/bundle.ts';
 import { conflistPath, renderConflist } from '../src/node/cni.ts';
-import { renderContainerdConfig, renderHostsFiles } from '../src/node/containerd.ts';
+import { CTR_VERSION, renderContainerdConfig, renderHostsFiles } from '../src/node/containerd.ts';
 import { execOf, lastLine, tryExec } from '../src/node/exec.ts';
 import { gpuFiles, gpuTask, nvidiaTask, readGrants, NO_GRANTS } from '../src/node/gpu.ts';
 import { HELPER_PATH, HELPER_SCRIPT, helperAt, type Helper } from '../src/node/helper.ts';
@@ -41,10 +41,11 @@ import { runningOf, takeoverTask } from '../src/node/takeover.ts';
 import { install, isPresent, type InstallSpec } from '../src/node/provision.ts';
 import { renderFile } from '../src/node/render.ts';
 import { containerState, execInArgv, isRunning, type RuncOptions } from '../src/node/runc.ts';
-import { serviceAction, services, systemReady, unitActive, type ReadyOptions } from '../src/node/services.ts';
+import { bringUp, serviceAction, services, systemReady, waitActive, type ReadyOptions } from '../src/node/services.ts';
 import { containerUnit, restartContainer, unitName, unitPath, type ContainerSpec, type Supervisor } from '../src/node/supervise.ts';
 import { dropInPath } from '../src/node/systemd.ts';
 import { describeWaitFailure, waitFor } from '../src/node/wait.ts';
+import { ok } from '../src/util/result.ts';
 import { CONFIG_ENV, containerIdOf, readNodeConfig, SLOTS, type NodeConfig, type Slot } from './node-config.ts';
 
 /** What every task builder below needs to know about the node. */
@@ -500,10 +501,7 @@ function declareSlot(ng: NodefileApi, node: Node, shared: Shared, slot: Slot, ro
         // A changed drop-in is read only after a reload; a fresh boot has read it already.
         if (reload && !containerStarted) await svc.daemonReload();
         ctx.log(action === 'wait' ? `${name} started with the container: waiting for it` : `${action} ${name}`);
-        if (action === 'start') await svc.enableNow(name);
-        if (action === 'restart') await svc.restart(name);
-        const active = await unitActive(svc, name, `${name} in ${slot}`, readyOptions(node, ctx, config.timeouts.service));
-        if (!active.ok) throw new Error(describeWaitFailure(active.error));
+        await bringUp(svc, name, action, `${name} in ${slot}`, readyOptions(node, ctx, config.timeouts.service));
         // The main pid changes with every (re)start, so what verifies the node follows.
         return { unit: name, mainPid: await svc.mainPid(name) };
       },
@@ -550,10 +548,10 @@ function declareSlot(ng: NodefileApi, node: Node, shared: Shared, slot: Slot, ro
         () => systemReady(svc, `systemd in ${slot}`, o),
         () =>
           waitFor(async () => {
-            const r = await tryExec(exec, execInArgv(node.runc, containerId, ['ctr', 'version']));
+            const r = await tryExec(exec, execInArgv(node.runc, containerId, CTR_VERSION));
             return { ok: r.exitCode === 0, detail: `ctr version: ${lastLine(r) || `exit ${r.exitCode}`}` };
           }, { what: `containerd answering in ${slot}`, ...o }),
-        () => unitActive(svc, 'kubelet', `kubelet in ${slot}`, o),
+        () => waitActive(svc, 'kubelet', `kubelet in ${slot}`, o).then(() => ok(undefined)),
       ];
       for (const wait of waits) {
         const result = await wait();
@@ -566,7 +564,7 @@ function declareSlot(ng: NodefileApi, node: Node, shared: Shared, slot: Slot, ro
       const svc = services(exec, systemd);
       const system = await svc.systemState();
       if (system !== 'running' && system !== 'degraded') return `systemd in ${slot} is ${system}`;
-      const ctr = await tryExec(exec, execInArgv(node.runc, containerId, ['ctr', 'version']));
+      const ctr = await tryExec(exec, execInArgv(node.runc, containerId, CTR_VERSION));
       if (ctr.exitCode !== 0) return `ctr version failed in ${slot}: ${lastLine(ctr)}`;
       const kubeletState = await svc.activeState('kubelet');
       return kubeletState === 'active' || `kubelet in ${slot} is ${kubeletState}`;

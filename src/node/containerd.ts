@@ -9,6 +9,12 @@ import { toToml, type TomlTable } from './toml.ts';
 
 const absolute = z.string().regex(/^\//, 'an absolute path');
 
+/**
+ * Is containerd answering? `ctr version` waits 10 s by default for a socket
+ * nobody serves (containerd crashed); one second is ample for one that is served.
+ */
+export const CTR_VERSION: readonly string[] = ['ctr', '--connect-timeout=1s', 'version'];
+
 export const mirrorSchema = z.union([
   z.url({ protocol: /^https?$/ }),
   z.strictObject({

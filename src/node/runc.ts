@@ -2,6 +2,7 @@
 // exec. Every call goes through the task's exec (the engine's process
 // runner). Stopping a container that is stopped or gone succeeds.
 
+import { readFileSync, statSync } from 'node:fs';
 import type { Argv } from '../nodefile/types.ts';
 import { STOP_SIGNAL_NUMBER } from './bundle.ts';
 import { lastLine, tryExec, type Exec } from './exec.ts';
@@ -72,8 +73,51 @@ export function runDetachedArgv(o: RuncOptions, bundle: string, id: string, cons
   ];
 }
 
+/**
+ * Runs the container detached. runc says why it could not start only into the
+ * console log, so a failure carries what it wrote there during this attempt.
+ */
 export async function runDetached(exec: Exec, o: RuncOptions, bundle: string, id: string, consoleLog: string): Promise<void> {
-  await exec(runDetachedArgv(o, bundle, id, consoleLog));
+  const from = sizeOf(consoleLog);
+  const result = await tryExec(exec, runDetachedArgv(o, bundle, id, consoleLog));
+  if (result.exitCode === 0) return;
+  const said = runcReason(readFrom(consoleLog, from)) || result.failure || `exit ${result.exitCode}`;
+  throw new Error(`runc could not start container ${id}: ${said} (console log ${consoleLog})`);
+}
+
+/**
+ * What runc said went wrong, from its log lines (`time=… level=error
+ * msg="runc run failed: …"`): the messages of its error lines, or else the
+ * last lines it printed.
+ */
+export function runcReason(text: string): string {
+  const lines = text.split('\n').map((l) => l.trim()).filter((l) => l !== '');
+  const errors = lines.flatMap((line) => {
+    const m = /\blevel=(?:error|fatal) msg="((?:[^"\\]|\\.)*)"/.exec(line);
+    if (m === null) return [];
+    try {
+      return [JSON.parse(`"${m[1]!}"`) as string];
+    } catch {
+      return [m[1]!];
+    }
+  });
+  return (errors.length > 0 ? errors : lines.slice(-5)).join('; ');
+}
+
+function sizeOf(file: string): number {
+  try {
+    return statSync(file).size;
+  } catch {
+    return 0;
+  }
+}
+
+function readFrom(file: string, offset: number): string {
+  try {
+    return readFileSync(file).subarray(offset).toString('utf8');
+  } catch {
+    return '';
+  }
 }
 
 export interface StopOptions {

@@ -5,7 +5,7 @@
 import type { Argv } from '../nodefile/types.ts';
 import { lastLine, tryExec, type Exec } from './exec.ts';
 import { execInArgv, type RuncOptions } from './runc.ts';
-import { waitFor, type Clock, type WaitTimeout } from './wait.ts';
+import { describeWaitFailure, waitFor, type Clock, type WaitTimeout } from './wait.ts';
 import type { Result } from '../util/result.ts';
 
 /** Where systemctl runs: the host, or a runc container. */
@@ -36,6 +36,16 @@ export interface Services {
   mainPid(unit: string): Promise<number>;
   /** `systemctl is-system-running`: running, degraded, starting, … or what went wrong. */
   systemState(): Promise<string>;
+  /** What an operator reads when a unit did not come up: `systemctl status` and its last journal lines. */
+  report(unit: string): Promise<string>;
+}
+
+/** How many of a unit's journal lines a failure shows. */
+const REPORT_LINES = 10;
+
+export function journalctlArgv(target: SystemdTarget, ...args: string[]): Argv {
+  const argv = ['journalctl', ...args];
+  return target.kind === 'host' ? argv : execInArgv(target.runc, target.id, argv);
 }
 
 export function services(exec: Exec, target: SystemdTarget): Services {
@@ -64,6 +74,14 @@ export function services(exec: Exec, target: SystemdTarget): Services {
     systemState: async () => {
       const r = await tryExec(exec, systemctlArgv(target, 'is-system-running'));
       return r.stdout.trim() || lastLine(r) || `exit ${r.exitCode}`;
+    },
+    report: async (unit) => {
+      // status exits non-zero for a unit that is not active: its text is the point.
+      const status = await tryExec(exec, systemctlArgv(target, 'status', '--no-pager', '--full', '--lines=0', unit));
+      const journal = await tryExec(exec, journalctlArgv(target, '--unit', unit, '--lines', String(REPORT_LINES), '--no-pager', '--no-hostname'));
+      const text = (r: { stdout: string; stderr: string }): string =>
+        (r.stdout.trim() || r.stderr.trim() || '(nothing)').split('\n').map((l) => `  ${l.trimEnd()}`).join('\n');
+      return `systemctl status ${unit}:\n${text(status)}\njournalctl --unit ${unit} (last ${REPORT_LINES} lines):\n${text(journal)}`;
     },
   };
 }
@@ -96,6 +114,27 @@ export function unitActive(s: Services, unit: string, what: string, o: ReadyOpti
     const state = await s.activeState(unit);
     return { ok: state === 'active', detail: `${unit} is ${state}` };
   }, waitOptions(what, o));
+}
+
+/** Waits for the unit to be active; if it is not, throws with the wait's words, its status and its journal. */
+export async function waitActive(s: Services, unit: string, what: string, o: ReadyOptions): Promise<void> {
+  const active = await unitActive(s, unit, what, o);
+  if (!active.ok) throw new Error(`${describeWaitFailure(active.error)}\n${await s.report(unit)}`);
+}
+
+/**
+ * Brings a service up as `serviceAction` decided (enable and start it,
+ * restart it, or only wait for it) and waits for it to be active. A failure
+ * says what systemctl or the wait said, then the unit's status and journal.
+ */
+export async function bringUp(s: Services, unit: string, action: ServiceAction, what: string, o: ReadyOptions): Promise<void> {
+  try {
+    if (action === 'start') await s.enableNow(unit);
+    if (action === 'restart') await s.restart(unit);
+  } catch (error) {
+    throw new Error(`${error instanceof Error ? error.message : String(error)}\n${await s.report(unit)}`);
+  }
+  await waitActive(s, unit, what, o);
 }
 
 export type ServiceAction = 'wait' | 'start' | 'restart';

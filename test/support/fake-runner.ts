@@ -6,7 +6,7 @@
 // Commands it does not model (tar, sh scripts the tests want to really run)
 // can be passed through to the real runner.
 
-import { existsSync, mkdirSync, rmdirSync, rmSync, writeFileSync } from 'node:fs';
+import { appendFileSync, existsSync, mkdirSync, rmdirSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Command } from '../../src/nodefile/types.ts';
 import { LocalRunner } from '../../src/execute/runner.ts';
@@ -15,6 +15,8 @@ import { describeCommand, type ProcessRunner, type RunOptions, type RunResult } 
 export interface FakeService {
   active: boolean;
   pid: number;
+  /** Its process could not run (a unit in `failingUnits`): systemd says `failed`. */
+  failed?: boolean;
 }
 
 export interface FakeContainer {
@@ -61,6 +63,8 @@ export interface FakeRunnerOptions {
   readonly missingModules?: readonly string[];
   /** Kernel modules built into the kernel. */
   readonly builtinModules?: readonly string[];
+  /** Units whose process fails as it starts, with systemd's word for how (`203/EXEC`: the binary is missing). */
+  readonly failingUnits?: Readonly<Record<string, string>>;
 }
 
 const okResult = (command: string, stdout = ''): RunResult => ({
@@ -120,6 +124,14 @@ export class FakeRunner implements ProcessRunner {
     const argv = 'shell' in command ? ['/bin/sh', '-c', command.shell] : [...command];
     this.calls.push({ argv, cwd: options.cwd });
     const text = describeCommand(command);
+    // runDetached wraps runc in `sh -c 'log=$1; shift; exec "$@" …' sh LOG RUNC …`: what runc prints goes to LOG.
+    if (argv[0] === 'sh' && argv[1] === '-c' && argv[2]?.startsWith('log=$1; shift; exec "$@"')) {
+      const inner = argv.slice(5);
+      const scripted = this.#options.answer?.(inner);
+      const result = scripted === undefined ? this.#model(inner, text) : { ...okResult(text), ...scripted };
+      appendFileSync(argv[4]!, result.stdout + result.stderr);
+      return { ...result, stdout: '', stderr: '', output: '' };
+    }
     const scripted = this.#options.answer?.(argv);
     if (scripted !== undefined) return { ...okResult(text), ...scripted };
     if (this.#options.passthrough?.(argv)) return this.#real.run(command, options);
@@ -127,8 +139,6 @@ export class FakeRunner implements ProcessRunner {
   }
 
   #model(argv: readonly string[], text: string): RunResult {
-    // runDetached wraps runc in `sh -c 'log=$1; shift; exec "$@" …' sh LOG RUNC …`.
-    if (argv[0] === 'sh' && argv[1] === '-c' && argv[2]?.startsWith('log=$1; shift; exec "$@"')) return this.#model(argv.slice(5), text);
     const program = path.basename(argv[0] ?? '');
     if (program === 'runc') return this.#runc(stripGlobals(argv.slice(1)), text);
     if (program === 'systemctl') return this.#hostSystemctl(argv.slice(1), text);
@@ -258,6 +268,17 @@ export class FakeRunner implements ProcessRunner {
     }
   }
 
+  #journal(c: FakeContainer, unit: string, text: string): RunResult {
+    const how = this.#options.failingUnits?.[unit];
+    if (how === undefined || !c.services.get(unit)?.failed) return okResult(text, '-- No entries --\n');
+    return okResult(
+      text,
+      `Dec 05 01:00:00 systemd[1]: Started ${unit}.service.\n` +
+        `Dec 05 01:00:00 systemd[1]: ${unit}.service: Main process exited, code=exited, status=${how}\n` +
+        `Dec 05 01:00:00 systemd[1]: ${unit}.service: Failed with result 'exit-code'.\n`,
+    );
+  }
+
   #stop(id: string, c: FakeContainer): void {
     c.status = 'stopped';
     c.services.clear();
@@ -268,6 +289,7 @@ export class FakeRunner implements ProcessRunner {
     const [program, ...args] = argv;
     if (program === 'ctr') return this.#ctr(id, c, args, text);
     if (program === 'mount') return okResult(text);
+    if (program === 'journalctl') return this.#journal(c, args[args.indexOf('--unit') + 1] ?? '', text);
     if (program !== 'systemctl') return failResult(text, 127, `fake container: no ${program}\n`);
     const [verb, ...rest] = args;
     const unit = rest.at(-1) ?? '';
@@ -275,6 +297,11 @@ export class FakeRunner implements ProcessRunner {
       let s = c.services.get(unit);
       if (s === undefined) c.services.set(unit, (s = { active: false, pid: 0 }));
       return s;
+    };
+    // A unit whose process cannot run: systemd starts it (Type=simple returns at once), and it fails.
+    const started = (s: FakeService): void => {
+      if (this.#options.failingUnits?.[unit] === undefined) Object.assign(s, { active: true, pid: this.#nextPid++, failed: false });
+      else Object.assign(s, { active: false, pid: 0, failed: true });
     };
     switch (verb) {
       case 'is-system-running':
@@ -285,12 +312,12 @@ export class FakeRunner implements ProcessRunner {
       case 'start': {
         const s = service();
         const already = s.active;
-        if (!s.active) Object.assign(s, { active: true, pid: this.#nextPid++ });
+        if (!s.active) started(s);
         this.events.push({ kind: 'service-start', id, unit, already });
         return okResult(text);
       }
       case 'restart': {
-        Object.assign(service(), { active: true, pid: this.#nextPid++ });
+        started(service());
         this.events.push({ kind: 'service-restart', id, unit });
         return okResult(text);
       }
@@ -304,7 +331,7 @@ export class FakeRunner implements ProcessRunner {
         if (!rest.includes('--now')) return okResult(text);
         const s = service();
         const already = s.active;
-        if (!s.active) Object.assign(s, { active: true, pid: this.#nextPid++ });
+        if (!s.active) started(s);
         this.events.push({ kind: 'service-start', id, unit, already });
         return okResult(text);
       }
@@ -313,8 +340,18 @@ export class FakeRunner implements ProcessRunner {
       case 'reload':
       case 'disable':
         return okResult(text);
-      case 'is-active':
-        return service().active ? okResult(text, 'active\n') : failResult(text, 3, '', 'inactive\n');
+      case 'is-active': {
+        const s = service();
+        return s.active ? okResult(text, 'active\n') : failResult(text, 3, '', s.failed ? 'failed\n' : 'inactive\n');
+      }
+      case 'status': {
+        const s = service();
+        const how = this.#options.failingUnits?.[unit];
+        const head = `${s.active ? '●' : '×'} ${unit}.service\n     Loaded: loaded (/etc/systemd/system/${unit}.service; enabled; preset: enabled)\n`;
+        if (s.active) return okResult(text, `${head}     Active: active (running)\n   Main PID: ${s.pid} (${unit})\n`);
+        if (!s.failed || how === undefined) return failResult(text, 3, '', `${head}     Active: inactive (dead)\n`);
+        return failResult(text, 3, '', `${head}     Active: failed (Result: exit-code)\n   Main PID: 4242 (code=exited, status=${how})\n`);
+      }
       case 'show':
         return okResult(text, `${service().pid}\n`);
       default:

@@ -52,7 +52,7 @@ export function makeImage(dir: string, name = 'image.tar.gz', marker = 'one'): s
 
 export function makeRig(
   overrides: Partial<NodeConfigInput> = {},
-  fake: Pick<FakeRunnerOptions, 'missingModules' | 'builtinModules' | 'answer'> = {},
+  fake: Pick<FakeRunnerOptions, 'missingModules' | 'builtinModules' | 'answer' | 'failingUnits'> = {},
 ): Rig {
   const dir = mkdtempSync(path.join(tmpdir(), 'nodegraph-node-'));
   const root = path.join(dir, 'root');

@@ -1,0 +1,75 @@
+// What an operator reads when the node does not come up: runc's own reason
+// for a container that did not start, and a failed service's status and
+// journal.
+
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { runcReason } from '../../../src/node/runc.ts';
+import { makeRig, ok, type Rig } from './graph-rig.ts';
+
+let rig: Rig;
+afterEach(() => rig?.cleanup());
+
+/** What runc 1.1.5 printed for a prestart hook that exits 1 (measured). */
+const HOOK_FAILED =
+  'time="2026-12-05T00:56:12Z" level=error msg="runc run failed: unable to start container process: error during container init: error running hook #0: error running hook: exit status 1, stdout: , stderr: "\n';
+
+function taskError(id: string): string {
+  const done = rig.events.find((e) => e.type === 'task-done' && e.id === id && e.outcome === 'failed');
+  return done !== undefined && 'error' in done ? String(done.error) : `(no failure recorded for ${id})`;
+}
+
+describe("runc's reason", () => {
+  it('is the message of its error lines, unquoted', () => {
+    expect(runcReason(HOOK_FAILED)).toBe(
+      'runc run failed: unable to start container process: error during container init: error running hook #0: error running hook: exit status 1, stdout: , stderr: ',
+    );
+    expect(runcReason('time="x" level=warning msg="a"\ntime="y" level=error msg="say \\"no\\""\n')).toBe('say "no"');
+  });
+
+  it('is the last lines printed when runc logged no error line', () => {
+    expect(runcReason('1\n2\n3\n4\n5\n6\n\n')).toBe('2; 3; 4; 5; 6');
+    expect(runcReason('')).toBe('');
+  });
+});
+
+describe('a container that does not start', () => {
+  it("fails its task with runc's words from the console log, from this attempt only", async () => {
+    let attempts = 0;
+    rig = makeRig({}, { answer: (argv) => (argv.includes('run') && argv.includes('--detach') ? { exitCode: 1, stderr: `${HOOK_FAILED.replace('#0', `#${attempts++}`)}`, failure: 'exited with code 1' } : undefined) });
+    const consoleLog = path.join(rig.root, 'var/lib/nodegraph/containers/kube1/console.log');
+    expect(ok(await rig.apply()).failed).toEqual(['kube1/container']);
+    const expected = (hook: number): string =>
+      `runc could not start container kube1: runc run failed: unable to start container process: error during container init: error running hook #${hook}: error running hook: exit status 1, stdout: , stderr:  (console log ${consoleLog})`;
+    expect(taskError('kube1/container')).toBe(expected(0));
+    rig.events.length = 0;
+    expect(ok(await rig.apply()).failed).toEqual(['kube1/container']);
+    expect(taskError('kube1/container')).toBe(expected(1));
+    // The log keeps both attempts; the error named only the second.
+    expect(readFileSync(consoleLog, 'utf8').match(/level=error/g)).toHaveLength(2);
+  });
+});
+
+describe('a service that does not come up', () => {
+  it("fails its task with the wait's words, then systemctl status and the unit's last journal lines", async () => {
+    rig = makeRig({}, { failingUnits: { kubelet: '203/EXEC' } });
+    expect(ok(await rig.apply()).failed).toEqual(['kube1/kubelet']);
+    const error = taskError('kube1/kubelet');
+    const [first, ...rest] = error.split('\n');
+    expect(first).toMatch(/^timed out after 1\.\ds \(\d+ probes\) waiting for kubelet in kube1; last probe: kubelet is failed$/);
+    expect(rest).toEqual([
+      'systemctl status kubelet:',
+      '  × kubelet.service',
+      '       Loaded: loaded (/etc/systemd/system/kubelet.service; enabled; preset: enabled)',
+      '       Active: failed (Result: exit-code)',
+      '     Main PID: 4242 (code=exited, status=203/EXEC)',
+      'journalctl --unit kubelet (last 10 lines):',
+      '  Dec 05 01:00:00 systemd[1]: Started kubelet.service.',
+      '  Dec 05 01:00:00 systemd[1]: kubelet.service: Main process exited, code=exited, status=203/EXEC',
+      "  Dec 05 01:00:00 systemd[1]: kubelet.service: Failed with result 'exit-code'.",
+    ]);
+    const statusCall = rig.runner.commands().find((c) => c.includes('systemctl status'));
+    expect(statusCall).toMatch(/ exec kube1 systemctl status --no-pager --full --lines=0 kubelet$/);
+  });
+});
