@@ -42,7 +42,7 @@ import { install, isPresent, type InstallSpec } from '../src/node/provision.ts';
 import { renderFile } from '../src/node/render.ts';
 import { containerState, execInArgv, isRunning, type RuncOptions } from '../src/node/runc.ts';
 import { bringUp, serviceAction, services, systemReady, waitActive, type ReadyOptions } from '../src/node/services.ts';
-import { containerUnit, restartContainer, unitName, unitPath, type ContainerSpec, type Supervisor } from '../src/node/supervise.ts';
+import { containerUnit, startContainer, unitName, unitPath, type ContainerSpec, type Supervisor } from '../src/node/supervise.ts';
 import { dropInPath } from '../src/node/systemd.ts';
 import { describeWaitFailure, waitFor } from '../src/node/wait.ts';
 import { ok } from '../src/util/result.ts';
@@ -465,11 +465,9 @@ function declareSlot(ng: NodefileApi, node: Node, shared: Shared, slot: Slot, ro
     ],
     run: async (ctx) => {
       const exec = execOf(ctx);
-      await restartContainer(exec, node.supervisor, container, {
-        timeoutMs: seconds(config.timeouts.stop),
-        intervalMs: seconds(config.timeouts.interval),
-        signal: ctx.signal,
-      });
+      const stop = { timeoutMs: seconds(config.timeouts.stop), intervalMs: seconds(config.timeouts.interval), signal: ctx.signal };
+      const started = await startContainer(exec, node.supervisor, container, [configJson, digestFile], { restart: ctx.forced, stop });
+      if (started === 'kept') ctx.log(`${containerId} already runs from this bundle (an apply cut short started it): not restarted`);
       const up = await systemReady(services(exec, systemd), `systemd in ${slot}`, readyOptions(node, ctx, config.timeouts.systemd));
       if (!up.ok) throw new Error(describeWaitFailure(up.error));
       // kubelet's mount propagation needs a shared root; systemd leaves that to the container manager.

@@ -50,6 +50,31 @@ export async function containerState(exec: Exec, o: RuncOptions, id: string): Pr
   return parseState(result.stdout) ?? { status: 'absent', detail: `unreadable runc state: ${lastLine(result)}` };
 }
 
+/**
+ * Does the container run from this bundle as its files are now? runc reads
+ * them when it creates the container, so: running, from this bundle folder,
+ * and created after each of the files last changed. True, or why not.
+ */
+export async function runsCurrentBundle(exec: Exec, o: RuncOptions, id: string, bundle: string, files: readonly string[]): Promise<true | string> {
+  const state = await containerState(exec, o, id);
+  if (state.status === 'absent') return `container ${id} does not exist`;
+  if (state.status !== 'running') return `container ${id} is ${state.status}`;
+  if (state.bundle !== bundle) return `container ${id} runs from ${state.bundle}`;
+  // Milliseconds: a file changed in the same one as the container was created counts as newer.
+  const created = Date.parse(state.created);
+  if (Number.isNaN(created)) return `container ${id} has no creation time (${state.created})`;
+  for (const file of files) {
+    let changed: number;
+    try {
+      changed = statSync(file).mtimeMs;
+    } catch {
+      return `${file} is missing`;
+    }
+    if (created <= changed) return `${file} changed after container ${id} was created`;
+  }
+  return true;
+}
+
 /** The check of a running container: true, or what runc said instead. */
 export async function isRunning(exec: Exec, o: RuncOptions, id: string): Promise<true | string> {
   const state = await containerState(exec, o, id);

@@ -3,8 +3,10 @@
 // foreground — systemd restarts it and stops it in order at shutdown. On a
 // host without systemd: `runc run --detach`, with the console to a log file.
 
+import path from 'node:path';
 import type { Exec } from './exec.ts';
-import { runcArgv, runDetached, stopContainer, type RuncOptions, type StopOptions } from './runc.ts';
+import { renderFile } from './render.ts';
+import { runcArgv, runDetached, runsCurrentBundle, stopContainer, type RuncOptions, type StopOptions } from './runc.ts';
 import { onHost, services } from './services.ts';
 import { execLine, renderUnit } from './systemd.ts';
 
@@ -48,6 +50,27 @@ export function containerUnit(c: ContainerSpec): string {
     },
     'Written by nodegraph; edits are replaced on the next apply.',
   );
+}
+
+/**
+ * Starts the container unless it already runs as asked: from this bundle,
+ * created after its files and the way it is run last changed — one that an
+ * apply cut short (a kill -9 right after `runc run`) started. `restart`
+ * restarts it whatever it finds. Says which it did.
+ */
+export async function startContainer(
+  exec: Exec,
+  supervisor: Supervisor,
+  c: ContainerSpec,
+  bundleFiles: readonly string[],
+  o: { readonly restart: boolean; readonly stop: StopOptions },
+): Promise<'started' | 'kept'> {
+  // How it is run, beside the bundle: a container created before this last changed was run another way.
+  const how = path.join(c.bundle, 'run.json');
+  renderFile(how, `${JSON.stringify({ supervisor, id: c.id, runc: c.runc, consoleLog: c.consoleLog })}\n`);
+  if (!o.restart && (await runsCurrentBundle(exec, c.runc, c.id, c.bundle, [...bundleFiles, how])) === true) return 'kept';
+  await restartContainer(exec, supervisor, c, o.stop);
+  return 'started';
 }
 
 /** Starts the container, stopping it first if it runs. */

@@ -206,7 +206,8 @@ export class FakeRunner implements ProcessRunner {
     const c: FakeContainer = {
       status: 'running',
       pid: this.#nextPid++,
-      created: new Date(Date.UTC(2025, 0, 1, 0, 0, this.#clock++)).toISOString(),
+      // Now, as runc's: whether a container started after its bundle last changed depends on it.
+      created: new Date((this.#clock = Math.max(Date.now(), this.#clock + 1))).toISOString(),
       bundle,
       services: new Map(),
       systemState: 'running',

@@ -5,7 +5,7 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { runcReason } from '../../../src/node/runc.ts';
+import { runcArgv, runcReason, runDetachedArgv } from '../../../src/node/runc.ts';
 import { makeRig, ok, type Rig } from './graph-rig.ts';
 
 let rig: Rig;
@@ -71,5 +71,55 @@ describe('a service that does not come up', () => {
     ]);
     const statusCall = rig.runner.commands().find((c) => c.includes('systemctl status'));
     expect(statusCall).toMatch(/ exec kube1 systemctl status --no-pager --full --lines=0 kubelet$/);
+  });
+});
+
+describe('a container an apply cut short started', () => {
+  /** Container and service events, as words. */
+  const lifecycle = (): string[] =>
+    rig.runner.events.flatMap((e) =>
+      e.kind === 'container-start' || e.kind === 'container-stop' ? [`${e.kind} ${e.id}`] : e.kind.startsWith('service-') && 'unit' in e ? [`${e.kind} ${e.unit}`] : [],
+    );
+
+  /** What an apply that changed the bundle did before a kill -9 right after `runc run`: config.json rendered, the old container gone, the new one run. */
+  async function cutShortAfterRuncRun(): Promise<void> {
+    rig.writeConfig((c) => ({ ...c, bundle: { annotations: { 'org.example.test': 'changed' } } }));
+    expect(ok(await rig.apply({ targets: ['kube1/bundle'] })).failed).toEqual([]);
+    const slotDir = path.join(rig.root, 'var/lib/nodegraph/containers/kube1');
+    const runc = { binary: '/usr/sbin/runc', stateRoot: path.join(rig.root, 'run/runc') };
+    for (const argv of [runcArgv(runc, 'kill', 'kube1', '37'), runcArgv(runc, 'delete', 'kube1'), runDetachedArgv(runc, slotDir, 'kube1', path.join(slotDir, 'console.log'))]) {
+      expect((await rig.runner.run(argv, { cwd: rig.dir })).exitCode).toBe(0);
+    }
+    rig.runner.reset();
+  }
+
+  it('is kept when it runs from the current bundle: the next apply starts nothing again', async () => {
+    rig = makeRig();
+    ok(await rig.apply());
+    await cutShortAfterRuncRun();
+    const pid = rig.runner.containers.get('kube1')!.pid;
+    const summary = ok(await rig.apply());
+    expect(summary.failed).toEqual([]);
+    expect(summary.ran).toContain('kube1/container');
+    expect(lifecycle()).toEqual([]);
+    expect(rig.runner.containers.get('kube1')!.pid).toBe(pid);
+    const logged = rig.events.filter((e) => e.type === 'task-log' && e.id === 'kube1/container').map((e) => ('message' in e ? e.message : ''));
+    expect(logged).toEqual(['kube1 already runs from this bundle (an apply cut short started it): not restarted']);
+    expect(ok(await rig.apply()).ran).toEqual([]);
+  });
+
+  it('is restarted when --replace asks for it, or when it is run another way now', async () => {
+    rig = makeRig();
+    ok(await rig.apply());
+    await cutShortAfterRuncRun();
+    ok(await rig.apply({ replace: ['kube1/container'] }));
+    expect(lifecycle()).toEqual(['container-stop kube1', 'container-start kube1', 'service-boot containerd', 'service-boot kubelet']);
+
+    await cutShortAfterRuncRun();
+    rig.writeConfig((c) => ({ ...c, bundle: {}, runtime: { runc: '/usr/bin/runc' } }));
+    expect(ok(await rig.apply({ targets: ['kube1/bundle'] })).failed).toEqual([]);
+    rig.runner.reset();
+    ok(await rig.apply());
+    expect(lifecycle()).toEqual(['container-stop kube1', 'container-start kube1', 'service-boot containerd', 'service-boot kubelet']);
   });
 });
