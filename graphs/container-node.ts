@@ -466,7 +466,7 @@ function declareSlot(ng: NodefileApi, node: Node, shared: Shared, slot: Slot, ro
     run: async (ctx) => {
       const exec = execOf(ctx);
       const stop = { timeoutMs: seconds(config.timeouts.stop), intervalMs: seconds(config.timeouts.interval), signal: ctx.signal };
-      const started = await startContainer(exec, node.supervisor, container, [configJson, digestFile], { restart: ctx.forced, stop });
+      const started = await startContainer(exec, node.supervisor, container, [configJson, rootfsDir, digestFile], { restart: ctx.forced, stop });
       if (started === 'kept') ctx.log(`${containerId} already runs from this bundle (an apply cut short started it): not restarted`);
       const up = await systemReady(services(exec, systemd), `systemd in ${slot}`, readyOptions(node, ctx, config.timeouts.systemd));
       if (!up.ok) throw new Error(describeWaitFailure(up.error));

@@ -53,7 +53,9 @@ export async function containerState(exec: Exec, o: RuncOptions, id: string): Pr
 /**
  * Does the container run from this bundle as its files are now? runc reads
  * them when it creates the container, so: running, from this bundle folder,
- * and created after each of the files last changed. True, or why not.
+ * and created after each of the files last changed — by their ctime, which a
+ * rename sets too (a rootfs folder swapped in, a file written atomically).
+ * True, or why not.
  */
 export async function runsCurrentBundle(exec: Exec, o: RuncOptions, id: string, bundle: string, files: readonly string[]): Promise<true | string> {
   const state = await containerState(exec, o, id);
@@ -66,7 +68,7 @@ export async function runsCurrentBundle(exec: Exec, o: RuncOptions, id: string, 
   for (const file of files) {
     let changed: number;
     try {
-      changed = statSync(file).mtimeMs;
+      changed = statSync(file).ctimeMs;
     } catch {
       return `${file} is missing`;
     }

@@ -2,7 +2,7 @@
 // for a container that did not start, and a failed service's status and
 // journal.
 
-import { readFileSync } from 'node:fs';
+import { readFileSync, renameSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { runcArgv, runcReason, runDetachedArgv } from '../../../src/node/runc.ts';
@@ -81,9 +81,11 @@ describe('a container an apply cut short started', () => {
       e.kind === 'container-start' || e.kind === 'container-stop' ? [`${e.kind} ${e.id}`] : e.kind.startsWith('service-') && 'unit' in e ? [`${e.kind} ${e.unit}`] : [],
     );
 
+  let cuts = 0;
+
   /** What an apply that changed the bundle did before a kill -9 right after `runc run`: config.json rendered, the old container gone, the new one run. */
   async function cutShortAfterRuncRun(): Promise<void> {
-    rig.writeConfig((c) => ({ ...c, bundle: { annotations: { 'org.example.test': 'changed' } } }));
+    rig.writeConfig((c) => ({ ...c, bundle: { annotations: { 'org.example.test': `cut short ${++cuts}` } } }));
     expect(ok(await rig.apply({ targets: ['kube1/bundle'] })).failed).toEqual([]);
     const slotDir = path.join(rig.root, 'var/lib/nodegraph/containers/kube1');
     const runc = { binary: '/usr/sbin/runc', stateRoot: path.join(rig.root, 'run/runc') };
@@ -108,11 +110,20 @@ describe('a container an apply cut short started', () => {
     expect(ok(await rig.apply()).ran).toEqual([]);
   });
 
-  it('is restarted when --replace asks for it, or when it is run another way now', async () => {
+  it('is restarted when --replace asks for it, when its rootfs was swapped, or when it is run another way now', async () => {
     rig = makeRig();
     ok(await rig.apply());
     await cutShortAfterRuncRun();
     ok(await rig.apply({ replace: ['kube1/container'] }));
+    expect(lifecycle()).toEqual(['container-stop kube1', 'container-start kube1', 'service-boot containerd', 'service-boot kubelet']);
+
+    // A rootfs swapped in after the container was made (renamed into place: its ctime moves, its mtime does not).
+    await cutShortAfterRuncRun();
+    const rootfs = path.join(rig.root, 'var/lib/nodegraph/containers/kube1/rootfs');
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    renameSync(rootfs, `${rootfs}.new`);
+    renameSync(`${rootfs}.new`, rootfs);
+    ok(await rig.apply());
     expect(lifecycle()).toEqual(['container-stop kube1', 'container-start kube1', 'service-boot containerd', 'service-boot kubelet']);
 
     await cutShortAfterRuncRun();
