@@ -10,8 +10,9 @@ import { toToml, type TomlTable } from './toml.ts';
 const absolute = z.string().regex(/^\//, 'an absolute path');
 
 /**
- * Is containerd answering? `ctr version` waits 10 s by default for a socket
- * nobody serves (containerd crashed); one second is ample for one that is served.
+ * Is containerd answering? `ctr version` waits 10 s by default on a socket
+ * that accepts connections nobody answers (a wedged containerd); one second
+ * is ample for one that is served.
  */
 export const CTR_VERSION: readonly string[] = ['ctr', '--connect-timeout=1s', 'version'];
 

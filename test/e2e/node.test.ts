@@ -21,9 +21,9 @@
 // NODEGRAPH_E2E_KEEP=1 keeps the temporary folder after a run, to look at (the container is still
 // removed and mounts undone; the next run deletes the folder).
 
-import { existsSync, mkdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
+import { existsSync, mkdirSync, readdirSync, readFileSync, readlinkSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -142,6 +142,29 @@ function sharedFiles(): Record<string, string> {
     out[dir] = listed.stdout;
   }
   return out;
+}
+
+/**
+ * Runs the nodegraph CLI on the suite's graph and state as a child process; with `killWhen`, polls it every
+ * 10 ms while the CLI runs and kills the CLI with SIGKILL once it says so. How it ended: `exit N` or a signal.
+ */
+async function runCli(args: string[], killWhen?: () => boolean): Promise<{ end: string; output: string }> {
+  const child = spawn(process.execPath, [CLI, ...args, '-f', NODEFILE, '--state-dir', stateDir], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let output = '';
+  child.stdout.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
+  child.stderr.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
+  const ended = new Promise<string>((resolve) => child.on('close', (code, signal) => resolve(signal ?? `exit ${code}`)));
+  if (killWhen !== undefined) {
+    const deadline = Date.now() + 120_000;
+    while (child.exitCode === null && child.signalCode === null && Date.now() < deadline) {
+      if (killWhen()) {
+        child.kill('SIGKILL');
+        break;
+      }
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+  }
+  return { end: await ended, output };
 }
 
 /** The error a failed task ended with. */
@@ -362,6 +385,43 @@ describe('graphs/container-node.ts on real runc, systemd and containerd', () => 
     expect(node.mustExec('cat', '/etc/containerd/certs.d/docker.io/hosts.toml')).toContain('mirror-a.example.com');
   });
 
+  it('22. the stand-in kubelet bootstraps as a real one: a client certificate under /var/lib/kubelet/pki when none is there, once', async () => {
+    expect(up, 'the node is not up (step 1 failed)').toBe(true);
+    // The host side of the shared kubelet folder: what the stand-in wrote is there.
+    const pki = path.join(root, 'var/lib/kubelet/pki');
+    const clientFiles = (): string[] => readdirSync(pki).filter((f) => f.startsWith('kubelet-client-')).sort();
+    const current = path.join(pki, 'kubelet-client-current.pem');
+    const first = readlinkSync(current);
+    expect(first).toMatch(/^\/var\/lib\/kubelet\/pki\/kubelet-client-\d{4}(-\d\d){5}\.pem$/);
+    expect(clientFiles()).toEqual([path.basename(first), 'kubelet-client-current.pem'].sort());
+    // One file holds the certificate and its key, as a real kubelet's does; the subject is the node's.
+    const pem = path.join(root, first);
+    expect(must(['openssl', 'x509', '-in', pem, '-noout', '-subject']).trim()).toBe('subject=O = system:nodes, CN = system:node:e2e-node');
+    expect(sh(['openssl', 'pkey', '-in', pem, '-noout']).code).toBe(0);
+    const kubeconfig = readFileSync(path.join(root, 'var/lib/kubelet/kubeconfig'), 'utf8');
+    expect(kubeconfig).toContain('client-certificate: /var/lib/kubelet/pki/kubelet-client-current.pem');
+    expect(kubeconfig).toContain('server: https://10.0.0.1:6443');
+    const bootstrapped = (): string[] => node.journal(undefined, '-u', 'kubelet').map(messageOf).filter((m) => m.includes('bootstrapped'));
+    expect(bootstrapped()).toEqual([`kubelet (stand-in): bootstrapped: wrote ${first} and /var/lib/kubelet/kubeconfig (CN=system:node:e2e-node)`]);
+
+    // Started again, it finds its certificate and makes none.
+    const content = readFileSync(pem, 'utf8');
+    node.mustExec('systemctl', 'restart', 'kubelet');
+    await eventually(() => expect(node.isActive('kubelet')).toBe('active'));
+    expect(clientFiles()).toEqual([path.basename(first), 'kubelet-client-current.pem'].sort());
+    expect(bootstrapped()).toHaveLength(1);
+
+    // Its identity taken away (as a reset of the shared kubelet state does), it bootstraps a new one.
+    for (const f of clientFiles()) rmSync(path.join(pki, f));
+    rmSync(path.join(root, 'var/lib/kubelet/kubeconfig'));
+    node.mustExec('systemctl', 'restart', 'kubelet');
+    // The link names a node path: read it on the host side.
+    const second = await eventually(() => readlinkSync(current));
+    expect(readFileSync(path.join(root, second), 'utf8')).not.toBe(content);
+    await eventually(() => expect(existsSync(path.join(root, 'var/lib/kubelet/kubeconfig'))).toBe(true));
+    expect(node.isActive('kubelet')).toBe('active');
+  });
+
   it('2. a second apply does nothing: no task runs, no pid changes', async () => {
     expect(up, 'the node is not up (step 1 failed)').toBe(true);
     const p = await plan();
@@ -377,6 +437,26 @@ describe('graphs/container-node.ts on real runc, systemd and containerd', () => 
     expect(systemctlStory()).toEqual([]);
     expect(runcStory()).toEqual([]);
     expect(snapshot()).toEqual(before);
+  });
+
+  it('23. a check that cannot reach containerd (its socket accepts, nothing answers) fails within a second or two', async () => {
+    expect(up, 'the node is not up (step 1 failed)').toBe(true);
+    // A wedged containerd: the kernel still accepts connections on its socket, nobody answers them.
+    // (A killed one's socket refuses them, and ctr fails at once either way.)
+    node.mustExec('systemctl', 'kill', '--signal=SIGSTOP', 'containerd');
+    try {
+      runner.reset();
+      const p = await plan();
+      const ctr = runner.commands.findIndex((c) => c.includes('ctr') && c.includes('version'));
+      expect(ctr, runner.lines().join('\n')).toBeGreaterThanOrEqual(0);
+      const ctrMs = runner.spans[ctr]!.end - runner.spans[ctr]!.start;
+      console.info(`[e2e] ctr version against a containerd that does not answer: ${ctrMs.toFixed(0)} ms (${runner.lines()[ctr]})`);
+      expect(p.get(`${SLOT}/verified`)?.reasons.join(' ')).toMatch(/^check failed: ctr version failed in kube1: ctr: failed to dial/);
+      expect(ctrMs).toBeLessThan(2_000);
+    } finally {
+      node.mustExec('systemctl', 'kill', '--signal=SIGCONT', 'containerd');
+    }
+    expect(changes(await plan())).toEqual([]);
   });
 
   it('3. editing only a registry mirror restarts containerd alone', async () => {
@@ -526,6 +606,23 @@ describe('graphs/container-node.ts on real runc, systemd and containerd', () => 
     expect(invocation('kubelet')).not.toBe(invocations.kubelet);
     expectHealthy();
     expect(unitStory(node.journal(), UNITS)).toEqual(['Starting containerd.service', 'Started containerd.service', 'Started kubelet.service']);
+    expect(changes(await plan())).toEqual([]);
+  });
+
+  it("24. a container that cannot start (a bundle hook fails) fails its task with runc's own reason; taken back, the node comes up", async () => {
+    expect(up, 'the node is not up (step 1 failed)').toBe(true);
+    writeConfig((c) => ({ ...c, bundle: { ...c.bundle, hooks: { prestart: [{ path: '/bin/false' }] } } }));
+    const summary = await applyAllowingFailures('a bundle hook that fails');
+    expect(summary.failed.map(String)).toEqual([`${SLOT}/container`]);
+    console.info(`[e2e] ${SLOT}/container failed: ${taskError(`${SLOT}/container`)}`);
+    expect(taskError(`${SLOT}/container`)).toBe(
+      `runc could not start container ${SLOT}: runc run failed: unable to start container process: error during container init: error running hook #0: error running hook: exit status 1, stdout: , stderr:  (console log ${slotDir}/console.log)`,
+    );
+    expect(node.state()).toBeUndefined();
+    writeConfig((c) => ({ ...c, bundle: { annotations: c.bundle?.annotations ?? {} } }));
+    await apply('the hook taken away');
+    expect(runcStory()).toEqual([`run ${SLOT}`]);
+    expectHealthy();
     expect(changes(await plan())).toEqual([]);
   });
 
@@ -938,6 +1035,51 @@ describe('graphs/container-node.ts on real runc, systemd and containerd', () => 
     rmSync(path.join(root, 'dev'), { recursive: true });
     rmSync(path.join(root, 'usr/lib'), { recursive: true });
     expect(changes(await plan())).toEqual([]);
+  });
+
+  it('25. a kill -9 of nodegraph right after runc run: the next apply keeps the container it finds, which the current bundle describes', async () => {
+    expect(up, 'the node is not up (step 1 failed)').toBe(true);
+    const slot = node.id;
+    // nodegraph itself, as a child process: the suite's engine loads the graph through vitest's transform, the
+    // CLI through Node's type stripping, so their function definitions differ and the first CLI apply runs
+    // every task once (a new rootfs too). After it, the CLI's runs differ only by what this step changes.
+    const aligned = await runCli(['apply']);
+    expect(aligned.end, aligned.output).toBe('exit 0');
+    await eventually(() => expectHealthy(), 30_000);
+
+    writeConfig((c) => ({ ...c, bundle: { ...c.bundle, annotations: { ...c.bundle?.annotations, 'org.example.e2e': 'killed' } } }));
+    const before = node.state()!;
+    let seen: RuncState | undefined;
+    // The moment runc has made the new container, nodegraph dies.
+    const killed = await runCli(['apply'], () => {
+      const s = node.state();
+      if (s?.status !== 'running' || s.created === before.created) return false;
+      seen = s;
+      return true;
+    });
+    expect(killed.end, killed.output).toBe('SIGKILL');
+    expect(seen!.annotations['org.example.e2e']).toBe('killed');
+    // systemd in it starts the services it finds enabled.
+    await eventually(() => expectHealthy(), 30_000);
+    const invocation = (unit: string): string => node.showValue(unit, 'InvocationID');
+    const invocations = { containerd: invocation('containerd'), kubelet: invocation('kubelet') };
+
+    const after = await runCli(['apply', '--json']);
+    expect(after.end, after.output).toBe('exit 0');
+    const logged = after.output
+      .split('\n')
+      .filter((l) => l.startsWith('{'))
+      .map((l) => JSON.parse(l) as { type: string; id?: string; message?: string })
+      .filter((e) => e.type === 'task-log' && e.id === `${slot}/container`)
+      .map((e) => e.message);
+    expect(logged, after.output).toEqual([`${slot} already runs from this bundle (an apply cut short started it): not restarted`]);
+    // The same container (pid, creation time) and the same service instances: nothing was stopped, run or restarted.
+    expect(node.state()).toMatchObject({ status: 'running', pid: seen!.pid, created: seen!.created });
+    expect({ containerd: invocation('containerd'), kubelet: invocation('kubelet') }).toEqual(invocations);
+    expectHealthy();
+    const again = await runCli(['plan', '--json']);
+    const entries = (JSON.parse(again.output) as { entries: { id: string; action: string }[] }).entries;
+    expect(entries.filter((e) => e.action !== 'unchanged')).toEqual([]);
   });
 
   it('8. destroy leaves no container, no mount, no file of the node', async () => {
