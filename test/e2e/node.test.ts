@@ -1053,7 +1053,7 @@ describe('graphs/container-node.ts on real runc, systemd and containerd', () => 
     // The moment runc has made the new container, nodegraph dies.
     const killed = await runCli(['apply'], () => {
       const s = node.state();
-      if (s?.status !== 'running' || s.created === before.created) return false;
+      if (s?.status !== 'running' || s.created === before.created || s.annotations['org.example.e2e'] !== 'killed') return false;
       seen = s;
       return true;
     });
@@ -1064,7 +1064,8 @@ describe('graphs/container-node.ts on real runc, systemd and containerd', () => 
     const invocation = (unit: string): string => node.showValue(unit, 'InvocationID');
     const invocations = { containerd: invocation('containerd'), kubelet: invocation('kubelet') };
 
-    const after = await runCli(['apply', '--json']);
+    // The node's applies are atomic: a plain apply would roll the cut-short change back; --continue finishes it.
+    const after = await runCli(['apply', '--continue', '--json']);
     expect(after.end, after.output).toBe('exit 0');
     const logged = after.output
       .split('\n')
