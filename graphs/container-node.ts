@@ -79,7 +79,7 @@ export default function containerNode(ng: NodefileApi): void {
   const node = makeNode(path.resolve(configFile));
   // A change to a running node either proves healthy or is undone; a slot switch (another slot
   // runs) is a blue/green upgrade, atomic whatever the flags.
-  const switching = runningOf(node.runc, SLOTS.filter((other) => other !== node.config.slot));
+  const switching = SLOTS.filter((other) => other !== node.config.slot && runningOf(node.runc, [containerIdOf(node.config, other)]).length > 0);
   ng.settings({ atomic: switching.length > 0 ? 'always' : true });
   // What both slots see at the same host paths, and a failed change must give back byte for byte.
   const { config, host } = node;
@@ -271,7 +271,8 @@ function declareSlot(ng: NodefileApi, node: Node, shared: Shared, slot: Slot, ro
 
   const provisioned: TaskRef[] = [];
   let kubeletBinary: TaskRef | undefined;
-  const binaries = config.binaries;
+  // A slot being switched away from is left as it runs: binaries go into it once the switch is done.
+  const binaries = role === 'prepare' && switching.includes(slot) ? {} : config.binaries;
   if (binaries.kubelet !== undefined) {
     const source = { ...binaries.kubelet, version: binaries.kubelet.version ?? config.kubernetesVersion };
     kubeletBinary = provisionTask(

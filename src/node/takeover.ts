@@ -3,7 +3,7 @@
 // then the container; its files and rootfs stay, so a rollback starts it again
 // in place — the host networking it left is cleaned, and the kubelet's client
 // credentials shared at /var/lib/kubelet are reset, so the new kubelet
-// bootstraps its own. The same task on a fresh host finds nothing to stop.
+// bootstraps its own. The same task on a fresh host finds nothing to stop, and resets nothing.
 
 import { spawnSync } from 'node:child_process';
 import { existsSync, readdirSync, rmSync } from 'node:fs';
@@ -62,8 +62,10 @@ export function takeoverTask(ng: NodefileApi, spec: TakeoverSpec): TaskRef {
         if (existsSync(`/sys/class/net/${bridge}`)) await exec(['ip', 'link', 'delete', bridge]);
         rmSync(ipamDir, { recursive: true, force: true });
       }
-      const reset = resetKubeletCredentials(spec.kubeletDir);
-      if (spec.bootstrappedKubeconfig !== undefined && existsSync(spec.bootstrappedKubeconfig)) {
+      // Only a slot taken over from another resets kubelet's identity: run again on a node it already
+      // runs (a changed definition, a rollback), it must leave the running kubelet's credentials alone.
+      const reset = stopped.length === 0 ? [] : resetKubeletCredentials(spec.kubeletDir);
+      if (stopped.length > 0 && spec.bootstrappedKubeconfig !== undefined && existsSync(spec.bootstrappedKubeconfig)) {
         rmSync(spec.bootstrappedKubeconfig);
         reset.push(spec.bootstrappedKubeconfig);
       }

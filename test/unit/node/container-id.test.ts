@@ -5,7 +5,8 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { validateNodeConfig } from '../../../graphs/node-config.ts';
-import { applyNodefile, teardownNodefile } from '../../../src/operations.ts';
+import { applyNodefile } from '../../../src/apply.ts';
+import { teardownNodefile } from '../../../src/operations.ts';
 import { makeRig, NODEFILE, ok, type Rig } from './graph-rig.ts';
 
 let rig: Rig;
