@@ -9,7 +9,7 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, readdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import type { NodefileApi, TaskRef } from '../nodefile/types.ts';
-import { execOf, tryExec } from './exec.ts';
+import { execOf, tryExec, type Exec } from './exec.ts';
 import type { Helper } from './helper.ts';
 import { containerState, parseState, runcArgv, type RuncOptions } from './runc.ts';
 import { unitName, type Supervisor } from './supervise.ts';
@@ -57,13 +57,9 @@ export function takeoverTask(ng: NodefileApi, spec: TakeoverSpec): TaskRef {
         await exec(spec.helper.stopContainer(spec.runc, other, spec.stopTimeoutSeconds));
         stopped.push(other);
       }
-      if (spec.hostNetwork !== undefined) {
-        const { bridge, ipamDir } = spec.hostNetwork;
-        if (existsSync(`/sys/class/net/${bridge}`)) await exec(['ip', 'link', 'delete', bridge]);
-        rmSync(ipamDir, { recursive: true, force: true });
-      }
-      // Only a slot taken over from another resets kubelet's identity: run again on a node it already
-      // runs (a changed definition, a rollback), it must leave the running kubelet's credentials alone.
+      // Only a slot taken over from another cleans what it left and resets kubelet's identity: run again
+      // on a node it already runs (a changed definition, a rollback), it leaves the running one's alone.
+      if (stopped.length > 0 && spec.hostNetwork !== undefined) await cleanHostNetwork(exec, spec.hostNetwork);
       const reset = stopped.length === 0 ? [] : resetKubeletCredentials(spec.kubeletDir);
       if (stopped.length > 0 && spec.bootstrappedKubeconfig !== undefined && existsSync(spec.bootstrappedKubeconfig)) {
         rmSync(spec.bootstrappedKubeconfig);
@@ -89,6 +85,12 @@ export function runningOf(runc: RuncOptions, ids: readonly string[]): string[] {
     const result = spawnSync(binary!, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'], timeout: 5000 });
     return result.status === 0 && parseState(result.stdout)?.status === 'running';
   });
+}
+
+/** With host networking: the CNI bridge a slot made on the host, deleted, and its host-local IPAM state. */
+export async function cleanHostNetwork(exec: Exec, network: { readonly bridge: string; readonly ipamDir: string }): Promise<void> {
+  if (existsSync(`/sys/class/net/${network.bridge}`)) await exec(['ip', 'link', 'delete', network.bridge]);
+  rmSync(network.ipamDir, { recursive: true, force: true });
 }
 
 /** Removes the credentials kubelet bootstrapped (pki/kubelet-client-*, kubelet-server-*, its kubeconfig); says which. */

@@ -759,6 +759,8 @@ describe('graphs/container-node.ts on real runc, systemd and containerd', () => 
     expect(up, 'the node is not up (step 1 failed)').toBe(true);
     const other = new Node(runcRootOf(work), 'kube2');
     const kube1Rootfs = statSync(path.join(slotDir, 'rootfs')).ino;
+    const identity = (): string => readlinkSync(path.join(root, 'var/lib/kubelet/pki/kubelet-client-current.pem'));
+    const kube1Identity = identity();
     writeConfig((c) => ({ ...c, slot: 'kube2', prepare: [SLOT] }));
     const p = await plan();
     expect(p.get(`${SLOT}/image/hello.tar`)?.action).toBe('destroy');
@@ -768,6 +770,8 @@ describe('graphs/container-node.ts on real runc, systemd and containerd', () => 
     expect(summary.destroyed.map(String)).toEqual(expect.arrayContaining([`${SLOT}/container`, `${SLOT}/image/hello.tar`]));
     expect(summary.destroyed.map(String)).not.toContain(`${SLOT}/rootfs`);
     expect(statSync(path.join(slotDir, 'rootfs')).ino, 'kube1 kept prepared on the same rootfs').toBe(kube1Rootfs);
+    // The shared identity was reset, and kube2's kubelet bootstrapped its own.
+    await eventually(() => expect(identity(), "kube2's kubelet bootstrapped a client certificate of its own").not.toBe(kube1Identity));
     expect(node.state(), 'kube1 is stopped').toBeUndefined();
     node = other;
     slotDir = path.join(root, 'var/lib/nodegraph/containers', 'kube2');
