@@ -40,7 +40,9 @@ export async function runAction(node: TaskNode, context: ActionContext): Promise
   }
   context.emit({ type: 'task-start', id: node.id, verb: context.verb, reason: context.reason, command: undefined });
   const log: string[] = [];
-  const ctx = taskContext(node, { ...context, log: (message) => context.emit({ type: 'task-log', id: node.id, message }) }, log);
+  // What the commands it runs print is its last line too, as a command's is.
+  const progress = lastLines(node.id, context.emit);
+  const ctx = taskContext(node, { ...context, log: (message) => context.emit({ type: 'task-log', id: node.id, message }), onOutput: progress.add }, log);
   try {
     const value = await (run as TaskFunction)(ctx);
     if (context.signal.aborted) return { ok: false, canceled: true, error: 'canceled', command: undefined, output: log.join('') };
@@ -62,6 +64,8 @@ export async function runAction(node: TaskNode, context: ActionContext): Promise
       command: undefined,
       output: log.join(''),
     };
+  } finally {
+    progress.stop();
   }
 }
 

@@ -23,6 +23,8 @@ export interface ContextOptions extends Pick<TaskContext, 'signal' | 'reason' | 
   readonly runner: ProcessRunner;
   /** Each message the function logs, as it logs it. */
   log(message: string): void;
+  /** What the commands it runs print, as they print it (the live view's last line). */
+  readonly onOutput?: (text: string) => void;
 }
 
 /** The context for `task`; what it logs and what its commands print is pushed to `output`. */
@@ -56,6 +58,7 @@ export function taskContext(task: ContextTask, options: ContextOptions, output: 
         signal: options.signal,
         ...(exec.input === undefined ? {} : { input: exec.input }),
         ...(exec.output === undefined ? {} : { output: exec.output }),
+        ...(options.onOutput === undefined ? {} : { onOutput: options.onOutput }),
       });
       output.push(`$ ${result.command}\n${result.output}`);
       if (!result.ok && exec.reject !== false) {

@@ -97,10 +97,10 @@ test.skipIf(!hasTmux)('Ctrl-C: the notice is not drawn over, the canceled row an
   );
 });
 
-test.skipIf(!hasTmux)("a running command's last line shows on its row as it comes, through spawnd and without it", async () => {
-  for (const server of ['on', 'off']) {
+test.skipIf(!hasTmux)("a running command's last line shows on its row as it comes, through spawnd and without it, and from a function's ctx.exec", async () => {
+  for (const [server, run] of [['on', "['sh', 'pull.sh']"], ['off', "['sh', 'pull.sh']"], ['on', "async (ctx) => { await ctx.exec(['sh', 'pull.sh']); }"]] as const) {
     rig.write('pull.sh', `echo "layer 1 of 2"\nprintf '\\033[32mlayer 2 of 2\\033[0m\\n'\n${waitFor('done')}\n`);
-    rig.nodefile(`ng.task('pull', { run: ['sh', 'pull.sh'] });`);
+    rig.nodefile(`ng.task('pull', { run: ${run} });`);
     term = new Terminal(rig.dir, ['apply'], { env: { NODEGRAPH_SPAWN_SERVER: server } });
     const screen = await term.waitFor(/layer 2 of 2|^exit/m);
     expect(screen, server).toMatch(/^\S pull create (\d+ms|\d+\.\ds) {2}layer 2 of 2$/m);
