@@ -23,7 +23,7 @@ import { lockWarnings, openState } from './state/open.ts';
 import { advance, beginTransaction, commit, generationProblem, rollBack } from './transaction/atomic.ts';
 import { collectSources, DEFAULT_KEEP, generationChanges, GenerationStore, type Sources } from './transaction/generations.ts';
 import { waitHealthy } from './transaction/health.ts';
-import { readTransaction, transactionPath, type Transaction } from './transaction/record.ts';
+import { readTransaction, type Transaction } from './transaction/record.ts';
 import { err, ok, type Result } from './util/result.ts';
 
 export interface ApplySummary extends ExecuteSummary {
@@ -68,7 +68,7 @@ export async function applyNodefile(options: ApplyOptions): Promise<Result<Apply
   const stateDir = stateDirOf(effective);
   return withLock(effective, async (inner) => {
     const pending = readTransaction(stateDir);
-    if (!pending.ok) return err([{ reason: 'transaction-unreadable', path: transactionPath(stateDir), message: pending.message }]);
+    if (!pending.ok) return pending;
     if (pending.value === undefined) {
       if (options.continue === true) return err([{ reason: 'usage', message: 'there is no interrupted atomic apply to continue' }]);
       return await applyOnce(inner, saved);
@@ -406,7 +406,7 @@ export function listGenerations(options: EngineOptions): Result<GenerationsList,
   const stateDir = stateDirOf(options);
   const store = new GenerationStore(stateDir);
   const pending = readTransaction(stateDir);
-  if (!pending.ok) return err([{ reason: 'transaction-unreadable', path: transactionPath(stateDir), message: pending.message }]);
+  if (!pending.ok) return pending;
   const all = store.list();
   const generations = all.map((g, i) => {
     const changed = generationChanges(all[i - 1], g);
@@ -425,7 +425,7 @@ export async function rollbackNodefile(options: ApplyOptions & { readonly genera
   const stateDir = stateDirOf(options);
   return withLock(options, async (inner) => {
     const pending = readTransaction(stateDir);
-    if (!pending.ok) return err([{ reason: 'transaction-unreadable', path: transactionPath(stateDir), message: pending.message }]);
+    if (!pending.ok) return pending;
     if (pending.value !== undefined) {
       const finished = await finishTransaction({ ...inner, continue: false }, pending.value);
       if (!finished.ok) return finished;

@@ -12,7 +12,8 @@ import { defaultJobs, observeAndPlan, resolveTargets, stateDirOf, withSession, t
 import { findTraces, traceRecord } from './observe/traces.ts';
 import { recipeOf } from './execute/run-task.ts';
 import { GenerationStore } from './transaction/generations.ts';
-import { readTransaction, transactionPath, type Transaction } from './transaction/record.ts';
+import { healthTasks } from './transaction/health.ts';
+import { readTransaction, type Transaction } from './transaction/record.ts';
 import { textChanges, type TextChange } from './transaction/text-inputs.ts';
 import { OutputGuard } from './graph/analyze.ts';
 import type { TaskGraph } from './graph/graph.ts';
@@ -93,11 +94,11 @@ function changedTexts(session: Session, plan: Plan): Map<TaskId, readonly TextCh
 /** The generations as plan and status show them. */
 export function generationView(session: Pick<Session, 'state' | 'graph' | 'targets'>, atomic?: boolean): Result<GenerationView, Failure[]> {
   const pending = readTransaction(session.state.dir);
-  if (!pending.ok) return err([{ reason: 'transaction-unreadable', path: transactionPath(session.state.dir), message: pending.message }]);
+  if (!pending.ok) return pending;
   const current = new GenerationStore(session.state.dir).current() ?? null;
   const t = pending.value;
   const whole = session.targets === undefined;
-  const health = session.graph.ordered.filter((n) => n.decl.spec.health !== undefined).map((n) => n.id);
+  const health = healthTasks(session.graph).map((n) => n.id);
   return ok({
     current,
     atomic: whole && (session.graph.settings.atomic === 'always' || (atomic ?? session.graph.settings.atomic ?? false)) ? { preserve: session.graph.preserve, fallback: current, health } : null,
@@ -195,7 +196,7 @@ export async function teardownNodefile(options: TeardownOptions): Promise<Result
   const stateDir = stateDirOf(options);
   // What a half-done atomic apply changed is for its rollback to undo first: a teardown now would lose track.
   const pending = readTransaction(stateDir);
-  if (!pending.ok) return err([{ reason: 'transaction-unreadable', path: transactionPath(stateDir), message: pending.message }]);
+  if (!pending.ok) return pending;
   if (pending.value !== undefined) return err([{ reason: 'transaction-pending', from: pending.value.from, to: pending.value.to, phase: pending.value.phase }]);
   if (existsSync(path.resolve(options.nodefile))) {
     // The Nodefile must at least load: a broken one may mean the user is mid-edit.

@@ -11,6 +11,7 @@
 
 import { copyFileSync, existsSync, linkSync, lstatSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, chmodSync } from 'node:fs';
 import path from 'node:path';
+import type { Failure } from '../error.ts';
 import type { TaskGraph } from '../graph/graph.ts';
 import { join } from '../graph/analyze.ts';
 import { HASH_PREFIX, type TaskId } from '../ids.ts';
@@ -65,11 +66,8 @@ export interface Sources {
   readonly digest: string;
 }
 
-export type GenerationError =
-  | { readonly reason: 'generation-missing'; readonly number: number; readonly known: readonly number[] }
-  | { readonly reason: 'generation-damaged'; readonly number: number; readonly path: string; readonly message: string }
-  | { readonly reason: 'generation-file-changed'; readonly number: number; readonly path: string; readonly sha256: string }
-  | { readonly reason: 'generation-write-failed'; readonly path: string; readonly message: string };
+/** What can go wrong with a generation: the Failure variants of that name (error.ts). */
+export type GenerationError = Extract<Failure, { reason: 'generation-missing' | 'generation-damaged' | 'generation-file-changed' | 'generation-write-failed' }>;
 
 const HEX = /^[0-9a-f]{64}$/;
 

@@ -15,6 +15,10 @@ import { readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { writeDurably } from '../util/durable.ts';
 import { failpoint } from '../util/failpoint.ts';
+import { err, ok, type Result } from '../util/result.ts';
+import type { Failure } from '../error.ts';
+
+type TransactionUnreadable = Extract<Failure, { reason: 'transaction-unreadable' }>;
 
 export const TRANSACTION_FORMAT = 'nodegraph-transaction';
 
@@ -42,20 +46,22 @@ export const transactionPath = (stateDir: string): string => path.join(stateDir,
 export const transactionDir = (stateDir: string): string => path.join(stateDir, 'transaction');
 
 /** The unfinished transaction, if any; one that cannot be read is an error to report, never ignored. */
-export function readTransaction(stateDir: string): { readonly ok: true; readonly value: Transaction | undefined } | { readonly ok: false; readonly message: string } {
+export function readTransaction(stateDir: string): Result<Transaction | undefined, [TransactionUnreadable]> {
+  const file = transactionPath(stateDir);
+  const unreadable = (message: string): { ok: false; error: [TransactionUnreadable] } => err([{ reason: 'transaction-unreadable', path: file, message }]);
   let text: string;
   try {
-    text = readFileSync(transactionPath(stateDir), 'utf8');
+    text = readFileSync(file, 'utf8');
   } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return { ok: true, value: undefined };
-    return { ok: false, message: (error as Error).message };
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return ok(undefined);
+    return unreadable((error as Error).message);
   }
   try {
     const parsed = JSON.parse(text) as Transaction;
-    if (parsed.format !== TRANSACTION_FORMAT || typeof parsed.to !== 'number') return { ok: false, message: 'not a nodegraph transaction record' };
-    return { ok: true, value: parsed };
+    if (parsed.format !== TRANSACTION_FORMAT || typeof parsed.to !== 'number') return unreadable('not a nodegraph transaction record');
+    return ok(parsed);
   } catch (error) {
-    return { ok: false, message: (error as Error).message };
+    return unreadable((error as Error).message);
   }
 }
 
