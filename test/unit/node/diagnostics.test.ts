@@ -121,7 +121,8 @@ describe('a container an apply cut short started', () => {
     // A rootfs swapped in after the container was made (renamed into place: its ctime moves, its mtime does not).
     await cutShortAfterRuncRun();
     const rootfs = path.join(rig.root, 'var/lib/nodegraph/containers/kube1/rootfs');
-    await new Promise((resolve) => setTimeout(resolve, 5));
+    // Past a tick of the kernel's coarse clock, which ctime is read from (it may lag the creation time's by 4-10 ms).
+    await new Promise((resolve) => setTimeout(resolve, 50));
     renameSync(rootfs, `${rootfs}.new`);
     renameSync(`${rootfs}.new`, rootfs);
     ok(await rig.apply());
