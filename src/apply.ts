@@ -159,7 +159,7 @@ async function applyOnce(options: ApplyOptions, saved: SavedPlan | undefined, re
       for (const e of plan) if (e.action === 'destroy') orphans.push(e.id);
       // Blue/green: an atomic apply retires what it no longer declares only once the new generation is healthy.
       if (transaction === undefined) {
-        const removed = await runTeardown({ ...session, guard: guardOf(options) }, orphans, 'destroy');
+        const removed = await runTeardown({ ...session, guard: guardOf(options) }, orphans, 'retire');
         for (const id of removed.done) destroyed.push(id);
       }
     }
@@ -296,7 +296,7 @@ async function retire(options: ApplyOptions, graph: TaskGraph, orphans: readonly
     const removed = await runTeardown(
       { state: state.value, store, runner, signal: new AbortController().signal, emit, graph, guard: guardOf(options) },
       orphans,
-      'destroy',
+      'retire',
     );
     store.sync();
     for (const id of [...removed.failed, ...removed.kept]) emit({ type: 'warning', message: `${id} was not retired: the next apply tries again` });

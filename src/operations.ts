@@ -115,7 +115,7 @@ export type TeardownSession = Pick<Session, 'state' | 'store' | 'runner' | 'sign
   readonly guard: OutputGuard;
 };
 
-export function runTeardown(session: TeardownSession, order: readonly TaskId[], mode: 'stop' | 'destroy'): Promise<TeardownSummary> {
+export function runTeardown(session: TeardownSession, order: readonly TaskId[], mode: 'stop' | 'destroy' | 'retire'): Promise<TeardownSummary> {
   return teardown({
     order,
     records: session.state.records,

@@ -317,6 +317,7 @@ export function recipeOf(node: TaskNode): TaskRecord['recipe'] {
     destroy: list(spec.destroy),
     stop: list(spec.stop),
     ...(spec.env === undefined ? {} : { env: { ...spec.env } }),
+    ...(spec.retire === 'stop' ? { retire: 'stop' as const } : {}),
   };
 }
 

@@ -28,8 +28,11 @@ export interface TeardownOptions {
   readonly runner: ProcessRunner;
   readonly signal: AbortSignal;
   readonly emit: EventSink;
-  /** 'stop' runs stop commands only and keeps everything; 'destroy' also destroys, removes and forgets. */
-  readonly mode: 'stop' | 'destroy';
+  /**
+   * 'stop' runs stop commands only and keeps everything; 'destroy' also destroys, removes and
+   * forgets; 'retire' destroys, except a task with `retire: 'stop'`, which it stops and keeps.
+   */
+  readonly mode: 'stop' | 'destroy' | 'retire';
   /** The Nodefile's graph, when it was loaded: its tasks' current actions, and the outputs that stay. */
   readonly graph?: TaskGraph | undefined;
   /** Paths never removed, whatever a record says (see OutputGuard). */
@@ -61,18 +64,19 @@ export async function teardown(options: TeardownOptions): Promise<TeardownSummar
     }
     const node = options.graph?.get(id);
     const recipe = node === undefined ? record.recipe : { ...recipeOf(node), remove: record.recipe.remove };
+    const mode = options.mode === 'retire' ? (record.recipe.retire === 'stop' ? 'stop' : 'destroy') : options.mode;
     // Stopping a task that declares nothing to stop it does nothing, and says nothing.
-    if (options.mode === 'stop' && recipe.stop.length === 0) continue;
-    const commands = options.mode === 'stop' ? recipe.stop : [...recipe.stop, ...recipe.destroy];
+    if (mode === 'stop' && recipe.stop.length === 0) continue;
+    const commands = mode === 'stop' ? recipe.stop : [...recipe.stop, ...recipe.destroy];
     emit({ type: 'destroy-start', id, command: commands.map((c) => describeCommand(c)).join(' && ') || undefined });
-    const failure = await runRecipe(id, recipe, commands, options, claimed);
+    const failure = await runRecipe(id, recipe, commands, { ...options, mode }, claimed);
     if (failure !== undefined) {
       summary.failed.push(id);
       emit({ type: 'destroy-done', id, outcome: 'failed', error: failure.error, output: failure.output });
       blockUpstream(record, id, blocked);
       continue;
     }
-    if (options.mode === 'destroy') {
+    if (mode === 'destroy') {
       records.delete(id);
       options.store.append({ v: 1, id, deleted: true });
     } else {

@@ -47,6 +47,7 @@ export const taskSpecSchema = z.strictObject({
   stop: commands.optional(),
   destroy: commands.optional(),
   removeOutputs: z.boolean().optional(),
+  retire: z.enum(['destroy', 'stop']).optional(),
   pool: z.string().min(1).optional(),
   verbs: z
     .strictObject({ create: z.string().optional(), update: z.string().optional(), upstream: z.record(z.string(), z.string()).optional() })

@@ -140,6 +140,12 @@ export interface TaskSpec {
   readonly destroy?: Command | readonly Command[];
   /** Remove the declared outputs on destroy (default true). */
   readonly removeOutputs?: boolean;
+  /**
+   * What happens once the Nodefile no longer declares the task: 'destroy' (the default) tears it
+   * down; 'stop' only stops it, keeping its files and its record, so that declared again it is
+   * found in place (the CRI's Stop keeps the place, Remove gives it up). `destroy` still destroys it.
+   */
+  readonly retire?: 'destroy' | 'stop';
   /** Tasks in one pool run at most `depth` at a time (see `ng.pool`). */
   readonly pool?: string;
   /**

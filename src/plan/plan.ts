@@ -4,7 +4,7 @@
 import type { TaskId } from '../ids.ts';
 import type { TaskGraph, TaskNode } from '../graph/graph.ts';
 import { TaskMap } from '../graph/task-map.ts';
-import type { TaskRecord } from '../state/record.ts';
+import { STOPPED, type TaskRecord } from '../state/record.ts';
 import type { Records } from '../state/records.ts';
 import { decide, type Action, type Decision, type TaskObservation, type UpstreamState } from './decide.ts';
 import { definitionOf } from './definition.ts';
@@ -235,16 +235,26 @@ export function makePlan(
     for (const id of orphansOf(graph, records)) {
       counts.destroy++;
       orphans.push(id);
-      columns.add('destroy', 'destroy', ORPHAN, ORPHAN_DETAILS);
+      const retired = records.get(id)?.recipe.retire === 'stop';
+      columns.add('destroy', retired ? 'stop' : 'destroy', retired ? ORPHAN_KEPT : ORPHAN, retired ? ORPHAN_KEPT_DETAILS : ORPHAN_DETAILS);
     }
   }
   return new DecidedPlanTable(columns, (i) => (i < nodes.length ? nodes[i]!.id : orphans[i - nodes.length]!), counts, decisions);
 }
 
-/** Recorded tasks the Nodefile no longer declares, dependents first (the order to destroy them in). */
+/**
+ * Recorded tasks the Nodefile no longer declares, dependents first (the order
+ * to retire them in), less those already retired in place.
+ */
 export function orphansOf(graph: TaskGraph, records: RecordReader): TaskId[] {
-  const orphans = [...records.keys()].filter((id) => !graph.has(id));
+  const orphans = [...records.keys()].filter((id) => !graph.has(id) && !retiredInPlace(records.get(id)));
   return teardownOrder(orphans, records);
+}
+
+/** A task with `retire: 'stop'` that has nothing left to stop: kept as it is until declared again or destroyed. */
+export function retiredInPlace(record: TaskRecord | undefined): boolean {
+  if (record?.recipe.retire !== 'stop') return false;
+  return record.recipe.stop.length === 0 || record.error === STOPPED;
 }
 
 /**
@@ -302,4 +312,6 @@ export interface RecordReader {
 
 const ORPHAN_DETAILS: readonly ReasonDetail[] = Object.freeze([{ kind: 'orphan' }]);
 const ORPHAN: readonly string[] = Object.freeze(ORPHAN_DETAILS.map(reasonText));
+const ORPHAN_KEPT_DETAILS: readonly ReasonDetail[] = Object.freeze([{ kind: 'orphan', kept: true }]);
+const ORPHAN_KEPT: readonly string[] = Object.freeze(ORPHAN_KEPT_DETAILS.map(reasonText));
 

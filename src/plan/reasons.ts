@@ -79,7 +79,8 @@ export type ReasonDetail =
   | { readonly kind: 'output-missing'; readonly path: string }
   | { readonly kind: 'output-modified'; readonly path: string }
   | { readonly kind: 'check-failed'; readonly detail: string }
-  | { readonly kind: 'orphan' };
+  /** `kept`: the task retires by stopping in place (`retire: 'stop'`). */
+  | { readonly kind: 'orphan'; readonly kept?: true };
 
 export type ReasonKind = ReasonDetail['kind'];
 
@@ -136,6 +137,6 @@ export function reasonText(r: ReasonDetail): string {
     case 'check-failed':
       return r.detail === '' ? 'check failed' : `check failed: ${r.detail}`;
     case 'orphan':
-      return 'orphan: no longer in the Nodefile';
+      return r.kept === true ? 'orphan: no longer in the Nodefile, stopped and kept in place' : 'orphan: no longer in the Nodefile';
   }
 }

@@ -44,7 +44,7 @@ export interface TaskRecord {
   outputHash: ContentHash;
   edges: { needs: TaskId[]; after: TaskId[] };
   /** Enough to tear the task down without the Nodefile. */
-  recipe: { cwd: string; remove: string[]; destroy: string[][]; stop: string[][]; env?: Record<string, string> };
+  recipe: { cwd: string; remove: string[]; destroy: string[][]; stop: string[][]; env?: Record<string, string>; retire?: 'stop' };
   startedAt: string;
   durationMs: number;
   error?: string;
@@ -122,7 +122,9 @@ export function checkRecord(value: unknown, fullHashes = true): RecordCheck {
     if (!isObj(env)) return fail('recipe.env', 'expected an object');
     for (const key in env) if (typeof env[key] !== 'string') return fail(`recipe.env.${key}`, 'expected a string');
   }
-  if (keys(recipe) !== 4 + ('env' in recipe ? 1 : 0)) return fail('recipe', 'unexpected keys');
+  const hasRetire = 'retire' in recipe;
+  if (hasRetire && recipe.retire !== 'stop') return fail('recipe.retire', "expected 'stop'");
+  if (keys(recipe) !== 4 + ('env' in recipe ? 1 : 0) + (hasRetire ? 1 : 0)) return fail('recipe', 'unexpected keys');
   if (typeof value.startedAt !== 'string') return fail('startedAt', 'expected a string');
   const d = value.durationMs;
   if (typeof d !== 'number' || !Number.isFinite(d) || d < 0) return fail('durationMs', 'expected a non-negative number');
@@ -197,6 +199,7 @@ export function canonical(record: StoredRecord): StoredRecord {
       destroy: r.recipe.destroy.map((c) => [...c]),
       stop: r.recipe.stop.map((c) => [...c]),
       ...(env === undefined ? {} : { env: { ...env } }),
+      ...(r.recipe.retire === undefined ? {} : { retire: r.recipe.retire }),
     },
     startedAt: r.startedAt,
     durationMs: r.durationMs,
