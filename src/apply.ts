@@ -6,12 +6,13 @@
 
 import { existsSync, readFileSync, rmdirSync } from 'node:fs';
 import path from 'node:path';
-import { defaultJobs, observeAndPlan, stateDirOf, withSession, type EngineOptions } from './engine.ts';
+import { closeSession, defaultJobs, observeAndPlan, openSession, stateDirOf, withState, type EngineOptions, type Session } from './engine.ts';
 import type { Failure } from './error.ts';
-import { appender } from './execute/appender.ts';
 import { LocalRunner } from './execute/runner.ts';
+import { recipeOf } from './execute/run-task.ts';
+import { teardown } from './execute/teardown.ts';
 import { execute, type ExecuteSummary } from './execute/scheduler.ts';
-import type { TaskGraph } from './graph/graph.ts';
+import type { TaskGraph, TaskNode } from './graph/graph.ts';
 import type { TaskId } from './ids.ts';
 import { nodefileModules } from './nodefile/load.ts';
 import { guardOf, ioOf, runTeardown, type IoCounters } from './operations.ts';
@@ -19,11 +20,12 @@ import type { Plan } from './plan/plan.ts';
 import { bindPlan, parseSavedPlan, planChanges, type SavedPlan } from './plan/saved.ts';
 import type { ProcessRunner } from './process-runner.ts';
 import { acquire, borrow } from './state/lock.ts';
-import { lockWarnings, openState } from './state/open.ts';
-import { advance, beginTransaction, commit, generationProblem, rollBack } from './transaction/atomic.ts';
+import { lockWarnings } from './state/open.ts';
+import { advance, beginTransaction, commit, generationProblem, rollBack, type RollbackContext } from './transaction/atomic.ts';
 import { collectSources, DEFAULT_KEEP, generationChanges, GenerationStore, type Sources } from './transaction/generations.ts';
 import { waitHealthy } from './transaction/health.ts';
-import { readTransaction, type Transaction } from './transaction/record.ts';
+import { IntentLog, type Intent } from './transaction/intents.ts';
+import { readTransaction, transactionDir, type Transaction } from './transaction/record.ts';
 import { err, ok, type Result } from './util/result.ts';
 
 export interface ApplySummary extends ExecuteSummary {
@@ -64,19 +66,19 @@ export async function applyNodefile(options: ApplyOptions): Promise<Result<Apply
     saved = read.value;
     effective = { ...options, nodefile: saved.nodefile, targets: saved.targets, replace: saved.replace };
   }
-  if (options.lock !== undefined) return applyOnce(effective, saved);
+  if (options.lock !== undefined) return applyWhole(effective, saved, 'as-set');
   const stateDir = stateDirOf(effective);
   return withLock(effective, async (inner) => {
     const pending = readTransaction(stateDir);
     if (!pending.ok) return pending;
     if (pending.value === undefined) {
       if (options.continue === true) return err([{ reason: 'usage', message: 'there is no interrupted atomic apply to continue' }]);
-      return await applyOnce(inner, saved);
+      return await applyWhole(inner, saved, 'as-set');
     }
     const finished = await finishTransaction(inner, pending.value);
     if (!finished.ok) return finished;
     if (finished.value.applied !== undefined) return ok({ ...finished.value.applied, recovered: finished.value.recovered });
-    const then = await applyOnce(inner, saved);
+    const then = await applyWhole(inner, saved, 'as-set');
     return then.ok ? ok({ ...then.value, recovered: finished.value.recovered }) : then;
   });
 }
@@ -104,66 +106,95 @@ async function withLock<T>(options: ApplyOptions, body: (inner: ApplyOptions) =>
   }
 }
 
-/** One apply under the lock the caller holds: atomic when asked (or the Nodefile says so) and the whole graph changes. */
-async function applyOnce(options: ApplyOptions, saved: SavedPlan | undefined, resumed?: Transaction): Promise<Result<ApplySummary, Failure[]>> {
+/**
+ * How a whole apply treats atomicity: 'as-set' (the options and the
+ * Nodefile's settings decide), 'resume' (it carries on a transaction), or
+ * 'plain' (a rollback's re-apply of the previous generation: never atomic).
+ */
+type Atomicity = 'as-set' | 'plain' | { readonly resume: Transaction };
+
+/** What one run over one session did: its summary, and the transaction it ran in, if any. */
+interface Run {
+  /** Failures that ended the run (before or after its tasks). */
+  readonly failures: readonly Failure[];
+  /** Present once the tasks ran. */
+  readonly summary?: ApplySummary | undefined;
+  readonly transaction?: Transaction | undefined;
+  /** What the graph no longer declares: retired once an atomic apply is healthy. */
+  readonly orphans: readonly TaskId[];
+}
+
+/** One apply under the lock the caller holds: one run over one opened session, then an atomic one's settling. */
+async function applyWhole(options: ApplyOptions, saved: SavedPlan | undefined, atomicity: Atomicity): Promise<Result<ApplySummary, Failure[]>> {
+  const opened = await openSession(options, { lock: true });
+  if (!opened.ok) return opened;
+  const session = opened.value;
+  let run: Run | undefined;
+  try {
+    run = await runOnce(session, options, saved, atomicity);
+  } finally {
+    closeSession(session, { lock: true }, run !== undefined && run.failures.length === 0);
+  }
+  if (run.transaction === undefined) return run.failures.length > 0 ? err([...run.failures]) : ok(run.summary!);
+  return settle(options, session, run.transaction, run);
+}
+
+/** Observe, plan, (begin a transaction,) execute and record: everything one session does, as one value. */
+async function runOnce(session: Session, options: ApplyOptions, saved: SavedPlan | undefined, atomicity: Atomicity): Promise<Run> {
   const started = Date.now();
   const stateDir = stateDirOf(options);
   const store = new GenerationStore(stateDir);
-  let transaction = resumed;
-  let runner: ProcessRunner | undefined;
-  let jobs = 1;
-  let sources: Sources | undefined;
-  const orphans: TaskId[] = [];
-  const result = await withSession(options, { lock: true }, async (session): Promise<Result<ApplySummary, Failure[]>> => {
-    runner = session.runner;
-    jobs = session.jobs;
-    const observed = await observeAndPlan(session);
-    if (!observed.ok) return observed;
-    const { plan, selected, observations } = observed.value;
-    if (saved !== undefined) {
-      const now = bindPlan(session.graph, selected, observations, session.state.records, plan, {
-        targets: saved.targets,
-        replace: saved.replace,
-        createdAt: saved.createdAt,
-      });
-      const changes = planChanges(saved, now);
-      if (changes.length > 0) return err([{ reason: 'plan-stale', path: options.planFile!, changes }]);
-    }
-    const whole = session.targets === undefined;
-    if (whole) sources = collectSources(session.graph, nodefileModules(), observations, session.env);
-    const setting = session.graph.settings.atomic;
-    const atomic = whole && (setting === 'always' || (options.atomic ?? setting ?? false));
-    const shown = plan.undecided;
-    if (atomic && transaction === undefined && plan.counts.unchanged < plan.size) {
-      const begun = beginTransaction({
-        stateDir,
-        store,
-        records: session.state.records,
-        sources: sources!,
-        preserve: session.graph.preserve,
-        command: options.command ?? 'nodegraph apply',
-      });
-      if (!begun.ok) return err([begun.error]);
-      transaction = begun.value;
-      const kept = session.graph.preserve.length;
-      session.emit({
-        type: 'transaction',
-        message: `atomic apply to generation ${transaction.to}${transaction.from === null ? '' : ` (falls back to ${transaction.from})`}${kept === 0 ? '' : `; saved ${kept} preserved path${kept === 1 ? '' : 's'}`}`,
-      });
-    }
-    session.emit({ type: 'plan', plan: shown });
+  const observed = await observeAndPlan(session);
+  if (!observed.ok) return { failures: observed.error, orphans: [] };
+  const { plan, selected, observations } = observed.value;
+  if (saved !== undefined) {
+    const now = bindPlan(session.graph, selected, observations, session.state.records, plan, {
+      targets: saved.targets,
+      replace: saved.replace,
+      createdAt: saved.createdAt,
+    });
+    const changes = planChanges(saved, now);
+    if (changes.length > 0) return { failures: [{ reason: 'plan-stale', path: options.planFile!, changes }], orphans: [] };
+  }
+  const whole = session.targets === undefined;
+  const sources = whole ? collectSources(session.graph, nodefileModules(), observations, session.env) : undefined;
+  const setting = session.graph.settings.atomic;
+  let transaction = typeof atomicity === 'object' ? atomicity.resume : undefined;
+  const atomic = atomicity === 'as-set' && whole && (setting === 'always' || (options.atomic ?? setting ?? false));
+  if (atomic && plan.counts.unchanged < plan.size) {
+    const begun = beginTransaction({
+      stateDir,
+      store,
+      records: session.state.records,
+      sources: sources!,
+      preserve: session.graph.preserve,
+      command: options.command ?? 'nodegraph apply',
+    });
+    if (!begun.ok) return { failures: [begun.error], orphans: [] };
+    transaction = begun.value;
+    const kept = session.graph.preserve.length;
+    session.emit({
+      type: 'transaction',
+      message: `atomic apply to generation ${transaction.to}${transaction.from === null ? '' : ` (falls back to ${transaction.from})`}${kept === 0 ? '' : `; saved ${kept} preserved path${kept === 1 ? '' : 's'}`}`,
+    });
+  }
+  session.emit({ type: 'plan', plan: plan.undecided });
 
-    const destroyed: TaskId[] = [];
-    // A whole-graph plan lists the orphans, dependents first: no second search of 50,000 records for them.
-    if (plan.counts.destroy > 0) {
-      for (const e of plan) if (e.action === 'destroy') orphans.push(e.id);
-      // Blue/green: an atomic apply retires what it no longer declares only once the new generation is healthy.
-      if (transaction === undefined) {
-        const removed = await runTeardown({ ...session, guard: guardOf(options) }, orphans, 'retire');
-        for (const id of removed.done) destroyed.push(id);
-      }
+  const destroyed: TaskId[] = [];
+  const orphans: TaskId[] = [];
+  // A whole-graph plan lists the orphans, dependents first: no second search of 50,000 records for them.
+  if (plan.counts.destroy > 0) {
+    for (const e of plan) if (e.action === 'destroy') orphans.push(e.id);
+    // Blue/green: an atomic apply retires what it no longer declares only once the new generation is healthy.
+    if (transaction === undefined) {
+      const removed = await runTeardown({ ...session, guard: guardOf(options) }, orphans, 'retire');
+      for (const id of removed.done) destroyed.push(id);
     }
-    const summary = await execute({
+  }
+  const intents = transaction === undefined ? undefined : new IntentLog(transactionDir(stateDir));
+  let summary: ExecuteSummary;
+  try {
+    summary = await execute({
       graph: session.graph,
       selected,
       observations,
@@ -178,37 +209,43 @@ async function applyOnce(options: ApplyOptions, saved: SavedPlan | undefined, re
       emit: session.emit,
       planned: plan.decisions,
       guard: guardOf(options),
+      ...(intents === undefined ? {} : { intend: (node: TaskNode) => intents.record(intentOf(node)) }),
     });
-    session.store.sync();
-    const settled = summary.failed.length === 0 && summary.skipped.length === 0 && summary.canceled.length === 0 && !session.signal.aborted && session.store.failure === undefined;
-    // A whole-graph run saw every file that matters: forget the rest, so the cache does not only grow.
-    if (whole && settled) session.cache.prune();
-    const durationMs = Date.now() - started;
-    session.emit({
-      type: 'summary',
-      command: 'apply',
-      durationMs,
-      counts: {
-        ran: summary.ran.length,
-        failed: summary.failed.length,
-        skipped: summary.skipped.length,
-        canceled: summary.canceled.length,
-        'up-to-date': summary.upToDate,
-        destroyed: destroyed.length,
-      },
-    });
-    // After the summary: what ran is said either way, and then why the run stopped.
-    if (session.store.failure !== undefined) return err([session.store.failure]);
-    let generation = store.current();
-    if (whole && settled && transaction === undefined) {
-      const recorded = recordGeneration(store, sources!, summary.ran, destroyed, options.keep ?? DEFAULT_KEEP);
-      if (typeof recorded === 'string') session.emit({ type: 'warning', message: `no generation recorded: ${recorded}` });
-      else generation = recorded;
-    }
-    return ok({ ...summary, graph: session.graph, plan: shown, destroyed, durationMs, io: ioOf(session), generation });
+  } finally {
+    intents?.close();
+  }
+  session.store.sync();
+  const settled = summary.failed.length === 0 && summary.skipped.length === 0 && summary.canceled.length === 0 && !session.signal.aborted && session.store.failure === undefined;
+  // A whole-graph run saw every file that matters: forget the rest, so the cache does not only grow.
+  if (whole && settled) session.cache.prune();
+  const durationMs = Date.now() - started;
+  session.emit({
+    type: 'summary',
+    command: 'apply',
+    durationMs,
+    counts: {
+      ran: summary.ran.length,
+      failed: summary.failed.length,
+      skipped: summary.skipped.length,
+      canceled: summary.canceled.length,
+      'up-to-date': summary.upToDate,
+      destroyed: destroyed.length,
+    },
   });
-  if (transaction === undefined) return result;
-  return settleTransaction(options, store, transaction, result, runner!, jobs, orphans);
+  let generation = store.current();
+  if (whole && settled && transaction === undefined) {
+    const recorded = recordGeneration(store, sources!, summary.ran, destroyed, options.keep ?? DEFAULT_KEEP);
+    if (typeof recorded === 'string') session.emit({ type: 'warning', message: `no generation recorded: ${recorded}` });
+    else generation = recorded;
+  }
+  const applied: ApplySummary = { ...summary, graph: session.graph, plan: plan.undecided, destroyed, durationMs, io: ioOf(session), generation };
+  // After the summary: what ran is said either way, and then why the run stopped.
+  return { failures: session.store.failure === undefined ? [] : [session.store.failure], summary: applied, transaction, orphans };
+}
+
+/** A task's write-ahead intent: what undoes it, as its record would say. */
+function intentOf(node: TaskNode): Intent {
+  return { id: node.id, recipe: recipeOf(node), edges: { needs: [...node.needs], after: [...node.after] }, outputs: [...node.outputs] };
 }
 
 function rmdirQuietly(dir: string): void {
@@ -237,46 +274,46 @@ function recordGeneration(store: GenerationStore, sources: Sources, ran: readonl
   return n;
 }
 
-/** After an atomic apply's tasks: health, then commit; or, on any failure, the rollback. */
-async function settleTransaction(
-  options: ApplyOptions,
-  store: GenerationStore,
-  begun: Transaction,
-  result: Result<ApplySummary, Failure[]>,
-  runner: ProcessRunner,
-  jobs: number,
-  orphans: readonly TaskId[],
-): Promise<Result<ApplySummary, Failure[]>> {
+/** Why an atomic apply's run did not hold, or undefined when every task settled. */
+function causeOf(run: Run, signal: AbortSignal | undefined): string | undefined {
+  const s = run.summary;
+  if (run.failures.length > 0 || s === undefined) return `the apply stopped: ${run.failures.map((f) => f.reason).join(', ')}`;
+  if (s.failed.length > 0) return `${s.failed[0]} failed`;
+  if (s.canceled.length > 0 || signal?.aborted === true) return 'the apply was interrupted';
+  if (s.skipped.length > 0) return `${s.skipped[0]} did not run`;
+  return undefined;
+}
+
+/** After an atomic apply's tasks: health, retirement and commit; or, on any failure, the rollback. */
+async function settle(options: ApplyOptions, session: Session, begun: Transaction, run: Run): Promise<Result<ApplySummary, Failure[]>> {
   const stateDir = stateDirOf(options);
-  const emit = options.onEvent ?? (() => {});
-  let cause: string | undefined;
-  if (!result.ok) cause = `the apply stopped: ${result.error.map((f) => f.reason).join(', ')}`;
-  else if (result.value.failed.length > 0) cause = `${result.value.failed[0]} failed`;
-  else if (result.value.canceled.length > 0 || options.signal?.aborted === true) cause = 'the apply was interrupted';
-  else if (result.value.skipped.length > 0) cause = `${result.value.skipped[0]} did not run`;
+  const store = new GenerationStore(stateDir);
+  const emit = session.emit;
+  let cause = causeOf(run, options.signal);
   let transaction = begun;
-  if (cause === undefined && result.ok) {
+  const summary = run.summary;
+  if (cause === undefined && summary !== undefined) {
     transaction = advance(stateDir, transaction, 'health');
     emit({ type: 'transaction', message: 'waiting for the graph to be healthy' });
-    const health = await waitHealthy(result.value.graph, runner, options.signal ?? new AbortController().signal, jobs);
+    const health = await waitHealthy(summary.graph, session.runner, options.signal ?? new AbortController().signal, session.jobs);
     if (!health.ok) cause = `${health.task} is not healthy: ${health.detail}`;
   }
-  let retired: TaskId[] = [];
-  if (cause === undefined && result.ok && orphans.length > 0) {
-    emit({ type: 'transaction', message: `healthy: retiring what this generation no longer declares (${orphans.length})` });
-    retired = await retire(options, result.value.graph, orphans, runner);
-  }
-  if (cause === undefined && result.ok) {
-    const destroyed = [...result.value.destroyed, ...retired];
-    const problem = commit(stateDir, store, transaction, { ran: result.value.ran, destroyed, keep: options.keep ?? DEFAULT_KEEP });
+  if (cause === undefined && summary !== undefined) {
+    let retired: TaskId[] = [];
+    if (run.orphans.length > 0) {
+      emit({ type: 'transaction', message: `healthy: retiring what this generation no longer declares (${run.orphans.length})` });
+      retired = await retire(options, session, summary.graph, run.orphans);
+    }
+    const destroyed = [...summary.destroyed, ...retired];
+    const problem = commit(stateDir, store, transaction, { ran: summary.ran, destroyed, keep: options.keep ?? DEFAULT_KEEP });
     if (problem !== undefined) return err([{ reason: 'generation-write-failed', path: store.dir, message: `healthy, but the commit is unfinished (the next apply finishes it): ${problem}` }]);
     emit({ type: 'transaction', message: `healthy: generation ${transaction.to} is current` });
-    return ok({ ...result.value, destroyed, generation: transaction.to });
+    return ok({ ...summary, destroyed, generation: transaction.to });
   }
   emit({ type: 'transaction', message: `rolling back: ${cause}` });
-  const outcome = await rollBack(rollbackContext(options, store, runner, jobs), transaction, cause!);
+  const outcome = await rollBack(rollbackContext(options, session.runner, session.jobs), transaction, cause!);
   const failure: Failure = { reason: 'atomic-apply-failed', cause: cause!, from: transaction.from, to: transaction.to, rolledBack: outcome.ok, left: outcome.left };
-  return err(result.ok ? [failure] : [...result.error, failure]);
+  return err([...run.failures, failure]);
 }
 
 /**
@@ -284,47 +321,44 @@ async function settleTransaction(
  * recorded (the next apply tries again) and is a warning, not a reason to undo
  * a healthy change.
  */
-async function retire(options: ApplyOptions, graph: TaskGraph, orphans: readonly TaskId[], runner: ProcessRunner): Promise<TaskId[]> {
-  const emit = options.onEvent ?? (() => {});
-  const state = openState(stateDirOf(options), { lock: true, held: options.lock! });
-  if (!state.ok) {
-    emit({ type: 'warning', message: `could not retire ${orphans.join(', ')}: ${state.error.reason}` });
+async function retire(options: ApplyOptions, session: Session, graph: TaskGraph, orphans: readonly TaskId[]): Promise<TaskId[]> {
+  const emit = session.emit;
+  const removed = await withState(stateDirOf(options), options.lock!, (state, store) =>
+    runTeardown({ state, store, runner: session.runner, signal: new AbortController().signal, emit, graph, guard: guardOf(options) }, orphans, 'retire'),
+  );
+  if (!removed.ok) {
+    emit({ type: 'warning', message: `could not retire ${orphans.join(', ')}: ${removed.error.reason}` });
     return [];
   }
-  try {
-    const store = appender(state.value.store);
-    const removed = await runTeardown(
-      { state: state.value, store, runner, signal: new AbortController().signal, emit, graph, guard: guardOf(options) },
-      orphans,
-      'retire',
-    );
-    store.sync();
-    for (const id of [...removed.failed, ...removed.kept]) emit({ type: 'warning', message: `${id} was not retired: the next apply tries again` });
-    return removed.done;
-  } finally {
-    state.value.close();
-  }
+  for (const id of [...removed.value.failed, ...removed.value.kept]) emit({ type: 'warning', message: `${id} was not retired: the next apply tries again` });
+  return removed.value.done;
 }
 
-function rollbackContext(options: ApplyOptions, store: GenerationStore, runner: ProcessRunner, jobs: number) {
+/** What a rollback is handed: the teardown over the state, the re-apply of the previous generation, and its health. */
+function rollbackContext(options: ApplyOptions, runner: ProcessRunner, jobs: number): RollbackContext {
   const stateDir = stateDirOf(options);
+  const emit = options.onEvent ?? (() => {});
+  const guard = guardOf(options);
   return {
     stateDir,
-    store,
-    lock: options.lock!,
-    runner,
-    emit: options.onEvent ?? (() => {}),
-    guard: guardOf(options),
-    jobs,
-    reapply: async (env: Readonly<Record<string, string | null>>, signal: AbortSignal): Promise<Result<TaskGraph, string>> => {
+    store: new GenerationStore(stateDir),
+    emit,
+    undo: async (body) => {
+      const done = await withState(stateDir, options.lock!, (state, store) =>
+        body(state.records, (order, mode) => teardown({ order, records: state.records, store, runner, signal: new AbortController().signal, emit, mode, guard })),
+      );
+      return done.ok ? done.value : [`the state: ${done.error.reason}`];
+    },
+    reapply: async (env, signal) => {
       setEnv(env);
-      const applied = await applyOnce({ ...options, env: process.env, atomic: false, targets: [], replace: [], signal, continue: false }, undefined);
+      const applied = await applyWhole({ ...options, env: process.env, targets: [], replace: [], signal, continue: false }, undefined, 'plain');
       if (!applied.ok) return err(applied.error.map((f) => f.reason).join(', '));
       const s = applied.value;
       if (s.failed.length > 0) return err(`${s.failed[0]} failed`);
       if (s.skipped.length + s.canceled.length > 0) return err(`${s.skipped.length + s.canceled.length} tasks did not run`);
       return ok(s.graph);
     },
+    healthy: (graph, signal) => waitHealthy(graph, runner, signal, jobs),
   };
 }
 
@@ -361,13 +395,13 @@ async function finishTransaction(
     const restored = store.restore(transaction.to);
     if (!restored.ok) return err([restored.error]);
     setEnv(store.read(transaction.to)!.env);
-    const applied = await applyOnce({ ...options, env: process.env }, undefined, { ...transaction, phase: 'apply' });
+    const applied = await applyWhole({ ...options, env: process.env }, undefined, { resume: { ...transaction, phase: 'apply' } });
     return applied.ok ? ok({ applied: applied.value, recovered: recovered('committed') }) : applied;
   }
   const cause = transaction.cause ?? `an interrupted atomic apply (${transaction.phase})`;
   emit({ type: 'transaction', message: `an interrupted atomic apply from ${from === null ? 'no generation' : `generation ${from}`} to ${transaction.to}: rolling it back first` });
   const runner = options.runner ?? new LocalRunner();
-  const outcome = await rollBack(rollbackContext(options, store, runner, Math.max(1, options.jobs ?? defaultJobs())), transaction, cause);
+  const outcome = await rollBack(rollbackContext(options, runner, Math.max(1, options.jobs ?? defaultJobs())), transaction, cause);
   if (!outcome.ok) return err([{ reason: 'atomic-apply-failed', cause, from, to: transaction.to, rolledBack: false, left: outcome.left }]);
   emit({ type: 'transaction', message: `rolled back to ${from === null ? 'before the interrupted apply' : `generation ${from}`}` });
   return ok({ recovered: recovered('rolled-back') });
@@ -439,6 +473,6 @@ export async function rollbackNodefile(options: ApplyOptions & { readonly genera
     const generation = store.read(target)!;
     options.onEvent?.({ type: 'transaction', message: `rollback to generation ${target}: ${restored.value.length === 0 ? 'its sources are in place' : `restored ${restored.value.map((p) => path.relative(path.dirname(generation.nodefile), p) || p).join(', ')}`}` });
     setEnv(generation.env);
-    return await applyOnce({ ...inner, nodefile: generation.nodefile, env: process.env }, undefined);
+    return await applyWhole({ ...inner, nodefile: generation.nodefile, env: process.env }, undefined, 'as-set');
   });
 }

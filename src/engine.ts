@@ -211,10 +211,8 @@ export function emitLateWarnings(session: Session): void {
 }
 
 /**
- * Runs `body` with a session and always closes it: state synced, lock
- * released. What the run hashed is kept for the next (the hash cache), and the
- * journal tidied, only when the body succeeded: a command that fails with an
- * error leaves the state folder as it found it.
+ * Runs `body` with a session and always closes it (closeSession): what it
+ * hashed and the tidied journal are kept only when the body succeeded.
  */
 export async function withSession<T>(
   options: EngineOptions,
@@ -229,15 +227,46 @@ export async function withSession<T>(
     result = await body(session);
     return result;
   } finally {
-    emitLateWarnings(session);
-    if (result?.ok === true) {
+    closeSession(session, mode, result?.ok === true);
+  }
+}
+
+/**
+ * Closes a session: state synced, lock released. What the run hashed is kept
+ * for the next (the hash cache), and the journal tidied, only when the command
+ * succeeded: a command that fails with an error leaves the state folder as it
+ * found it.
+ */
+export function closeSession(session: Session, mode: { readonly lock: boolean }, succeeded: boolean): void {
+  emitLateWarnings(session);
+  try {
+    if (succeeded) {
       // A read-only command (plan, status, explain) keeps what it hashed for the next run,
       // but does not make the state folder for it: a dry run on a new project writes nothing.
       if (mode.lock || existsSync(session.state.dir)) session.cache.save();
       const warning = session.state.tidy();
       if (warning !== undefined) session.emit({ type: 'warning', message: warning });
     }
+  } finally {
     session.state.close();
+  }
+}
+
+/**
+ * Opens the state alone (no Nodefile) under a lock the caller holds, runs
+ * `body` over its records and a journal appender, and closes it: what a
+ * rollback's teardown and a healthy apply's retirement work on.
+ */
+export async function withState<T>(stateDir: string, lock: Lock, body: (state: OpenState, store: Appender) => Promise<T>): Promise<Result<T, Failure>> {
+  const state = openState(stateDir, { lock: true, held: lock });
+  if (!state.ok) return err(state.error);
+  try {
+    const store = appender(state.value.store);
+    const value = await body(state.value, store);
+    store.sync();
+    return store.failure === undefined ? ok(value) : err(store.failure);
+  } finally {
+    state.value.close();
   }
 }
 

@@ -59,6 +59,11 @@ export interface BuilderOptions {
   readonly planned?: Map<TaskId, Decision>;
   /** Paths never removed (the project, the state): see OutputGuard and removeStale below. */
   readonly guard?: OutputGuard;
+  /**
+   * Called before a task's action starts (an atomic apply's write-ahead intent,
+   * transaction/intents.ts); when it throws, the action does not start.
+   */
+  readonly intend?: (node: TaskNode) => void;
 }
 
 /** What the builder asks of the scheduler. */
@@ -146,6 +151,12 @@ export class Builder {
     const { graph, records, emit, signal, runner } = this.#options;
     const startedAt = new Date();
     const observation = this.#options.observations.get(node.id)!;
+    try {
+      this.#options.intend?.(node);
+    } catch (error) {
+      emit({ type: 'task-start', id: node.id, verb, reason, command: undefined });
+      return this.#unsuccessful(node, 'failed', `could not record its intent before it ran: ${(error as Error).message}`, startedAt, 0);
+    }
     for (const output of node.outputs) {
       const parent = path.dirname(output);
       if (this.#made.has(parent)) continue;
@@ -171,6 +182,7 @@ export class Builder {
       ran: (id) => this.#hooks.ran(id as TaskId),
       emit,
     });
+    failpoint(`ran:${node.id}`);
     const durationMs = Date.now() - startedAt.getTime();
     const previous = records.get(node.id);
     const failed = (outcome: 'failed' | 'canceled', error: string): TaskOutcome =>

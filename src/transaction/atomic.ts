@@ -8,21 +8,16 @@
 
 import { mkdirSync } from 'node:fs';
 import path from 'node:path';
-import type { OutputGuard } from '../graph/analyze.ts';
 import type { TaskGraph } from '../graph/graph.ts';
 import type { EventSink } from '../events.ts';
 import type { Failure } from '../error.ts';
 import type { TaskId } from '../ids.ts';
-import { teardown } from '../execute/teardown.ts';
-import { appender } from '../execute/appender.ts';
 import { teardownOrder } from '../plan/plan.ts';
-import type { ProcessRunner } from '../process-runner.ts';
-import { openState } from '../state/open.ts';
-import type { Lock } from '../state/lock.ts';
-import type { Records } from '../state/records.ts';
+import type { Records, RecordTable } from '../state/records.ts';
 import { err, ok, type Result } from '../util/result.ts';
 import { GenerationStore, type Sources } from './generations.ts';
-import { waitHealthy } from './health.ts';
+import type { Health } from './health.ts';
+import { intendedRecord, mayHaveLeft, readIntents, type Intent } from './intents.ts';
 import { readPreserved, restorePreserved, savePreserved } from './preserve.ts';
 import { failpoint } from '../util/failpoint.ts';
 import { clearTransaction, transactionDir, writeTransaction, type Transaction } from './record.ts';
@@ -121,19 +116,25 @@ export function commit(
   return undefined;
 }
 
+/** Tears down the given tasks of the records it was handed, in teardown order; what did not go. */
+export type Teardown = (order: readonly TaskId[], mode: 'stop' | 'destroy') => Promise<{ readonly failed: readonly TaskId[]; readonly kept: readonly TaskId[] }>;
+
 export interface RollbackContext {
   readonly stateDir: string;
   readonly store: GenerationStore;
-  readonly lock: Lock;
-  readonly runner: ProcessRunner;
   readonly emit: EventSink;
-  readonly guard: OutputGuard;
-  readonly jobs: number;
+  /**
+   * Opens the state, hands `body` its records and a teardown bound to them,
+   * and closes it again; what went wrong, as lines for `left`.
+   */
+  readonly undo: (body: (records: RecordTable, teardown: Teardown) => Promise<string[]>) => Promise<string[]>;
   /**
    * Applies the Nodefile as it now is (its sources just restored), whole and
    * not atomically, and gives the graph it applied, or what went wrong.
    */
   readonly reapply: (env: Readonly<Record<string, string | null>>, signal: AbortSignal) => Promise<Result<TaskGraph, string>>;
+  /** Waits for a graph's health (transaction/health.ts). */
+  readonly healthy: (graph: TaskGraph, signal: AbortSignal) => Promise<Health>;
 }
 
 export interface RollbackOutcome {
@@ -145,40 +146,33 @@ export interface RollbackOutcome {
 /**
  * Rolls a transaction back. Every step can be taken again after a crash:
  * what is already stopped, destroyed or restored is left as it is.
+ *
+ * What to undo is reconciled with the machine, not read from the journal
+ * alone: a task whose intent was written (intents.ts) may have acted though
+ * no record says so, so it is stopped (it was there before) or torn down with
+ * its own recipe (it is new), record or not.
  */
 export async function rollBack(context: RollbackContext, begun: Transaction, cause: string): Promise<RollbackOutcome> {
   const { stateDir, store, emit } = context;
   const transaction = begun.phase === 'rollback' ? begun : advance(stateDir, begun, 'rollback', cause);
   // A fresh signal: the first Ctrl-C stopped the apply; the rollback must still run (a second quits).
   const signal = new AbortController().signal;
-  const left: string[] = [];
-
-  const state = openState(stateDir, { lock: true, held: context.lock });
-  if (!state.ok) return { ok: false, left: [`the state: ${state.error.reason}`] };
-  try {
-    const records = state.value.records;
-    const before = transaction.before;
-    const created: TaskId[] = [];
-    const changed: TaskId[] = [];
-    for (const id of records.keys()) {
-      if (!Object.hasOwn(before, id)) created.push(id);
-      else if (before[id] !== identity(records, id)) changed.push(id);
-    }
-    const session = { records, store: appender(state.value.store), runner: context.runner, signal, emit, guard: context.guard };
+  const intents = readIntents(transactionDir(stateDir));
+  const left: string[] = await context.undo(async (records, teardown) => {
+    const problems: string[] = [];
+    const { created, changed } = touched(transaction, records, intents);
     if (changed.length > 0) {
       emit({ type: 'transaction', message: `rollback: stopping what this apply changed (${changed.length})` });
-      const stopped = await teardown({ ...session, order: teardownOrder(changed, records), mode: 'stop' });
-      for (const id of stopped.failed) left.push(`${id} could not be stopped`);
+      const stopped = await teardown(teardownOrder(changed, records), 'stop');
+      for (const id of stopped.failed) problems.push(`${id} could not be stopped`);
     }
     if (created.length > 0) {
       emit({ type: 'transaction', message: `rollback: destroying what this apply created (${created.length})` });
-      const destroyed = await teardown({ ...session, order: teardownOrder(created, records), mode: 'destroy' });
-      for (const id of [...destroyed.failed, ...destroyed.kept]) left.push(`${id} could not be destroyed`);
+      const destroyed = await teardown(teardownOrder(created, records), 'destroy');
+      for (const id of [...destroyed.failed, ...destroyed.kept]) problems.push(`${id} could not be destroyed`);
     }
-    session.store.sync();
-  } finally {
-    state.value.close();
-  }
+    return problems;
+  });
 
   const preserved = readPreserved(transaction.preserved);
   if (preserved === undefined && left.length === 0) left.push(`the preserved copies in ${transaction.preserved} are gone`);
@@ -200,7 +194,7 @@ export async function rollBack(context: RollbackContext, begun: Transaction, cau
       const applied = await context.reapply(generation.env, signal);
       if (!applied.ok) left.push(`generation ${transaction.from} did not apply again: ${applied.error}`);
       else {
-        const health = await waitHealthy(applied.value, context.runner, signal, context.jobs);
+        const health = await context.healthy(applied.value, signal);
         if (!health.ok) left.push(`generation ${transaction.from} is not healthy again: ${health.task}: ${health.detail}`);
       }
     }
@@ -210,6 +204,28 @@ export async function rollBack(context: RollbackContext, begun: Transaction, cau
   if (transaction.to !== transaction.from) store.mark(transaction.to, 'failed');
   clearTransaction(stateDir);
   return { ok: true, left: [] };
+}
+
+/**
+ * What a transaction may have touched, by the records and the intents: tasks
+ * that were recorded when it began and changed or were meant to run (to
+ * stop), and tasks it made (to destroy) — an intended one with no record
+ * stands in by its intent when it may have left something.
+ */
+function touched(transaction: Transaction, records: RecordTable, intents: ReadonlyMap<TaskId, Intent>): { created: TaskId[]; changed: TaskId[] } {
+  const before = transaction.before;
+  const created: TaskId[] = [];
+  const changed: TaskId[] = [];
+  for (const id of records.keys()) {
+    if (!Object.hasOwn(before, id)) created.push(id);
+    else if (before[id] !== identity(records, id) || intents.has(id)) changed.push(id);
+  }
+  for (const [id, intent] of intents) {
+    if (records.has(id) || Object.hasOwn(before, id) || !mayHaveLeft(intent)) continue;
+    records.set(intendedRecord(intent));
+    created.push(id);
+  }
+  return { created, changed };
 }
 
 export function generationProblem(error: import('./generations.ts').GenerationError): string {
