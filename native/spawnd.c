@@ -26,8 +26,14 @@
 // followed by the last (at most PROGRESS_TAIL) bytes of what was read: enough
 // for the engine's live view to show the command's last line as it comes.
 //
-// Each command gets its own session and process group (as spawn's `detached`),
-// stdin from /dev/null, default signal dispositions and an empty signal mask.
+// spawnd is a session of its own, and each command a process group of its own
+// in it, with stdin from /dev/null, default signal dispositions and an empty
+// signal mask. No command has a controlling terminal (as with spawn's
+// `detached`), and everything they start that does not leave the session is
+// found by it: the engine records spawnd's session, and the next run ends
+// what is left in it if this one was killed (src/state/processes.ts).
+// spawnd dies with the engine (PR_SET_PDEATHSIG), so a request still queued
+// on its stdin is never started by an engine that is gone.
 // A program name without a slash is looked up in the PATH of the command's own
 // environment, as Node does. stdin closed or stdout gone: the engine is, exit.
 
@@ -40,12 +46,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define VERSION "5"
+#define VERSION "6"
 
 typedef struct {
   char *data;
@@ -152,7 +159,8 @@ static int spawn_at(pid_t *pid, const char *path, const char *cwd, int outw, int
   sigdelset(&all, SIGSTOP);
   posix_spawnattr_setsigmask(&at, &none);
   posix_spawnattr_setsigdefault(&at, &all);
-  posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_USEVFORK);
+  posix_spawnattr_setpgroup(&at, 0);
+  posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_USEVFORK);
   int rc = posix_spawn(pid, path, &fa, &at, argv, envp);
   if (rc == ENOEXEC) {
     // A program without a #! line: the shell runs it, as execvp (Node's spawn) does.
@@ -425,6 +433,12 @@ static int handle(void) {
 }
 
 int main(void) {
+  // Dies with the engine; an engine already gone before this line is seen by getppid.
+  pid_t engine = getppid();
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != engine) return 0;
+  // The session the engine records (see the top); not a group leader, so setsid cannot fail.
+  setsid();
   // Ctrl-C (or a terminal's hangup) reaches the whole foreground group: the
   // engine decides what to stop, and this process has to live to stop its
   // commands and say how they ended.

@@ -13,6 +13,7 @@ import { statSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import type { Command } from '../nodefile/types.ts';
 import { describeCommand, type ProcessRunner, type RunOptions, type RunResult } from '../process-runner.ts';
+import { noteStarted } from '../state/processes.ts';
 import { cancelOnAbort } from './group.ts';
 
 // Loaded on the first process: a no-op that starts none should not pay for node:child_process.
@@ -36,6 +37,8 @@ export function spawnCommand(command: Command, options: RunOptions, killAfterMs 
       // A process group of its own, so that a cancel reaches what it started too (group.ts).
       detached: true,
     });
+    // Its session, for the next run to end if this one is killed (src/state/processes.ts): no await since spawn().
+    noteStarted(child.pid);
     child.stdout.on('data', (d: Buffer) => {
       chunks.push(d);
       out.push(d);
@@ -133,7 +136,7 @@ interface Progress {
  * in a package, the package's root is two folders up). The version is the one native/spawnd.c says it is.
  */
 export const SPAWND = new URL('../../node_modules/.nodegraph/spawnd', import.meta.url);
-const SPAWND_VERSION = '5';
+const SPAWND_VERSION = '6';
 
 /** Whether spawnd was built: one stat, when the process's first Spawnd is made. */
 function spawndBuilt(): boolean {
@@ -241,7 +244,7 @@ function readReplies(stdout: NodeJS.ReadableStream, onReply: (reply: Reply | Pro
  * running: an idle spawnd neither keeps the engine alive nor outlives it (it exits
  * when its stdin closes).
  *
- *   unstarted ──first command──▶ starting ──"ready 5"──▶ ready
+ *   unstarted ──first command──▶ starting ──"ready 6"──▶ ready
  *       │                           │                     │
  *       └──not built──▶ dead ◀──────┴──failed, garbage────┴──died, close()
  *
@@ -317,6 +320,8 @@ export class Spawnd {
       this.#died(`spawnd did not start: ${(error as Error).message}`);
       return;
     }
+    // spawnd's session holds every command it starts: recorded before any is sent (src/state/processes.ts).
+    noteStarted(child.pid);
     this.#child = child;
     this.#held = true; // a new child's handles hold the event loop until #hold() says otherwise
     child.on('error', (error) => this.#died(`spawnd failed: ${error.message}`));
@@ -497,6 +502,7 @@ export class LocalRunner implements ProcessRunner {
     };
     const subprocess =
       'shell' in command ? execa(command.shell, { ...common, shell: '/bin/sh' }) : execa(command[0]!, command.slice(1), common);
+    noteStarted(subprocess.pid);
     const cancel = cancelOnAbort(subprocess, options.signal, KILL_AFTER_MS);
     const result = await subprocess.finally(() => cancel.settled());
     const canceled = cancel.canceled();

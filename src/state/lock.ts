@@ -23,6 +23,7 @@ import { join, resolve } from 'node:path';
 import { randomId } from '../util/random.ts';
 import { err, ok, type Result } from '../util/result.ts';
 import { ensureStateDir, errnoCode, errnoMessage, unwritable, type StateDirUnwritable } from './errors.ts';
+import { closeRecord, endLeftovers, openRecord, procStat, type EndedRun } from './processes.ts';
 
 // Built-ins by getBuiltinModule rather than import: see cli/main.ts.
 const { hostname } = process.getBuiltinModule('node:os');
@@ -75,6 +76,8 @@ export interface Lock {
   readonly tookOverFrom: LockHolder | undefined;
   /** An unreadable lock file written before this boot was removed: what it held, and why it could not be read. */
   readonly removedUnreadable?: { readonly message: string; readonly content: string; readonly writtenAt: string } | undefined;
+  /** Processes of killed runs that were still running and were ended as the lock was taken (src/state/processes.ts). */
+  readonly endedProcesses?: readonly EndedRun[];
   /** Whether the lock file on disk is still this lock (someone may have forced it). */
   isHeld(): boolean;
   /** Removes the lock file if it is still ours; never removes someone else's. */
@@ -220,24 +223,6 @@ function liveness(info: LockInfo): 'alive' | 'dead' | 'other-host' {
 }
 
 /**
- * What Linux's /proc/<pid>/stat says of a process: its state (field 3) and when
- * it started (field 22, clock ticks since boot). The fields follow the command
- * name, which is in parentheses and may itself hold any character: hence the
- * last ')'. Undefined without /proc (not Linux) or without the process.
- */
-function procStat(pid: number): { readonly state: string; readonly start: number | undefined } | undefined {
-  let stat: string;
-  try {
-    stat = readFileSync(`/proc/${pid}/stat`, 'latin1');
-  } catch {
-    return undefined;
-  }
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  const start = Number(fields[19]);
-  return { state: fields[0] ?? '', start: Number.isSafeInteger(start) ? start : undefined };
-}
-
-/**
  * Creates the lock file exclusively, already holding our info: the info is
  * written to a file of our own, which link() then puts in place. link() fails
  * if the lock exists, and a lock never exists half-written, so a run that
@@ -337,7 +322,15 @@ function removeStale(path: string, stale: Exclude<Seen, { kind: 'missing' }>): R
   return ok('changed');
 }
 
-function makeLock(stateDir: string, path: string, info: LockInfo, tookOverFrom: LockHolder | undefined, removedUnreadable: Lock['removedUnreadable']): Lock {
+function makeLock(
+  stateDir: string,
+  path: string,
+  info: LockInfo,
+  tookOverFrom: LockHolder | undefined,
+  removedUnreadable: Lock['removedUnreadable'],
+  endedProcesses: readonly EndedRun[],
+  record: string | undefined,
+): Lock {
   const isHeld = (): boolean => {
     const seen = read(path);
     return seen.ok && seen.value.kind === 'held' && seen.value.info.token === info.token;
@@ -348,8 +341,12 @@ function makeLock(stateDir: string, path: string, info: LockInfo, tookOverFrom: 
     info,
     tookOverFrom,
     removedUnreadable,
+    endedProcesses,
     isHeld,
     release(): Result<ReleaseOutcome, StateDirUnwritable> {
+      // The record goes first: a lock released with its record still there would leave the
+      // record to a live process's pid (harmless: a live holder's record is left alone).
+      closeRecord(record);
       const seen = read(path);
       if (!seen.ok) return seen;
       if (seen.value.kind === 'missing') return ok('missing');
@@ -413,7 +410,10 @@ export function acquire(stateDir: string, options: AcquireOptions = {}): Result<
     if (!created.ok) return created;
     if (created.value === 'created') {
       sweepAside(dir);
-      return ok(makeLock(dir, path, info, tookOverFrom, removedUnreadable));
+      // Before anything else the new holder does: no process of a killed run acts on the machine any more.
+      const ended = endLeftovers(dir, info.token, liveness);
+      const record = openRecord(dir, info);
+      return ok(makeLock(dir, path, info, tookOverFrom, removedUnreadable, ended, record));
     }
     const seen = read(path);
     if (!seen.ok) return seen;

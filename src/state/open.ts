@@ -6,6 +6,7 @@ import { err, ok, type Result } from '../util/result.ts';
 import type { StateDirUnwritable, StateError, StateUnreadable } from './errors.ts';
 import { openJournal, readState } from './journal.ts';
 import { acquire, type Lock, type Locked } from './lock.ts';
+import { endedMessage } from './processes.ts';
 import type { LoadedState, StateStore, StateWarning } from './store.ts';
 import type { RecordTable } from './records.ts';
 
@@ -87,6 +88,7 @@ export function lockWarnings(taken: Lock): string[] {
   if (from !== undefined) {
     extra.push(`took over the state lock left by pid ${from.pid} (${from.command}, since ${from.startedAt}), which is no longer running`);
   }
+  for (const run of taken.endedProcesses ?? []) extra.push(endedMessage(run));
   const torn = taken.removedUnreadable;
   if (torn !== undefined) {
     extra.push(`removed an unreadable state lock written at ${torn.writtenAt}, before this machine booted (${torn.message}: ${JSON.stringify(torn.content.slice(0, 80))})`);

@@ -1,0 +1,318 @@
+// What a run started, where the next holder of the lock finds it.
+//
+// A run killed with -9 leaves its commands running: they are in sessions of
+// their own (spawnd's, and each directly spawned command's), so neither a
+// signal to the engine's group nor its exit reaches them. While it holds the
+// lock, a run records every session it starts in `<state>/processes/<token>`:
+// a first line of who it is (the lock's info), then one line per process,
+// `<pid> <start>` (start: /proc/<pid>/stat's 22nd field). The next run that
+// takes the lock reads the files of dead holders and ends, with SIGKILL,
+// every process still in one of those sessions, before anything else; a
+// finished run removes its own file as it releases the lock.
+//
+// Why recorded sessions, not PR_SET_PDEATHSIG alone: the death signal reaches
+// only the direct child (a shell's `sleep`, or a job it put in the
+// background, would go on), while a session holds everything its leader
+// started that did not leave it. What leaves its session (setsid, a daemon,
+// `runc run --detach`'s container, whose init calls setsid in its own pid
+// namespace) is meant to outlive the command: it is machine state, and the
+// rollback reconciles it. spawnd does set PR_SET_PDEATHSIG on itself, so a
+// killed engine's spawnd stops at once and starts no request still queued.
+//
+// The record is written with write(2), not fsync'd: a kill -9 does not lose
+// what was written, and a power loss ends the processes too. The window: a
+// directly spawned command exists from spawn() until the next statement has
+// appended its line (the same synchronous call, no await between); a kill
+// landing there leaves that one command unrecorded. spawnd's line is written
+// before any command is sent to it, so spawnd's commands have no such window.
+
+import { closeSync, mkdirSync, openSync, readdirSync, readFileSync, readlinkSync, rmdirSync, unlinkSync, writeSync } from 'node:fs';
+import { join } from 'node:path';
+
+/** Who wrote a record: the same fields as the lock's info (src/state/lock.ts LockInfo). */
+export interface RecordHolder {
+  readonly pid: number;
+  readonly host: string;
+  readonly command: string;
+  readonly startedAt: string;
+  readonly token: string;
+  readonly bootId?: string;
+  readonly pidStart?: number;
+}
+
+/** A process ended for a dead run: its pid and its command line. */
+export interface EndedProcess {
+  readonly pid: number;
+  readonly command: string;
+}
+
+/** What ending one dead run's processes did. */
+export interface EndedRun {
+  readonly holder: RecordHolder;
+  readonly ended: readonly EndedProcess[];
+  /** Signaled but still there when we stopped waiting (a process in uninterruptible sleep). */
+  readonly remaining: readonly EndedProcess[];
+}
+
+export const processesDir = (stateDir: string): string => join(stateDir, 'processes');
+
+interface ProcStat {
+  readonly pid: number;
+  readonly state: string;
+  readonly session: number;
+  readonly start: number | undefined;
+}
+
+/**
+ * What Linux's /proc/<pid>/stat says of a process: its state (field 3), session
+ * (field 6) and when it started (field 22, clock ticks since boot). The fields
+ * follow the command name, which is in parentheses and may itself hold any
+ * character: hence the last ')'. Undefined without /proc or without the process.
+ */
+export function procStat(pid: number): ProcStat | undefined {
+  let stat: string;
+  try {
+    stat = readFileSync(`/proc/${pid}/stat`, 'latin1');
+  } catch {
+    return undefined;
+  }
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  const start = Number(fields[19]);
+  return { pid, state: fields[0] ?? '', session: Number(fields[3]), start: Number.isSafeInteger(start) ? start : undefined };
+}
+
+// ---- recording (the lock holder) ------------------------------------------
+
+/** The record files this process writes to: one per lock it holds. */
+const open = new Map<string, number>();
+
+/** Starts the record of the run holding `holder`'s lock; undefined when it cannot be written (nothing is then recorded). */
+export function openRecord(stateDir: string, holder: RecordHolder): string | undefined {
+  const dir = processesDir(stateDir);
+  const file = join(dir, holder.token);
+  try {
+    mkdirSync(dir, { recursive: true });
+    const fd = openSync(file, 'a', 0o644);
+    writeSync(fd, `${JSON.stringify(holder)}\n`);
+    open.set(file, fd);
+    return file;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Ends a record at the end of its run: the file goes, and the folder with it when it is empty. */
+export function closeRecord(file: string | undefined): void {
+  if (file === undefined) return;
+  const fd = open.get(file);
+  open.delete(file);
+  try {
+    if (fd !== undefined) closeSync(fd);
+    unlinkSync(file);
+    rmdirSync(join(file, '..'));
+  } catch {
+    // another run's file is still there, or it was removed: nothing to do
+  }
+}
+
+/** Records a process this engine just started (its session with it) in every record open; called right after spawn. */
+export function noteStarted(pid: number | undefined): void {
+  if (pid === undefined || open.size === 0) return;
+  const start = procStat(pid)?.start;
+  // Without a start time a later run could not tell it from a process that reused the pid: not recorded.
+  if (start === undefined) return;
+  const line = `${pid} ${start}\n`;
+  for (const fd of open.values()) {
+    try {
+      writeSync(fd, line);
+    } catch {
+      // a record that cannot be written is a record that misses this process
+    }
+  }
+}
+
+// ---- ending (the next holder) ----------------------------------------------
+
+function parseRecord(content: string): { holder: RecordHolder; started: { pid: number; start: number }[] } | undefined {
+  const [first, ...lines] = content.split('\n');
+  let holder: RecordHolder;
+  try {
+    holder = JSON.parse(first ?? '') as RecordHolder;
+  } catch {
+    return undefined;
+  }
+  if (typeof holder !== 'object' || holder === null || !Number.isSafeInteger(holder.pid) || typeof holder.host !== 'string') return undefined;
+  const started: { pid: number; start: number }[] = [];
+  for (const line of lines) {
+    const m = /^(\d+) (\d+)$/.exec(line);
+    // pid 0 and 1 are never a command of ours; a torn last line is skipped.
+    if (m !== null && Number(m[1]) > 1) started.push({ pid: Number(m[1]), start: Number(m[2]) });
+  }
+  return { holder, started };
+}
+
+function allProcesses(): ProcStat[] {
+  let names: string[];
+  try {
+    names = readdirSync('/proc');
+  } catch {
+    return [];
+  }
+  const out: ProcStat[] = [];
+  for (const name of names) {
+    if (!/^\d+$/.test(name)) continue;
+    const stat = procStat(Number(name));
+    if (stat !== undefined) out.push(stat);
+  }
+  return out;
+}
+
+const pidNamespace = (pid: number | 'self'): string | undefined => {
+  try {
+    return readlinkSync(`/proc/${pid}/ns/pid`);
+  } catch {
+    return undefined;
+  }
+};
+
+function commandLine(pid: number): string {
+  let line = '';
+  try {
+    line = readFileSync(`/proc/${pid}/cmdline`, 'utf8').replace(/\0+$/, '').replaceAll('\0', ' ');
+  } catch {
+    // gone meanwhile
+  }
+  if (line === '') {
+    try {
+      line = readFileSync(`/proc/${pid}/comm`, 'utf8').trim();
+    } catch {
+      line = '?';
+    }
+  }
+  // One line, whatever the arguments hold (a shell script's newlines).
+  line = line.replace(/\s+/g, ' ').trim();
+  return line.length > 60 ? `${line.slice(0, 59)}…` : line;
+}
+
+/**
+ * The processes of the recorded sessions that still run. A recorded process is
+ * the same process only if it started when the record says; its session id
+ * cannot have been given to another session while any member is left (the
+ * kernel keeps a pid number while it names a session), so a member that
+ * started no earlier than the leader belongs to it. A pid now held by a
+ * process that started at another time means the session is gone. Zombies
+ * have ended already; a process in another pid namespace is a container,
+ * machine state and not a command.
+ */
+function members(started: readonly { pid: number; start: number }[], procs: readonly ProcStat[], ownNs: string | undefined): ProcStat[] {
+  const byPid = new Map(procs.map((p) => [p.pid, p]));
+  const found = new Map<number, ProcStat>();
+  for (const s of started) {
+    const leader = byPid.get(s.pid);
+    if (leader !== undefined && leader.start !== s.start) continue;
+    for (const p of procs) {
+      if (p.pid === process.pid || p.state === 'Z' || p.state === 'X') continue;
+      if (p.pid !== s.pid && (p.session !== s.pid || p.start === undefined || p.start < s.start)) continue;
+      if (ownNs !== undefined) {
+        const ns = pidNamespace(p.pid);
+        if (ns !== undefined && ns !== ownNs) continue;
+      }
+      found.set(p.pid, p);
+    }
+  }
+  return [...found.values()];
+}
+
+const pause = (ms: number): void => {
+  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
+};
+
+/** How long ending a dead run's processes may wait for them to be gone. */
+const END_WITHIN_MS = 10_000;
+
+/** SIGKILLs the recorded sessions' processes until none is left (a member may fork before it is signaled), or the time is up. */
+function endSessions(started: readonly { pid: number; start: number }[]): { ended: EndedProcess[]; remaining: EndedProcess[] } {
+  const ownNs = pidNamespace('self');
+  const ended = new Map<number, EndedProcess>();
+  const deadline = Date.now() + END_WITHIN_MS;
+  let left: ProcStat[] = [];
+  for (;;) {
+    left = members(started, allProcesses(), ownNs);
+    if (left.length === 0 || Date.now() > deadline) break;
+    for (const p of left) {
+      if (!ended.has(p.pid)) ended.set(p.pid, { pid: p.pid, command: commandLine(p.pid) });
+      try {
+        process.kill(p.pid, 'SIGKILL');
+      } catch {
+        // gone already
+      }
+    }
+    pause(2);
+  }
+  const remaining = left.map((p) => ended.get(p.pid) ?? { pid: p.pid, command: commandLine(p.pid) });
+  return { ended: [...ended.values()].filter((e) => !left.some((p) => p.pid === e.pid)), remaining };
+}
+
+/**
+ * Ends the processes of every run that recorded them and is no longer running
+ * (`alive` says, as for its lock), and removes their records; called by the new
+ * holder of the lock before anything else. A record of a live holder (its lock
+ * was broken by hand) or of another host is left alone; one of an earlier boot
+ * only removed.
+ */
+export function endLeftovers(stateDir: string, ownToken: string, alive: (holder: RecordHolder) => 'alive' | 'dead' | 'other-host'): EndedRun[] {
+  const dir = processesDir(stateDir);
+  let names: string[];
+  try {
+    names = readdirSync(dir);
+  } catch {
+    return [];
+  }
+  const runs: EndedRun[] = [];
+  for (const name of names) {
+    if (name === ownToken) continue;
+    const file = join(dir, name);
+    let content: string;
+    try {
+      content = readFileSync(file, 'utf8');
+    } catch {
+      continue;
+    }
+    const record = parseRecord(content);
+    if (record !== undefined) {
+      if (alive(record.holder) !== 'dead') continue;
+      const otherBoot = record.holder.bootId !== undefined && record.holder.bootId !== bootId();
+      if (!otherBoot && record.started.length > 0) {
+        const { ended, remaining } = endSessions(record.started);
+        if (ended.length > 0 || remaining.length > 0) runs.push({ holder: record.holder, ended, remaining });
+        // Kept for the next run to try again while something would not end.
+        if (remaining.length > 0) continue;
+      }
+    }
+    // An unreadable record is one torn by a crash in openRecord: it holds no process.
+    try {
+      unlinkSync(file);
+    } catch {
+      // removed by another run
+    }
+  }
+  return runs;
+}
+
+function bootId(): string | undefined {
+  try {
+    return readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim() || undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The warning for the user: which processes of which killed run were ended. */
+export function endedMessage(run: EndedRun): string {
+  const list = (ps: readonly EndedProcess[]): string => ps.map((p) => `${p.pid} (${p.command})`).join(', ');
+  const n = run.ended.length;
+  const head = `ended ${n} process${n === 1 ? '' : 'es'} of the killed run ${run.holder.pid} (${run.holder.command}, since ${run.holder.startedAt})`;
+  const ended = n > 0 ? `: ${list(run.ended)}` : '';
+  const left = run.remaining.length > 0 ? `; still running after SIGKILL: ${list(run.remaining)}` : '';
+  return `${head}${ended}${left}`;
+}
