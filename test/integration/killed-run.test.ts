@@ -46,7 +46,7 @@ function project(): Rig {
 }
 
 test.each([
-  { runner: 'spawnd', env: {} },
+  { runner: 'spawnd', env: {} as Record<string, string> },
   { runner: 'direct spawn', env: { NODEGRAPH_SPAWN_SERVER: 'off' } },
 ])('through $runner: the next apply ends the killed run’s processes before its first task, and says which', async ({ env }) => {
   const rig = project();
