@@ -20,7 +20,10 @@ import type { TaskGraph } from './graph/graph.ts';
 import type { TaskId } from './ids.ts';
 import { teardownOrder, type Plan } from './plan/plan.ts';
 import { bindPlan, type SavedPlan } from './plan/saved.ts';
-import { openState } from './state/open.ts';
+import { lockWarnings, openState } from './state/open.ts';
+import { acquire, borrow, runningHolder } from './state/lock.ts';
+import { orphanedTransaction } from './transaction/orphan.ts';
+import type { LockHolder } from './error.ts';
 import type { Records } from './state/records.ts';
 import { err, ok, type Result } from './util/result.ts';
 
@@ -43,8 +46,12 @@ export interface GenerationView {
   readonly current: number | null;
   /** When the apply would be atomic. */
   readonly atomic: { readonly preserve: readonly string[]; readonly fallback: number | null; readonly health: readonly string[] } | null;
-  /** An interrupted atomic apply that the next apply rolls back (or `--continue` finishes). */
+  /** An interrupted atomic apply (its run is gone) that the next apply rolls back (or `--continue` finishes). */
   readonly interrupted: Pick<Transaction, 'from' | 'to' | 'phase' | 'startedAt'> | null;
+  /** An atomic apply whose run holds the lock, so is still going (or, from another host, may be). */
+  readonly underWay: (Pick<Transaction, 'from' | 'to' | 'phase' | 'startedAt'> & { readonly holder: LockHolder }) | null;
+  /** A transaction folder without its record, left by a killed run: the next run that takes the lock removes it. */
+  readonly orphanedTransaction: string | null;
 }
 
 export interface PlanResult {
@@ -96,13 +103,24 @@ export function generationView(session: Pick<Session, 'state' | 'graph' | 'targe
   const pending = readTransaction(session.state.dir);
   if (!pending.ok) return pending;
   const current = new GenerationStore(session.state.dir).current() ?? null;
-  const t = pending.value;
+  const transaction = pending.value;
+  // Read without the lock: the transaction first, then whether its run still holds the lock. A run
+  // that finished in between has removed its transaction, so one still there is interrupted.
+  const holder = transaction === undefined ? undefined : runningHolder(session.state.dir);
+  const again = transaction === undefined || holder !== undefined ? pending : readTransaction(session.state.dir);
+  if (!again.ok) return again;
+  const t = again.value;
+  const view = t === undefined ? null : { from: t.from, to: t.to, phase: t.phase, startedAt: t.startedAt };
+  // A folder without its record is debris only when no run holds the lock (a live one may be between the two).
+  const orphaned = runningHolder(session.state.dir) === undefined ? orphanedTransaction(session.state.dir) : undefined;
   const whole = session.targets === undefined;
   const health = healthTasks(session.graph).map((n) => n.id);
   return ok({
     current,
     atomic: whole && (session.graph.settings.atomic === 'always' || (atomic ?? session.graph.settings.atomic ?? false)) ? { preserve: session.graph.preserve, fallback: current, health } : null,
-    interrupted: t === undefined ? null : { from: t.from, to: t.to, phase: t.phase, startedAt: t.startedAt },
+    interrupted: holder === undefined ? view : null,
+    underWay: holder === undefined || view === null ? null : { ...view, holder: { pid: holder.pid, host: holder.host, command: holder.command, startedAt: holder.startedAt } },
+    orphanedTransaction: orphaned ?? null,
   });
 }
 
@@ -194,15 +212,27 @@ export interface TeardownOptions extends EngineOptions {
 export async function teardownNodefile(options: TeardownOptions): Promise<Result<TeardownResult, Failure[]>> {
   const started = Date.now();
   const stateDir = stateDirOf(options);
-  // What a half-done atomic apply changed is for its rollback to undo first: a teardown now would lose track.
-  const pending = readTransaction(stateDir);
-  if (!pending.ok) return pending;
-  if (pending.value !== undefined) return err([{ reason: 'transaction-pending', from: pending.value.from, to: pending.value.to, phase: pending.value.phase }]);
+  // The lock first: while another run holds it (an atomic apply under way among them), the refusal names it.
+  const taken = acquire(stateDir, { command: options.command ?? 'nodegraph' });
+  if (!taken.ok) return err([taken.error]);
+  try {
+    for (const warning of lockWarnings(taken.value)) options.onEvent?.({ type: 'warning', message: warning });
+    // What a half-done atomic apply changed is for its rollback to undo first: a teardown now would lose track.
+    const pending = readTransaction(stateDir);
+    if (!pending.ok) return pending;
+    if (pending.value !== undefined) return err([{ reason: 'transaction-pending', from: pending.value.from, to: pending.value.to, phase: pending.value.phase }]);
+    return await teardownLocked({ ...options, lock: borrow(taken.value) }, stateDir, started);
+  } finally {
+    taken.value.release();
+  }
+}
+
+async function teardownLocked(options: TeardownOptions, stateDir: string, started: number): Promise<Result<TeardownResult, Failure[]>> {
   if (existsSync(path.resolve(options.nodefile))) {
     // The Nodefile must at least load: a broken one may mean the user is mid-edit.
     return withSession({ ...options, targets: [] }, { lock: true }, (session) => teardownWith({ ...session, guard: guardOf(options) }, options, started));
   }
-  const state = openState(stateDir, { lock: true, command: options.command ?? 'nodegraph' });
+  const state = openState(stateDir, { lock: true, held: options.lock! });
   if (!state.ok) return err([state.error]);
   const emit = options.onEvent ?? (() => {});
   for (const warning of state.value.warnings) emit({ type: 'warning', message: warning });

@@ -1,5 +1,8 @@
 import { listGenerations } from '../apply.ts';
+import { stateDirOf } from '../engine.ts';
+import { runningHolder } from '../state/lock.ts';
 import type { CliIo } from './main.ts';
+import { underWayLine } from './transaction-lines.ts';
 import { engineOptions, paletteFor, printFailures, type Args } from './shared.ts';
 
 /** The version of `generations --json`'s document. */
@@ -11,8 +14,11 @@ export async function run(args: Args, io: CliIo): Promise<number> {
   const listed = listGenerations(options);
   if (!listed.ok) return printFailures(listed.error, io);
   const { generations, current, transaction } = listed.value;
+  // A transaction whose run still holds the lock is under way, not interrupted.
+  const running = transaction === undefined ? undefined : runningHolder(stateDirOf(options));
+  const holder = running === undefined ? null : { pid: running.pid, host: running.host, command: running.command, startedAt: running.startedAt };
   if (args.values['json'] === true) {
-    io.stdout.write(`${JSON.stringify({ format: 'nodegraph-generations', version: GENERATIONS_JSON_VERSION, current: current ?? null, transaction: transaction ?? null, generations })}\n`);
+    io.stdout.write(`${JSON.stringify({ format: 'nodegraph-generations', version: GENERATIONS_JSON_VERSION, current: current ?? null, transaction: transaction ?? null, transactionHolder: holder, generations })}\n`);
     return 0;
   }
   const c = paletteFor(io);
@@ -28,7 +34,9 @@ export async function run(args: Args, io: CliIo): Promise<number> {
     ].filter((x) => x !== '');
     io.stdout.write(`${mark} ${String(g.number).padStart(3)}  ${g.createdAt}${status}  ${c.dim(changed.join('; ') || 'no change')}\n`);
   }
-  if (transaction !== undefined) {
+  if (transaction !== undefined && holder !== null) {
+    io.stdout.write(`${c.yellow('!')} ${underWayLine({ ...transaction, holder })}\n`);
+  } else if (transaction !== undefined) {
     io.stdout.write(`${c.yellow('!')} an interrupted atomic apply from ${transaction.from ?? 'no generation'} to ${transaction.to} (${transaction.phase}): the next apply rolls it back (--continue: finishes it)\n`);
   }
   return 0;

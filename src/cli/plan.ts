@@ -6,6 +6,7 @@ import { palette } from '../report/color.ts';
 import { writePlan } from '../report/plan-view.ts';
 import type { TextChange } from '../transaction/text-inputs.ts';
 import type { CliIo } from './main.ts';
+import { orphanLine, underWayLine } from './transaction-lines.ts';
 import { atomicFlag, engineOptions, paletteFor, printFailures, printJsonFailures, str, type Args } from './shared.ts';
 
 /** A changed file input's unified diff: plain for JSON, coloured (when the terminal colours) for a person. */
@@ -83,6 +84,10 @@ export async function run(args: Args, io: CliIo): Promise<number> {
           : `${c.yellow('!')} an interrupted atomic apply from ${from} will be rolled back by the next apply (\`apply --continue\` finishes it instead); this plan is of the machine as it is now\n`,
       );
     }
+    if (generation.underWay !== null) {
+      io.stdout.write(`${c.yellow('!')} ${underWayLine(generation.underWay)}; this plan is of the machine as it is now\n`);
+    }
+    if (generation.orphanedTransaction !== null) io.stdout.write(`${c.yellow('!')} ${orphanLine(generation.orphanedTransaction, io.cwd)}\n`);
     const below = diffs === undefined ? undefined : (e: PlanEntry): readonly string[] | undefined => diffs.get(e.id)?.flatMap((d) => d.colored);
     writePlan(plan, c, (text) => io.stdout.write(text), { verbose: args.values['verbose'] === true, ...(below === undefined ? {} : { below }) });
     const atomicView = generation.atomic;

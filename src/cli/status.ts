@@ -1,6 +1,7 @@
 import { observeAndPlan, stateDirOf, withSession } from '../engine.ts';
 import type { LockHolder } from '../error.ts';
 import { generationView } from '../operations.ts';
+import { orphanLine, underWayLine } from './transaction-lines.ts';
 import type { PlanEntry } from '../plan/plan.ts';
 import { reasonsLine } from '../plan/reasons.ts';
 import { liveHolder } from '../state/open.ts';
@@ -82,11 +83,11 @@ export async function run(args: Args, io: CliIo): Promise<number> {
   const lock = lockStatus(stateDirOf(options));
   const settled = counts.applied + counts.running === tasks.length;
   const code = args.values['detailed-exitcode'] === true && !settled ? 2 : 0;
-  const { current, interrupted } = generation;
+  const { current, interrupted, underWay, orphanedTransaction } = generation;
   // What holds of the state as a whole sits beside the tasks: the generation and the lock.
   if (args.values['json'] === true) {
     const shown = tasks.map((r) => ({ id: r.entry.id, status: r.status, reasons: r.entry.reasons, reasonDetails: r.entry.reasonDetails }));
-    io.stdout.write(`${JSON.stringify({ format: 'nodegraph-status', version: 1, generation: { current, interrupted }, tasks: shown, counts, lock: lock ?? null })}\n`);
+    io.stdout.write(`${JSON.stringify({ format: 'nodegraph-status', version: 1, generation: { current, interrupted, underWay, orphanedTransaction }, tasks: shown, counts, lock: lock ?? null })}\n`);
     return code;
   }
   const c = paletteFor(io);
@@ -103,6 +104,8 @@ export async function run(args: Args, io: CliIo): Promise<number> {
   if (interrupted !== null) {
     lines.push(`${c.yellow('!')} an interrupted atomic apply from ${interrupted.from === null ? 'no generation' : `generation ${interrupted.from}`} to ${interrupted.to} (${interrupted.phase}, begun ${interrupted.startedAt}): the next apply rolls it back`);
   }
+  if (underWay !== null) lines.push(`${c.yellow('!')} ${underWayLine(underWay)}`);
+  if (orphanedTransaction !== null) lines.push(`${c.yellow('!')} ${orphanLine(orphanedTransaction, io.cwd)}`);
   if (counts.trace > 0) lines.push(`${c.yellow('!')} ${counts.trace} task${counts.trace === 1 ? '' : 's'} found in place but not in the state (a state that was lost?): \`nodegraph destroy --traces\` tears them down.`);
   if (lock !== undefined) lines.push(lockLine(lock));
   io.stdout.write(`${lines.join('\n')}\n`);

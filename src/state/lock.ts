@@ -24,6 +24,7 @@ import { randomId } from '../util/random.ts';
 import { err, ok, type Result } from '../util/result.ts';
 import { ensureStateDir, errnoCode, errnoMessage, unwritable, type StateDirUnwritable } from './errors.ts';
 import { closeRecord, endLeftovers, openRecord, procStat, type EndedRun } from './processes.ts';
+import { removeOrphanedTransaction } from '../transaction/orphan.ts';
 
 // Built-ins by getBuiltinModule rather than import: see cli/main.ts.
 const { hostname } = process.getBuiltinModule('node:os');
@@ -78,6 +79,8 @@ export interface Lock {
   readonly removedUnreadable?: { readonly message: string; readonly content: string; readonly writtenAt: string } | undefined;
   /** Processes of killed runs that were still running and were ended as the lock was taken (src/state/processes.ts). */
   readonly endedProcesses?: readonly EndedRun[];
+  /** A transaction folder without its record (src/transaction/orphan.ts), removed as the lock was taken. */
+  readonly removedTransaction?: string | undefined;
   /** Whether the lock file on disk is still this lock (someone may have forced it). */
   isHeld(): boolean;
   /** Removes the lock file if it is still ours; never removes someone else's. */
@@ -329,6 +332,7 @@ function makeLock(
   tookOverFrom: LockHolder | undefined,
   removedUnreadable: Lock['removedUnreadable'],
   endedProcesses: readonly EndedRun[],
+  removedTransaction: string | undefined,
   record: string | undefined,
 ): Lock {
   const isHeld = (): boolean => {
@@ -342,6 +346,7 @@ function makeLock(
     tookOverFrom,
     removedUnreadable,
     endedProcesses,
+    removedTransaction,
     isHeld,
     release(): Result<ReleaseOutcome, StateDirUnwritable> {
       // The record goes first: a lock released with its record still there would leave the
@@ -412,8 +417,10 @@ export function acquire(stateDir: string, options: AcquireOptions = {}): Result<
       sweepAside(dir);
       // Before anything else the new holder does: no process of a killed run acts on the machine any more.
       const ended = endLeftovers(dir, info.token, liveness);
+      // Then the half-made work of a killed run that no record refers to.
+      const removedTransaction = removeOrphanedTransaction(dir);
       const record = openRecord(dir, info);
-      return ok(makeLock(dir, path, info, tookOverFrom, removedUnreadable, ended, record));
+      return ok(makeLock(dir, path, info, tookOverFrom, removedUnreadable, ended, removedTransaction, record));
     }
     const seen = read(path);
     if (!seen.ok) return seen;
@@ -497,6 +504,18 @@ export function liveHolder(stateDir: string): LockHolder | undefined {
   const seen = read(lockPath(stateDir));
   if (!seen.ok || seen.value.kind !== 'held') return undefined;
   return liveness(seen.value.info) === 'alive' ? holderOf(seen.value.info) : undefined;
+}
+
+/**
+ * Who holds the lock while that run may still be going: a live process on this
+ * host, or any holder on another host (whose processes cannot be seen from
+ * here). Undefined when there is no lock, or its holder is gone or unreadable.
+ */
+export function runningHolder(stateDir: string): (LockHolder & { readonly otherHost: boolean }) | undefined {
+  const seen = read(lockPath(stateDir));
+  if (!seen.ok || seen.value.kind !== 'held') return undefined;
+  const state = liveness(seen.value.info);
+  return state === 'dead' ? undefined : { ...holderOf(seen.value.info), otherHost: state === 'other-host' };
 }
 
 /** Reads the lock without touching it, e.g. for `nodegraph status`. */

@@ -89,6 +89,9 @@ export function lockWarnings(taken: Lock): string[] {
     extra.push(`took over the state lock left by pid ${from.pid} (${from.command}, since ${from.startedAt}), which is no longer running`);
   }
   for (const run of taken.endedProcesses ?? []) extra.push(endedMessage(run));
+  if (taken.removedTransaction !== undefined) {
+    extra.push(`removed ${taken.removedTransaction}, the saved copies of an atomic apply that a killed run left without its transaction record`);
+  }
   const torn = taken.removedUnreadable;
   if (torn !== undefined) {
     extra.push(`removed an unreadable state lock written at ${torn.writtenAt}, before this machine booted (${torn.message}: ${JSON.stringify(torn.content.slice(0, 80))})`);

@@ -57,6 +57,7 @@ export function beginTransaction(begin: Begin): Result<Transaction, Failure> {
   failpoint('prepare');
   const dir = path.join(transactionDir(stateDir), 'preserved');
   const saved = savePreserved(begin.preserve, dir);
+  failpoint('preserved');
   if (!saved.ok) {
     clearTransaction(stateDir);
     store.dropPending();

@@ -32,7 +32,7 @@ describe('status', () => {
     expect(JSON.parse(settled.stdout)).toEqual({
       format: 'nodegraph-status',
       version: 1,
-      generation: { current: expect.any(Number), interrupted: null },
+      generation: { current: expect.any(Number), interrupted: null, underWay: null, orphanedTransaction: null },
       tasks: [{ id: 'ok', status: 'applied', reasons: [], reasonDetails: [] }],
       counts: { applied: 1, running: 0, stale: 0, drifted: 0, failed: 0, stopped: 0, absent: 0, trace: 0, orphan: 0 },
       lock: null,
