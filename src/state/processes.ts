@@ -205,14 +205,24 @@ function commandLine(pid: number): string {
  * machine state and not a command.
  */
 function members(started: readonly { pid: number; start: number }[], procs: readonly ProcStat[], ownNs: string | undefined): ProcStat[] {
-  const byPid = new Map(procs.map((p) => [p.pid, p]));
+  const byPid = new Map<number, ProcStat>();
+  const bySession = new Map<number, ProcStat[]>();
+  for (const p of procs) {
+    byPid.set(p.pid, p);
+    if (p.pid === process.pid || p.state === 'Z' || p.state === 'X') continue;
+    let list = bySession.get(p.session);
+    if (list === undefined) bySession.set(p.session, (list = []));
+    list.push(p);
+  }
   const found = new Map<number, ProcStat>();
   for (const s of started) {
     const leader = byPid.get(s.pid);
     if (leader !== undefined && leader.start !== s.start) continue;
-    for (const p of procs) {
-      if (p.pid === process.pid || p.state === 'Z' || p.state === 'X') continue;
-      if (p.pid !== s.pid && (p.session !== s.pid || p.start === undefined || p.start < s.start)) continue;
+    const candidates = (bySession.get(s.pid) ?? []).filter((p) => p.start !== undefined && p.start >= s.start);
+    // The recorded process itself, even before it made its session (spawnd, killed before its setsid).
+    if (leader !== undefined && leader.state !== 'Z' && leader.state !== 'X' && leader.pid !== process.pid) candidates.push(leader);
+    for (const p of candidates) {
+      if (found.has(p.pid)) continue;
       if (ownNs !== undefined) {
         const ns = pidNamespace(p.pid);
         if (ns !== undefined && ns !== ownNs) continue;
