@@ -8,6 +8,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync
 import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, expect, test } from 'vitest';
+import { LocalRunner, Spawnd } from '../../src/execute/runner.ts';
 import { acquire, type Lock } from '../../src/state/lock.ts';
 import { noteStarted, procStat } from '../../src/state/processes.ts';
 import { alive, until } from '../support/rig.ts';
@@ -121,4 +122,25 @@ test.skipIf(!unshare)('a process of the session in another pid namespace (a cont
   await until(() => !alive(leader) && !alive(sleeper!));
   expect(alive(contained)).toBe(true);
   expect(lock.endedProcesses![0]!.ended.map((p) => p.pid)).not.toContain(contained);
+});
+
+test('every way the runner starts a process is recorded: spawnd (whose session holds its commands), a direct spawn, execa', async () => {
+  const lock = take();
+  const spawnd = new Spawnd();
+  try {
+    const runner = new LocalRunner({ spawnd });
+    // Each prints its pid and its session (/proc/<pid>/stat's 6th field; sh's comm has no space).
+    const script = { shell: 'echo $$ $(cut -d" " -f6 /proc/$$/stat)' };
+    const viaSpawnd = (await runner.runTask(script, { cwd: dir })).stdout.trim().split(' ').map(Number);
+    const direct = (await runner.run(script, { cwd: dir })).stdout.trim().split(' ').map(Number);
+    const fed = (await runner.run({ shell: 'cat >/dev/null; echo $$ $(cut -d" " -f6 /proc/$$/stat)' }, { cwd: dir, input: 'x' })).stdout.trim().split(' ').map(Number);
+    expect(spawnd.pid).toBeDefined();
+    const recorded = readFileSync(join(dir, 'processes', lock.info.token), 'utf8').split('\n').slice(1, -1).map((l) => Number(l.split(' ')[0]));
+    expect(viaSpawnd[1]).toBe(spawnd.pid);
+    expect(direct[0]).toBe(direct[1]);
+    expect(fed[0]).toBe(fed[1]);
+    expect(recorded).toEqual(expect.arrayContaining([spawnd.pid, direct[0], fed[0]]));
+  } finally {
+    spawnd.close();
+  }
 });
