@@ -50,7 +50,7 @@ export interface EndedProcess {
 export interface EndedRun {
   readonly holder: RecordHolder;
   readonly ended: readonly EndedProcess[];
-  /** Signaled but still there when we stopped waiting (a process in uninterruptible sleep). */
+  /** Still there when we stopped waiting (in uninterruptible sleep), or not ours to signal (EPERM). */
   readonly remaining: readonly EndedProcess[];
 }
 
@@ -240,27 +240,33 @@ const pause = (ms: number): void => {
 /** How long ending a dead run's processes may wait for them to be gone. */
 const END_WITHIN_MS = 10_000;
 
-/** SIGKILLs the recorded sessions' processes until none is left (a member may fork before it is signaled), or the time is up. */
+/**
+ * SIGKILLs the recorded sessions' processes until none is left (a member may
+ * fork before it is signaled), or the time is up. One we may not signal (EPERM:
+ * a setuid program such as sudo, run as another user) is not waited for.
+ */
 function endSessions(started: readonly { pid: number; start: number }[]): { ended: EndedProcess[]; remaining: EndedProcess[] } {
   const ownNs = pidNamespace('self');
-  const ended = new Map<number, EndedProcess>();
+  const seen = new Map<number, EndedProcess>();
+  const refused = new Set<number>();
   const deadline = Date.now() + END_WITHIN_MS;
   let left: ProcStat[] = [];
   for (;;) {
-    left = members(started, allProcesses(), ownNs);
+    left = members(started, allProcesses(), ownNs).filter((p) => !refused.has(p.pid));
     if (left.length === 0 || Date.now() > deadline) break;
     for (const p of left) {
-      if (!ended.has(p.pid)) ended.set(p.pid, { pid: p.pid, command: commandLine(p.pid) });
+      if (!seen.has(p.pid)) seen.set(p.pid, { pid: p.pid, command: commandLine(p.pid) });
       try {
         process.kill(p.pid, 'SIGKILL');
-      } catch {
-        // gone already
+      } catch (e) {
+        if ((e as NodeJS.ErrnoException).code === 'EPERM') refused.add(p.pid);
       }
     }
     pause(2);
   }
-  const remaining = left.map((p) => ended.get(p.pid) ?? { pid: p.pid, command: commandLine(p.pid) });
-  return { ended: [...ended.values()].filter((e) => !left.some((p) => p.pid === e.pid)), remaining };
+  const still = new Set([...left.map((p) => p.pid), ...refused]);
+  const remaining = [...still].map((pid) => seen.get(pid) ?? { pid, command: commandLine(pid) });
+  return { ended: [...seen.values()].filter((e) => !still.has(e.pid)), remaining };
 }
 
 /**
@@ -294,9 +300,8 @@ export function endLeftovers(stateDir: string, ownToken: string, alive: (holder:
       const otherBoot = record.holder.bootId !== undefined && record.holder.bootId !== bootId();
       if (!otherBoot && record.started.length > 0) {
         const { ended, remaining } = endSessions(record.started);
+        // Tried once: what would not end is reported, and not waited for again by every later run.
         if (ended.length > 0 || remaining.length > 0) runs.push({ holder: record.holder, ended, remaining });
-        // Kept for the next run to try again while something would not end.
-        if (remaining.length > 0) continue;
       }
     }
     // An unreadable record is one torn by a crash in openRecord: it holds no process.
@@ -323,6 +328,6 @@ export function endedMessage(run: EndedRun): string {
   const n = run.ended.length;
   const head = `ended ${n} process${n === 1 ? '' : 'es'} of the killed run ${run.holder.pid} (${run.holder.command}, since ${run.holder.startedAt})`;
   const ended = n > 0 ? `: ${list(run.ended)}` : '';
-  const left = run.remaining.length > 0 ? `; still running after SIGKILL: ${list(run.remaining)}` : '';
+  const left = run.remaining.length > 0 ? `; still running (SIGKILL did not end them, or was not permitted): ${list(run.remaining)}` : '';
   return `${head}${ended}${left}`;
 }
