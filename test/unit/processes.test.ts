@@ -4,7 +4,7 @@
 // and a container (another pid namespace) in the session are left alone.
 
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, expect, test } from 'vitest';
@@ -53,8 +53,7 @@ async function session(script: string): Promise<{ leader: number; pids: number[]
 function deadRunRecord(entries: readonly { pid: number; start: number }[], holder: Partial<Record<string, unknown>> = {}): string {
   const gone = spawnSync(process.execPath, ['-e', '']).pid!;
   const info = { pid: gone, host: hostname(), command: 'nodegraph apply', startedAt: '2026-01-01T00:00:00.000Z', token: 'killed', ...holder };
-  mkdirSync(join(dir, 'processes'), { recursive: true });
-  const file = join(dir, 'processes', String(info.token));
+  const file = join(dir, `processes.${String(info.token)}`);
   writeFileSync(file, `${JSON.stringify(info)}\n${entries.map((e) => `${e.pid} ${e.start}\n`).join('')}`);
   return file;
 }
@@ -96,13 +95,13 @@ test('the record of a run that still runs (its lock broken by hand) is left alon
 
 test('the holder records what it starts, and a released lock leaves no record', () => {
   const lock = take();
-  const file = join(dir, 'processes', lock.info.token);
+  const file = join(dir, `processes.${lock.info.token}`);
   noteStarted(process.pid);
   const lines = readFileSync(file, 'utf8').split('\n');
   expect(JSON.parse(lines[0]!)).toMatchObject({ pid: process.pid, token: lock.info.token });
   expect(lines[1]).toBe(`${process.pid} ${startOf(process.pid)}`);
   lock.release();
-  expect(existsSync(join(dir, 'processes'))).toBe(false);
+  expect(existsSync(file)).toBe(false);
 });
 
 // A container's processes are machine state: `unshare --pid --fork` puts one in a new pid namespace, in the same session.
@@ -135,7 +134,7 @@ test('every way the runner starts a process is recorded: spawnd (whose session h
     const direct = (await runner.run(script, { cwd: dir })).stdout.trim().split(' ').map(Number);
     const fed = (await runner.run({ shell: 'cat >/dev/null; echo $$ $(cut -d" " -f6 /proc/$$/stat)' }, { cwd: dir, input: 'x' })).stdout.trim().split(' ').map(Number);
     expect(spawnd.pid).toBeDefined();
-    const recorded = readFileSync(join(dir, 'processes', lock.info.token), 'utf8').split('\n').slice(1, -1).map((l) => Number(l.split(' ')[0]));
+    const recorded = readFileSync(join(dir, `processes.${lock.info.token}`), 'utf8').split('\n').slice(1, -1).map((l) => Number(l.split(' ')[0]));
     expect(viaSpawnd[1]).toBe(spawnd.pid);
     expect(direct[0]).toBe(direct[1]);
     expect(fed[0]).toBe(fed[1]);
