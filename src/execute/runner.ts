@@ -13,7 +13,7 @@ import { statSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import type { Command } from '../nodefile/types.ts';
 import { describeCommand, type ProcessRunner, type RunOptions, type RunResult } from '../process-runner.ts';
-import { noteStarted } from '../state/processes.ts';
+import { noteGone, noteStarted } from '../state/processes.ts';
 import { cancelOnAbort } from './group.ts';
 
 // Loaded on the first process: a no-op that starts none should not pay for node:child_process.
@@ -320,12 +320,14 @@ export class Spawnd {
       this.#died(`spawnd did not start: ${(error as Error).message}`);
       return;
     }
-    // spawnd's session holds every command it starts: recorded before any is sent (src/state/processes.ts).
-    noteStarted(child.pid);
+    // spawnd's session holds every command it starts: recorded before any is sent, and in every
+    // record opened while it lives (`watch` keeps it from one run to the next; src/state/processes.ts).
+    noteStarted(child.pid, true);
     this.#child = child;
     this.#held = true; // a new child's handles hold the event loop until #hold() says otherwise
     child.on('error', (error) => this.#died(`spawnd failed: ${error.message}`));
     child.on('close', (code, signal) => {
+      noteGone(child.pid);
       const how = signal === null ? `exited with code ${code}` : `killed by ${signal}`;
       const said = this.#stderr.trim().split('\n').at(-1);
       this.#died(`spawnd ${how}${said === undefined || said === '' ? '' : `: ${said}`}`);

@@ -87,13 +87,15 @@ export function procStat(pid: number): ProcStat | undefined {
 
 /** The record files this process writes to: one per lock it holds. */
 const open = new Map<string, number>();
+/** Lines of processes that outlive a run (the shared spawnd, which `watch` keeps from one run to the next): every new record begins with them. */
+const lasting = new Map<number, string>();
 
 /** Starts the record of the run holding `holder`'s lock; undefined when it cannot be written (nothing is then recorded). */
 export function openRecord(stateDir: string, holder: RecordHolder): string | undefined {
   const file = recordPath(stateDir, holder.token);
   try {
     const fd = openSync(file, 'a', 0o644);
-    writeSync(fd, `${JSON.stringify(holder)}\n`);
+    writeSync(fd, `${JSON.stringify(holder)}\n${[...lasting.values()].join('')}`);
     open.set(file, fd);
     return file;
   } catch {
@@ -114,13 +116,17 @@ export function closeRecord(file: string | undefined): void {
   }
 }
 
-/** Records a process this engine just started (its session with it) in every record open; called right after spawn. */
-export function noteStarted(pid: number | undefined): void {
-  if (pid === undefined || open.size === 0) return;
+/**
+ * Records a process this engine just started (its session with it) in every record open; called right after spawn.
+ * `lasting`: it may outlive the run (spawnd), so each record opened later gets it too, until noteGone.
+ */
+export function noteStarted(pid: number | undefined, lasts = false): void {
+  if (pid === undefined || (open.size === 0 && !lasts)) return;
   const start = procStat(pid)?.start;
   // Without a start time a later run could not tell it from a process that reused the pid: not recorded.
   if (start === undefined) return;
   const line = `${pid} ${start}\n`;
+  if (lasts) lasting.set(pid, line);
   for (const fd of open.values()) {
     try {
       writeSync(fd, line);
@@ -128,6 +134,11 @@ export function noteStarted(pid: number | undefined): void {
       // a record that cannot be written is a record that misses this process
     }
   }
+}
+
+/** A lasting process (noteStarted) has ended: records opened from now on leave it out. */
+export function noteGone(pid: number | undefined): void {
+  if (pid !== undefined) lasting.delete(pid);
 }
 
 // ---- ending (the next holder) ----------------------------------------------

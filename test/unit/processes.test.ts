@@ -143,3 +143,27 @@ test('every way the runner starts a process is recorded: spawnd (whose session h
     spawnd.close();
   }
 });
+
+test('a spawnd started before the lock was taken (watch keeps it from one run to the next) is in the new record, until it ends', async () => {
+  const spawnd = new Spawnd();
+  try {
+    expect((await new LocalRunner({ spawnd }).runTask(['true'], { cwd: dir })).ok).toBe(true);
+    const first = take();
+    const lines = (l: Lock): string[] => readFileSync(join(dir, `processes.${l.info.token}`), 'utf8').split('\n').slice(1, -1);
+    expect(lines(first)).toEqual([`${spawnd.pid} ${startOf(spawnd.pid!)}`]);
+    first.release();
+    held.splice(held.indexOf(first), 1);
+    spawnd.close();
+    // Gone once its end is seen ('close'): a record opened from then on leaves it out.
+    await until(() => {
+      const next = take();
+      const empty = lines(next).length === 0;
+      next.release();
+      held.splice(held.indexOf(next), 1);
+      return empty;
+    });
+    expect(alive(spawnd.pid!)).toBe(false);
+  } finally {
+    spawnd.close();
+  }
+});
