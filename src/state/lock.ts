@@ -349,8 +349,8 @@ function makeLock(
     removedTransaction,
     isHeld,
     release(): Result<ReleaseOutcome, StateDirUnwritable> {
-      // The record goes first: a lock released with its record still there would leave the
-      // record to a live process's pid (harmless: a live holder's record is left alone).
+      // The record first: one left behind by a run that ended well would have the next
+      // holder end what its finished commands left running, as for a killed run.
       closeRecord(record);
       const seen = read(path);
       if (!seen.ok) return seen;
