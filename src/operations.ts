@@ -22,7 +22,7 @@ import { teardownOrder, type Plan } from './plan/plan.ts';
 import { bindPlan, type SavedPlan } from './plan/saved.ts';
 import { lockWarnings, openState } from './state/open.ts';
 import { acquire, borrow, runningHolder } from './state/lock.ts';
-import { orphanedTransaction } from './transaction/orphan.ts';
+import { orphanedTransaction } from './state/transaction-files.ts';
 import type { LockHolder } from './error.ts';
 import type { Records } from './state/records.ts';
 import { err, ok, type Result } from './util/result.ts';

@@ -24,7 +24,7 @@ import { randomId } from '../util/random.ts';
 import { err, ok, type Result } from '../util/result.ts';
 import { ensureStateDir, errnoCode, errnoMessage, unwritable, type StateDirUnwritable } from './errors.ts';
 import { closeRecord, endLeftovers, openRecord, procStat, type EndedRun } from './processes.ts';
-import { removeOrphanedTransaction } from '../transaction/orphan.ts';
+import { removeOrphanedTransaction } from './transaction-files.ts';
 
 // Built-ins by getBuiltinModule rather than import: see cli/main.ts.
 const { hostname } = process.getBuiltinModule('node:os');
@@ -79,7 +79,7 @@ export interface Lock {
   readonly removedUnreadable?: { readonly message: string; readonly content: string; readonly writtenAt: string } | undefined;
   /** Processes of killed runs that were still running and were ended as the lock was taken (src/state/processes.ts). */
   readonly endedProcesses?: readonly EndedRun[];
-  /** A transaction folder without its record (src/transaction/orphan.ts), removed as the lock was taken. */
+  /** A transaction folder without its record (state/transaction-files.ts), removed as the lock was taken. */
   readonly removedTransaction?: string | undefined;
   /** Whether the lock file on disk is still this lock (someone may have forced it). */
   isHeld(): boolean;

@@ -12,6 +12,7 @@
 // and the commit is finished.
 
 import { readFileSync, rmSync } from 'node:fs';
+import { transactionDir, transactionPath } from '../state/transaction-files.ts';
 import path from 'node:path';
 import { writeDurably } from '../util/durable.ts';
 import { failpoint } from '../util/failpoint.ts';
@@ -42,8 +43,7 @@ export interface Transaction {
   readonly cause?: string;
 }
 
-export const transactionPath = (stateDir: string): string => path.join(stateDir, 'transaction.json');
-export const transactionDir = (stateDir: string): string => path.join(stateDir, 'transaction');
+export { transactionDir, transactionPath } from '../state/transaction-files.ts';
 
 /** The unfinished transaction, if any; one that cannot be read is an error to report, never ignored. */
 export function readTransaction(stateDir: string): Result<Transaction | undefined, [TransactionUnreadable]> {

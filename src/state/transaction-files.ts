@@ -1,4 +1,5 @@
-// The transaction folder without its record: what a run killed between
+// Where an atomic apply keeps its record and folder in the state folder, and
+// the transaction folder without its record: what a run killed between
 // saving the preserved copies and writing transaction.json (beginTransaction)
 // left, or one killed while clearing a finished transaction (the record goes
 // first). Either way no transaction refers to it: it is debris, which the next
@@ -6,7 +7,11 @@
 // lock.
 
 import { existsSync, rmSync } from 'node:fs';
-import { transactionDir, transactionPath } from './record.ts';
+import path from 'node:path';
+
+/** Where an atomic apply's record (transaction/record.ts) and its folder (preserved copies, intents) live. */
+export const transactionPath = (stateDir: string): string => path.join(stateDir, 'transaction.json');
+export const transactionDir = (stateDir: string): string => path.join(stateDir, 'transaction');
 
 /** The transaction folder when transaction.json is not there; undefined otherwise. */
 export function orphanedTransaction(stateDir: string): string | undefined {
