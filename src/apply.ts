@@ -14,7 +14,7 @@ import { teardown } from './execute/teardown.ts';
 import { execute, type ExecuteSummary } from './execute/scheduler.ts';
 import type { TaskGraph, TaskNode } from './graph/graph.ts';
 import type { TaskId } from './ids.ts';
-import { nodefileModules } from './nodefile/load.ts';
+import { nodefileModules, nodefileReads } from './nodefile/load.ts';
 import { guardOf, ioOf, runTeardown, type IoCounters } from './operations.ts';
 import type { Plan } from './plan/plan.ts';
 import { bindPlan, parseSavedPlan, planChanges, type SavedPlan } from './plan/saved.ts';
@@ -157,7 +157,7 @@ async function runOnce(session: Session, options: ApplyOptions, saved: SavedPlan
     if (changes.length > 0) return { failures: [{ reason: 'plan-stale', path: options.planFile!, changes }], orphans: [] };
   }
   const whole = session.targets === undefined;
-  const sources = whole ? collectSources(session.graph, nodefileModules(), observations, session.env) : undefined;
+  const sources = whole ? collectSources(session.graph, nodefileModules(), observations, session.env, nodefileReads()) : undefined;
   const setting = session.graph.settings.atomic;
   let transaction = typeof atomicity === 'object' ? atomicity.resume : undefined;
   const atomic = atomicity === 'as-set' && whole && (setting === 'always' || (options.atomic ?? setting ?? false));

@@ -85,7 +85,7 @@ export interface Session {
  * the diagnostics can point into the Nodefile.
  */
 export async function loadGraph(nodefile: string, stateDir?: string): Promise<Result<TaskGraph, Failure[]>> {
-  const fast = await loadNodefile(nodefile, { sites: false });
+  const fast = await loadNodefile(nodefile, { sites: false, ...(stateDir === undefined ? {} : { stateDir }) });
   if (!fast.ok) return fast;
   return analyzeLoaded(nodefile, fast.value, stateDir);
 }
@@ -95,7 +95,7 @@ async function analyzeLoaded(nodefile: string, declarations: Declarations, state
   const options = stateDir === undefined ? {} : { stateDir };
   const graph = analyze(declarations, options);
   if (graph.ok) return graph;
-  const slow = await loadNodefile(nodefile, { sites: true });
+  const slow = await loadNodefile(nodefile, { sites: true, ...options });
   if (!slow.ok) return slow;
   const again = analyze(slow.value, options);
   return again.ok ? err(graph.error) : again;
@@ -146,7 +146,7 @@ export function resolveTargets(
 export async function openSession(options: EngineOptions, mode: { readonly lock: boolean }): Promise<Result<Session, Failure[]>> {
   const stateDir = stateDirOf(options);
   const command = options.command ?? 'nodegraph';
-  const declared = await loadNodefile(options.nodefile, { sites: false });
+  const declared = await loadNodefile(options.nodefile, { sites: false, stateDir });
   if (!declared.ok) return declared;
   const graph = await analyzeLoaded(options.nodefile, declared.value, stateDir);
   if (!graph.ok) return graph;

@@ -31,7 +31,7 @@ export async function run(args: Args, io: CliIo): Promise<number> {
       if (result.ok) return result.value.graph;
       printFailures(result.error, io);
       // Failed before or after loading: watch what a load now finds, or the Nodefile alone.
-      const graph = await loadGraph(options.nodefile);
+      const graph = await loadGraph(options.nodefile, stateDirOf(options));
       return graph.ok ? graph.value : undefined;
     },
   });

@@ -9,6 +9,7 @@ import type { Failure } from '../error.ts';
 import { err, ok, type Result } from '../util/result.ts';
 import { bundledDependency } from './deps.ts';
 import { Builder, type Declarations } from './builder.ts';
+import { NO_READS, recordReads, type EvaluationReads } from './reads.ts';
 import { captureSiteFromError } from './site.ts';
 import type { SourceSite } from './types.ts';
 
@@ -73,7 +74,35 @@ export function nodefileModules(): string[] {
   return [...localModules].map((url) => fileURLToPath(url));
 }
 
-export async function loadNodefile(file: string, options: { sites?: boolean } = {}): Promise<Result<Declarations, Failure[]>> {
+let lastReads: EvaluationReads = NO_READS;
+
+/** What the last evaluation of a Nodefile read besides its modules (reads.ts), whether or not it loaded. */
+export function nodefileReads(): EvaluationReads {
+  return lastReads;
+}
+
+/** Files of nodegraph's own package: what it reads is not the user's source, wherever the Nodefile lies. */
+const OWN_FILES = ['src/', 'native/', 'bin/', 'dist/', 'scripts/', 'node_modules/', 'package.json'].map((p) => fileURLToPath(new URL(p, OWN)));
+
+/**
+ * Which reads are the evaluation's own sources: not the Nodefiles and their
+ * modules (a generation holds them already), not a package's files (below
+ * node_modules) or nodegraph's own, not the state folder.
+ */
+function userSource(stateDir: string): (p: string) => boolean {
+  const under = (dir: string, p: string): boolean => p === dir || p.startsWith(dir.endsWith('/') ? dir : `${dir}/`);
+  return (p) => {
+    if (p.includes('/node_modules/') || under(stateDir, p) || OWN_FILES.some((own) => under(own, p))) return false;
+    const url = pathToFileURL(p).href;
+    return !nodefiles.has(url) && !localModules.has(url);
+  };
+}
+
+/**
+ * Loads the Nodefile, recording what its evaluation reads (nodefileReads);
+ * reads below `stateDir` (`.nodegraph` beside it by default) are nodegraph's own.
+ */
+export async function loadNodefile(file: string, options: { sites?: boolean; stateDir?: string } = {}): Promise<Result<Declarations, Failure[]>> {
   const given = path.resolve(file);
   if (!existsSync(given)) return err([{ reason: 'nodefile-not-found', path: given }]);
   if (statSync(given).isDirectory()) return err([{ reason: 'nodefile-not-found', path: given, folder: true }]);
@@ -83,7 +112,14 @@ export async function loadNodefile(file: string, options: { sites?: boolean } = 
   // what the other had just written as no longer its output. Node imports the real
   // file too, so its stack frames (sites) name this path.
   const absolute = realpathSync(given);
+  const stateDir = options.stateDir ?? path.join(path.dirname(absolute), '.nodegraph');
+  const { value, reads } = await recordReads(() => evaluate(absolute, options), userSource(path.resolve(stateDir)));
+  lastReads = reads;
+  return value;
+}
 
+/** Imports the Nodefile and calls its default export: the evaluation whose reads are recorded. */
+async function evaluate(absolute: string, options: { sites?: boolean }): Promise<Result<Declarations, Failure[]>> {
   let nodefile: { default?: unknown };
   try {
     // A fresh query string makes `watch` see edits; the first load keeps the plain URL.

@@ -1,7 +1,9 @@
 // Generations: what each whole-graph apply that settled applied, kept so it
 // can be applied again without the user's files. A generation is a manifest
 // (`generations/<N>.json`) naming its sources — the Nodefile, the project
-// modules it imports, the file inputs no task writes — by path and SHA-256,
+// modules it imports, the file inputs no task writes, the other files its
+// evaluation read (src/nodefile/reads.ts) — by path and SHA-256, what the
+// evaluation found where it only looked (a path absent, a folder's entries),
 // and the values of its `env` inputs; the sources' content lies in
 // `generations/objects/<sha256>`, one copy however many generations share it.
 // `generations/current` names the generation the machine is at.
@@ -47,8 +49,10 @@ export interface Generation {
   readonly status: 'pending' | 'applied' | 'failed';
   /** The Nodefile, absolute. */
   readonly nodefile: string;
-  /** The Nodefile first, then its modules, then file inputs. */
+  /** The Nodefile first, then its modules, then file inputs, then the other files its evaluation read. */
   readonly files: readonly SourceFile[];
+  /** What the evaluation found where it looked without reading (absent in manifests older than these). */
+  readonly probes?: readonly SourceProbe[];
   /** `env` inputs: name → value (null when unset). */
   readonly env: Readonly<Record<string, string | null>>;
   /** Of the Nodefile, the files (path and content) and env values: equal sources, equal digest. */
@@ -58,10 +62,30 @@ export interface Generation {
   readonly destroyed: readonly string[];
 }
 
+/**
+ * A path the evaluation probed (exists, stat) or listed (readdir) without
+ * reading it: the kind it found, and a folder's entries when it listed them.
+ */
+export interface SourceProbe {
+  readonly path: string;
+  readonly kind: 'absent' | 'file' | 'dir' | 'other';
+  readonly entries?: readonly string[];
+}
+
+/** What the Nodefile's evaluation read besides its modules (src/nodefile/reads.ts gives it). */
+export interface EvaluationSources {
+  /** Absolute path → hex SHA-256 of the content read. */
+  readonly files: ReadonlyMap<string, string>;
+  readonly probes: readonly SourceProbe[];
+}
+
+const NOTHING_READ: EvaluationSources = { files: new Map(), probes: [] };
+
 /** What a graph is made of, before it is stored. */
 export interface Sources {
   readonly nodefile: string;
   readonly files: readonly { readonly path: string; readonly sha256: string }[];
+  readonly probes: readonly SourceProbe[];
   readonly env: Readonly<Record<string, string | null>>;
   readonly digest: string;
 }
@@ -74,13 +98,16 @@ const HEX = /^[0-9a-f]{64}$/;
 /**
  * The sources of `graph`: the Nodefile and `modules` (hashed here), each file
  * input that no task writes (hashed by observing, which a whole-graph apply
- * did for every task) and each `env` input's value.
+ * did for every task), each `env` input's value, and what the evaluation
+ * `read` — except what the graph's tasks write: an output read at load is the
+ * tasks' to make again, not a source to put back.
  */
 export function collectSources(
   graph: TaskGraph,
   modules: readonly string[],
   observations: ReadonlyMap<TaskId, TaskObservation>,
   env: Readonly<Record<string, string | undefined>>,
+  read: EvaluationSources = NOTHING_READ,
 ): Sources {
   const files = new Map<string, string>();
   for (const file of [graph.file, ...modules]) if (!files.has(file)) files.set(file, sha256FileSync(file).hash.slice(HASH_PREFIX));
@@ -97,6 +124,14 @@ export function collectSources(
       files.set(absolute, (seen ?? sha256FileSync(absolute).hash).slice(HASH_PREFIX));
     }
   }
+  const written = read.files.size + read.probes.length === 0 ? undefined : outputsOf(graph);
+  // By path: reads made concurrently (readFile) come in any order, and the digest must not.
+  for (const p of [...read.files.keys()].sort()) if (!files.has(p) && !written!.covers(p)) files.set(p, read.files.get(p)!);
+  const probes: SourceProbe[] = [];
+  for (const probe of read.probes) {
+    if (files.has(probe.path) || written!.covers(probe.path)) continue;
+    probes.push(probe.entries === undefined ? probe : { ...probe, entries: probe.entries.filter((e) => !written!.touches(join(probe.path, e))) });
+  }
   const values: Record<string, string | null> = {};
   for (const name of [...names].sort()) values[name] = env[name] ?? null;
   const list: { path: string; sha256: string }[] = [];
@@ -106,7 +141,31 @@ export function collectSources(
     list.push({ path: p, sha256 });
     digest.update(`${p}\0${sha256}\n`);
   }
-  return { nodefile: graph.file, files: list, env: values, digest: digest.digest('hex') };
+  for (const probe of probes) digest.update(`?${probe.path}\0${probe.kind}\0${probe.entries?.join('\0') ?? ''}\n`);
+  return { nodefile: graph.file, files: list, probes, env: values, digest: digest.digest('hex') };
+}
+
+/**
+ * What the graph's tasks write: `covers` a path at or below an output, and
+ * `touches` one that also holds an output (a folder a task's output is made
+ * in, such as `out` for `out/copy`): a folder's listing leaves out both.
+ */
+function outputsOf(graph: TaskGraph): { covers: (p: string) => boolean; touches: (p: string) => boolean } {
+  const outputs = new Set<string>();
+  const holders = new Set<string>();
+  for (const node of graph.ordered) {
+    for (const output of node.outputs) {
+      outputs.add(output);
+      for (let dir = path.dirname(output); !holders.has(dir) && dir !== path.dirname(dir); dir = path.dirname(dir)) holders.add(dir);
+    }
+  }
+  const covers = (p: string): boolean => {
+    for (let at = p; ; at = path.dirname(at)) {
+      if (outputs.has(at)) return true;
+      if (at === path.dirname(at)) return false;
+    }
+  };
+  return { covers, touches: (p) => holders.has(p) || covers(p) };
 }
 
 /** The generations of one state folder. */
@@ -231,6 +290,7 @@ export class GenerationStore {
       status: extra.status,
       nodefile: sources.nodefile,
       files,
+      probes: sources.probes,
       env: sources.env,
       digest: sources.digest,
       ran: extra.ran ?? [],
@@ -313,7 +373,11 @@ export class GenerationStore {
   /**
    * Puts generation `n`'s sources back at their paths (verified first: a
    * damaged generation changes nothing). Only files whose content differs are
-   * written, each atomically. Returns the paths it rewrote.
+   * written, each atomically. A file its evaluation found absent is removed
+   * only when the store holds its present content (a later generation read
+   * it): then nothing is lost, and rolling forward gives it back; any other
+   * file there is the user's, and stays. Folders are not made or emptied.
+   * Returns the paths it rewrote or removed.
    */
   restore(n: number): Result<string[], GenerationError> {
     const verified = this.verify(n);
@@ -330,10 +394,25 @@ export class GenerationStore {
         renameSync(temp, file.path);
         written.push(file.path);
       }
+      for (const probe of verified.value.probes ?? []) {
+        if (probe.kind !== 'absent' || !this.#held(probe.path)) continue;
+        rmSync(probe.path);
+        written.push(probe.path);
+      }
     } catch (error) {
       return err({ reason: 'generation-write-failed', path: written.at(-1) ?? this.dir, message: (error as Error).message });
     }
     return ok(written);
+  }
+
+  /** Whether `file` is a regular file whose content the store holds. */
+  #held(file: string): boolean {
+    try {
+      if (!lstatSync(file).isFile()) return false;
+      return existsSync(this.object(sha256FileSync(file).hash.slice(HASH_PREFIX)));
+    } catch {
+      return false;
+    }
   }
 
   /**
@@ -379,6 +458,11 @@ export function generationChanges(before: Generation | undefined, after: Generat
   for (const f of after.files) if (old.get(f.path) !== f.sha256) files.push(rel(f.path));
   const now = new Set(after.files.map((f) => f.path));
   for (const f of before.files) if (!now.has(f.path)) files.push(`${rel(f.path)} (gone)`);
+  const looked = new Map((before.probes ?? []).map((p) => [p.path, probeText(p)]));
+  // A file read before and absent now is said once, by "(gone)" above.
+  for (const p of after.probes ?? []) if (looked.get(p.path) !== probeText(p) && !old.has(p.path)) files.push(`${rel(p.path)} (${p.kind === 'absent' ? 'absent' : p.entries !== undefined ? 'listed' : p.kind})`);
   const env = [...new Set([...Object.keys(before.env), ...Object.keys(after.env)])].filter((k) => before.env[k] !== after.env[k]);
   return { files, env };
 }
+
+const probeText = (p: SourceProbe): string => `${p.kind}:${p.entries?.join('/') ?? ''}`;
