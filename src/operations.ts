@@ -11,6 +11,8 @@ import { appender } from './execute/appender.ts';
 import { defaultJobs, observeAndPlan, resolveTargets, stateDirOf, withSession, type EngineOptions, type Session } from './engine.ts';
 import { findTraces, traceRecord } from './observe/traces.ts';
 import { recipeOf } from './execute/run-task.ts';
+import { nodefileReads } from './nodefile/load.ts';
+import type { OutsideRead } from './nodefile/reads.ts';
 import { GenerationStore } from './transaction/generations.ts';
 import { healthTasks } from './transaction/health.ts';
 import { readTransaction, type Transaction } from './transaction/record.ts';
@@ -52,6 +54,8 @@ export interface GenerationView {
   readonly underWay: (Pick<Transaction, 'from' | 'to' | 'phase' | 'startedAt'> & { readonly holder: LockHolder }) | null;
   /** A transaction folder without its record, left by a killed run: the next run that takes the lock removes it. */
   readonly orphanedTransaction: string | null;
+  /** What the Nodefile's evaluation read that no generation can hold (src/nodefile/reads.ts). */
+  readonly outside: readonly OutsideRead[];
 }
 
 export interface PlanResult {
@@ -121,6 +125,8 @@ export function generationView(session: Pick<Session, 'state' | 'graph' | 'targe
     interrupted: holder === undefined ? view : null,
     underWay: holder === undefined || view === null ? null : { ...view, holder: { pid: holder.pid, host: holder.host, command: holder.command, startedAt: holder.startedAt } },
     orphanedTransaction: orphaned ?? null,
+    // The session's evaluation is the last one: the reads are its.
+    outside: nodefileReads().outside,
   });
 }
 

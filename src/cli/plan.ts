@@ -1,6 +1,7 @@
 import path from 'node:path';
 import { planNodefile } from '../operations.ts';
 import type { TaskId } from '../ids.ts';
+import type { OutsideRead } from '../nodefile/reads.ts';
 import type { PlanEntry } from '../plan/plan.ts';
 import { palette } from '../report/color.ts';
 import { writePlan } from '../report/plan-view.ts';
@@ -41,6 +42,22 @@ function withDiffs(entry: PlanEntry, diffs: readonly InputDiff[] | undefined): P
     return diff === undefined ? d : { ...d, diff: diff.plain };
   });
   return { ...entry, reasonDetails };
+}
+
+/** A read no generation can hold, as the plan names it. */
+export function describeOutside(read: OutsideRead): string {
+  switch (read.why) {
+    case 'kernel':
+      return `reads ${read.path} outside the generation (a kernel interface)`;
+    case 'special':
+      return `reads ${read.path} outside the generation (not a regular file)`;
+    case 'unreadable':
+      return `reads ${read.path} outside the generation (it could not be read: ${read.code})`;
+    case 'fd':
+      return `reads file descriptor ${read.fd} outside the generation (not opened by path)`;
+    case 'process':
+      return `runs ${(read.command ?? []).join(' ')} while loading: what it reads is outside the generation`;
+  }
 }
 
 /** The version of `plan --json`'s document; see README "JSON". */
@@ -90,6 +107,8 @@ export async function run(args: Args, io: CliIo): Promise<number> {
     if (generation.orphanedTransaction !== null) io.stdout.write(`${c.yellow('!')} ${orphanLine(generation.orphanedTransaction, io.cwd)}\n`);
     const below = diffs === undefined ? undefined : (e: PlanEntry): readonly string[] | undefined => diffs.get(e.id)?.flatMap((d) => d.colored);
     writePlan(plan, c, (text) => io.stdout.write(text), { verbose: args.values['verbose'] === true, ...(below === undefined ? {} : { below }) });
+    // What a rollback cannot give back, said where the change is reviewed.
+    for (const read of generation.outside) io.stdout.write(`${c.yellow('!')} ${describeOutside(read)}\n`);
     const atomicView = generation.atomic;
     if (atomicView !== null && plan.counts.unchanged < plan.size) {
       const rel = (p: string): string => path.relative(io.cwd, p) || p;

@@ -1,5 +1,5 @@
 import { loadGraph, stateDirOf } from '../engine.ts';
-import { nodefileModules } from '../nodefile/load.ts';
+import { nodefileModules, nodefileReads } from '../nodefile/load.ts';
 import { applyNodefile } from '../apply.ts';
 import { plainReporter } from '../report/plain.ts';
 import { watchLoop } from '../watch/watcher.ts';
@@ -18,6 +18,7 @@ export async function run(args: Args, io: CliIo): Promise<number> {
     signal: io.signal,
     fallbackPaths: [options.nodefile],
     modules: nodefileModules,
+    reads: nodefileReads,
     stateDir: stateDirOf(options),
     onState: (state, why) => {
       if (state === 'debouncing' && why !== undefined) io.stdout.write(c.dim(`change: ${why}\n`));

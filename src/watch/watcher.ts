@@ -1,5 +1,5 @@
-// `nodegraph watch`: apply, then apply again when the Nodefile or an input
-// changes. The one module that imports chokidar.
+// `nodegraph watch`: apply, then apply again when the Nodefile, an input or a
+// file the Nodefile's evaluation read changes. The one module that imports chokidar.
 //
 //   idle ──change──▶ debouncing ──quiet for debounce ms──▶ running ──done──▶ idle
 //                      ▲   │change: restart the timer         │change
@@ -15,6 +15,20 @@ import type { TaskGraph } from '../graph/graph.ts';
 import { realPath } from '../util/realpath.ts';
 
 export type WatchState = 'idle' | 'debouncing' | 'running' | 'queued';
+
+/** chokidar's events. */
+export type WatchEvent = 'add' | 'addDir' | 'change' | 'unlink' | 'unlinkDir';
+
+/** What the Nodefile's evaluation read (src/nodefile/reads.ts): files it read, paths it probed or listed. */
+export interface WatchedReads {
+  readonly files: ReadonlyMap<string, string>;
+  readonly probes: readonly { readonly path: string; readonly kind: string; readonly entries?: readonly string[] }[];
+}
+
+/** The paths of `reads`, watched one level deep: a file, a probed path (through its folder when absent), a listed folder's entries. */
+export function readPaths(reads: WatchedReads | undefined): string[] {
+  return reads === undefined ? [] : [...reads.files.keys(), ...reads.probes.map((p) => p.path)];
+}
 
 /**
  * Files and folders whose change should trigger a run: the Nodefile, the modules
@@ -40,12 +54,22 @@ export function watchedPaths(graph: TaskGraph, modules: readonly string[] = []):
  * with every line it wrote, forever, and every run's own journal writes caused
  * another run. Without a graph (the Nodefile did not load) every change counts.
  */
-export function watchFilter(graph: TaskGraph | undefined, modules: readonly string[], stateDir: string): (file: string) => boolean {
+export function watchFilter(
+  graph: TaskGraph | undefined,
+  modules: readonly string[],
+  stateDir: string,
+  reads?: WatchedReads,
+): (file: string, event?: WatchEvent) => boolean {
   // Events name paths as the graph does: from the Nodefile's real folder.
   const state = realPath(stateDir) ?? stateDir;
   const inState = (file: string): boolean => holds(state, file);
   if (graph === undefined) return (file) => !inState(file);
-  const exact = new Set<string>([graph.file, ...modules]);
+  const exact = new Set<string>([graph.file, ...modules, ...(reads?.files.keys() ?? [])]);
+  // A probe saw only whether (and as what) a path was there; a listing only which entries a folder had.
+  const probed = new Set<string>();
+  const listed = new Set<string>();
+  for (const probe of reads?.probes ?? []) (probe.entries === undefined ? probed : listed).add(probe.path);
+  const outputs = probed.size + listed.size === 0 ? undefined : written(graph);
   const trees: string[] = [];
   const globs: string[] = [];
   for (const node of graph.ordered) {
@@ -56,13 +80,31 @@ export function watchFilter(graph: TaskGraph | undefined, modules: readonly stri
       else if (input.kind === 'glob') globs.push(input.pattern);
     }
   }
-  return (file) => {
+  return (file, event) => {
     if (inState(file)) return false;
     if (exact.has(file)) return true;
+    if (outputs !== undefined && event !== 'change' && !outputs(file) && (probed.has(file) || listed.has(file) || listed.has(path.dirname(file)))) return true;
     for (const tree of trees) if (holds(tree, file)) return true;
     for (const pattern of globs) {
       if (path.matchesGlob(path.isAbsolute(pattern) ? file : path.relative(graph.dir, file), pattern)) return true;
     }
+    return false;
+  };
+}
+
+/** Whether a path is a task's output, lies in one, or holds one (`out` for `out/copy`): the tasks' doing, not a source's change. */
+function written(graph: TaskGraph): (file: string) => boolean {
+  const outputs = new Set<string>();
+  const holders = new Set<string>();
+  for (const node of graph.ordered) {
+    for (const output of node.outputs) {
+      outputs.add(output);
+      for (let dir = path.dirname(output); !holders.has(dir) && dir !== path.dirname(dir); dir = path.dirname(dir)) holders.add(dir);
+    }
+  }
+  return (file) => {
+    if (holders.has(file)) return true;
+    for (let at = file; at !== path.dirname(at); at = path.dirname(at)) if (outputs.has(at)) return true;
     return false;
   };
 }
@@ -83,6 +125,8 @@ export interface WatchLoopOptions {
   readonly fallbackPaths: readonly string[];
   /** The modules the Nodefile imports from its own files, as of the last run (watched whether or not it loaded). */
   readonly modules?: () => readonly string[];
+  /** What the Nodefile's last evaluation read besides its modules (watched whether or not it loaded). */
+  readonly reads?: () => WatchedReads;
   /** The state folder: its changes are nodegraph's own (see watchFilter). */
   readonly stateDir?: string;
 }
@@ -90,9 +134,9 @@ export interface WatchLoopOptions {
 export async function watchLoop(options: WatchLoopOptions): Promise<void> {
   let state: WatchState = 'idle';
   let timer: NodeJS.Timeout | undefined;
-  let watcher: FSWatcher | undefined;
-  let watched = new Set<string>();
-  let counts: (file: string) => boolean = () => true;
+  let watchers: FSWatcher[] = [];
+  let watched = '';
+  let counts: (file: string, event?: WatchEvent) => boolean = () => true;
   let done: () => void = () => {};
   const finished = new Promise<void>((resolve) => (done = resolve));
 
@@ -105,31 +149,39 @@ export async function watchLoop(options: WatchLoopOptions): Promise<void> {
   // change before that is not seen. So "watching" is said after it, and a new
   // set of paths gets a new watcher, armed before the old one is closed, so
   // that no moment is unwatched. (chokidar's add() says nothing when it is done.)
-  const rewatch = async (paths: readonly string[]): Promise<void> => {
-    const next = new Set(paths);
-    if (watcher !== undefined && next.size === watched.size && paths.every((p) => watched.has(p))) return;
-    const fresh = watch([...next], { ignoreInitial: true, awaitWriteFinish: false });
-    fresh.on('all', (_event, file) => onChange(file));
-    await new Promise<void>((resolve) => {
-      fresh.once('ready', resolve);
-      fresh.once('error', () => resolve());
-    });
+  // What the evaluation read is watched one level deep: a folder it listed is
+  // its entries, and a probe of `/` must not watch the whole machine.
+  const rewatch = async (deep: readonly string[], shallow: readonly string[]): Promise<void> => {
+    const key = JSON.stringify([[...new Set(deep)].sort(), [...new Set(shallow)].sort()]);
+    if (watchers.length > 0 && key === watched) return;
+    const fresh = [watch([...new Set(deep)], { ignoreInitial: true, awaitWriteFinish: false })];
+    if (shallow.length > 0) fresh.push(watch([...new Set(shallow)], { ignoreInitial: true, awaitWriteFinish: false, depth: 0 }));
+    await Promise.all(
+      fresh.map((w) => {
+        w.on('all', (event, file) => onChange(file, event as WatchEvent));
+        return new Promise<void>((resolve) => {
+          w.once('ready', resolve);
+          w.once('error', () => resolve());
+        });
+      }),
+    );
     if (options.signal.aborted) {
-      await fresh.close();
+      await Promise.all(fresh.map((w) => w.close()));
       return;
     }
-    const old = watcher;
-    watcher = fresh;
-    watched = next;
-    await old?.close();
+    const old = watchers;
+    watchers = fresh;
+    watched = key;
+    await Promise.all(old.map((w) => w.close()));
   };
 
   const run = async (): Promise<void> => {
     set('running');
     const graph = await options.runOnce();
     const modules = options.modules?.() ?? [];
-    if (options.stateDir !== undefined) counts = watchFilter(graph, modules, options.stateDir);
-    await rewatch(graph === undefined ? [...options.fallbackPaths, ...modules] : watchedPaths(graph, modules));
+    const reads = options.reads?.();
+    if (options.stateDir !== undefined) counts = watchFilter(graph, modules, options.stateDir, reads);
+    await rewatch(graph === undefined ? [...options.fallbackPaths, ...modules] : watchedPaths(graph, modules), readPaths(reads));
     if (options.signal.aborted) return;
     if (state === 'queued') schedule('changed during the run');
     else set('idle');
@@ -141,8 +193,8 @@ export async function watchLoop(options: WatchLoopOptions): Promise<void> {
     timer = setTimeout(() => void run(), options.debounceMs);
   };
 
-  const onChange = (file: string): void => {
-    if (!counts(file)) return;
+  const onChange = (file: string, event?: WatchEvent): void => {
+    if (!counts(file, event)) return;
     switch (state) {
       case 'idle':
       case 'debouncing':
@@ -158,8 +210,7 @@ export async function watchLoop(options: WatchLoopOptions): Promise<void> {
 
   options.signal.addEventListener('abort', () => {
     clearTimeout(timer);
-    void watcher?.close().then(done);
-    if (watcher === undefined) done();
+    void Promise.all(watchers.map((w) => w.close())).then(done);
   });
   await run();
   await finished;
