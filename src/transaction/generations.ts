@@ -374,9 +374,11 @@ export class GenerationStore {
    * Puts generation `n`'s sources back at their paths (verified first: a
    * damaged generation changes nothing). Only files whose content differs are
    * written, each atomically. A file its evaluation found absent is removed
-   * only when the store holds its present content (a later generation read
-   * it): then nothing is lost, and rolling forward gives it back; any other
-   * file there is the user's, and stays. Folders are not made or emptied.
+   * only when another kept generation read that path with its present
+   * content: then nothing is lost (the store holds it, and rolling forward
+   * gives it back). Any other file there — edited since, or made by someone
+   * else, a task's undeclared output — may be the only copy, and stays.
+   * Folders are not made or emptied.
    * Returns the paths it rewrote or removed.
    */
   restore(n: number): Result<string[], GenerationError> {
@@ -394,8 +396,10 @@ export class GenerationStore {
         renameSync(temp, file.path);
         written.push(file.path);
       }
-      for (const probe of verified.value.probes ?? []) {
-        if (probe.kind !== 'absent' || !this.#held(probe.path)) continue;
+      const absent = (verified.value.probes ?? []).filter((p) => p.kind === 'absent');
+      const held = absent.length === 0 ? new Set<string>() : this.#held(n);
+      for (const probe of absent) {
+        if (!held.has(`${probe.path}\0${currentSha256(probe.path)}`)) continue;
         rmSync(probe.path);
         written.push(probe.path);
       }
@@ -405,14 +409,14 @@ export class GenerationStore {
     return ok(written);
   }
 
-  /** Whether `file` is a regular file whose content the store holds. */
-  #held(file: string): boolean {
-    try {
-      if (!lstatSync(file).isFile()) return false;
-      return existsSync(this.object(sha256FileSync(file).hash.slice(HASH_PREFIX)));
-    } catch {
-      return false;
+  /** Path and SHA-256 of every file the kept generations other than `n` hold in the store. */
+  #held(n: number): Set<string> {
+    const held = new Set<string>();
+    for (const generation of this.list()) {
+      if (generation.number === n) continue;
+      for (const file of generation.files) if (file.stored !== 'path' && existsSync(this.object(file.sha256))) held.add(`${file.path}\0${file.sha256}`);
     }
+    return held;
   }
 
   /**
@@ -436,6 +440,15 @@ export class GenerationStore {
     }
     for (const name of objects) if (!named.has(name)) rmSync(path.join(this.dir, 'objects', name), { force: true });
     return removed;
+  }
+}
+
+/** The SHA-256 of a regular file at `file`; '' for anything else. */
+function currentSha256(file: string): string {
+  try {
+    return lstatSync(file).isFile() ? sha256FileSync(file).hash.slice(HASH_PREFIX) : '';
+  } catch {
+    return '';
   }
 }
 

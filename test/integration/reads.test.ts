@@ -74,7 +74,7 @@ test('a failed atomic apply rolls back completely: the outputs and the files the
   expect((await rig.run(['plan'])).stdout).toBe('No changes: 1 task up to date.\n');
 });
 
-test('rollback N gives back generation N: its outputs and the files it read; a file it found absent goes only when the store holds it', async () => {
+test('rollback N gives back generation N: its outputs and the files it read; a file it found absent goes only when another generation read it with that content', async () => {
   project();
   settings('one');
   expect((await rig.run(['apply'])).code).toBe(0);
