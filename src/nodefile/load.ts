@@ -9,7 +9,7 @@ import type { Failure } from '../error.ts';
 import { err, ok, type Result } from '../util/result.ts';
 import { bundledDependency } from './deps.ts';
 import { Builder, type Declarations } from './builder.ts';
-import { NO_READS, recordReads, type EvaluationReads } from './reads.ts';
+import { builtinRequested, NO_READS, recordReads, type EvaluationReads } from './reads.ts';
 import { captureSiteFromError } from './site.ts';
 import type { SourceSite } from './types.ts';
 
@@ -49,6 +49,8 @@ function loadAsModule(url: string): void {
     // its own is noted, and takes its importer's query: a reloaded Nodefile
     // (`?g=N`) runs the current text of every file it is made of, not the first.
     resolve(specifier, context, next) {
+      // node:fs/promises and node:child_process are patched (reads.ts) before an evaluation sees them.
+      if (module.isBuiltin(specifier)) builtinRequested(specifier);
       // zod, yaml, smol-toml for the node kit: one file each rather than dozens (deps.ts).
       const bundle = bundledDependency(specifier, context.parentURL, OWN);
       if (bundle !== undefined) return { url: bundle, format: 'module', shortCircuit: true };

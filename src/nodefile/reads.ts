@@ -22,13 +22,16 @@
 // path that could not be read (EACCES), and every process run at load (what a
 // child reads cannot be seen from here).
 
-import { AsyncLocalStorage } from 'node:async_hooks';
-import childProcess from 'node:child_process';
-import fs from 'node:fs';
-import module from 'node:module';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
+// Built-ins by getBuiltinModule (see cli/main.ts). node:fs/promises and
+// node:child_process are not loaded here at all: a no-op never loads them (the
+// latter loads node:net), so each is patched when the evaluation first asks
+// for it, or at the start if something loaded it already.
+const fs = process.getBuiltinModule('node:fs');
+const { syncBuiltinESMExports } = process.getBuiltinModule('node:module');
+const { AsyncLocalStorage } = process.getBuiltinModule('node:async_hooks');
 const { createHash } = process.getBuiltinModule('node:crypto');
 
 export type ProbeKind = 'absent' | 'file' | 'dir' | 'other';
@@ -181,10 +184,8 @@ const sha256Of = (data: Buffer | Uint8Array): string => createHash('sha256').upd
 
 type Fn = (...args: any[]) => any;
 
-/** The module objects patched, and their functions as Node made them. */
-const fsp = fs.promises as unknown as Record<string, Fn>;
 const fsObject = fs as unknown as Record<string, Fn>;
-const cpObject = childProcess as unknown as Record<string, Fn>;
+/** The functions the recorder itself uses, as Node made them. */
 const original = {
   readFileSync: fs.readFileSync,
   readdirSync: fs.readdirSync,
@@ -287,71 +288,119 @@ function readFileSyncRecorded(this: unknown, file: unknown, options?: unknown): 
   return encoding === undefined ? bytes : bytes.toString(encoding);
 }
 
-/** The replacements, by module object and name; the originals are kept beside them. */
-function replacements(): [Record<string, Fn>, string, Fn][] {
-  const list: [Record<string, Fn>, string, Fn][] = [[fsObject, 'readFileSync', readFileSyncRecorded]];
-  const on = (object: Record<string, Fn>, names: readonly string[], note: (r: Recorder, args: unknown[]) => void): void => {
-    for (const name of names) if (typeof object[name] === 'function') list.push([object, name, wrap(object[name], note)]);
-  };
-  on(fsObject, ['readFile', 'createReadStream'], contentAt());
-  on(fsObject, ['openSync', 'open', 'openAsBlob'], openAt);
-  on(fsObject, ['readSync', 'read', 'readv', 'readvSync'], fdAt);
-  on(fsObject, ['readdirSync', 'readdir', 'opendirSync', 'opendir'], listingAt);
-  on(fsObject, ['existsSync', 'exists', 'statSync', 'stat', 'lstatSync', 'lstat', 'accessSync', 'access'], probeAt);
-  on(fsp, ['readFile'], contentAt());
-  on(fsp, ['open'], openAt);
-  on(fsp, ['readdir', 'opendir'], listingAt);
-  on(fsp, ['stat', 'lstat', 'access'], probeAt);
-  on(cpObject, ['spawn', 'spawnSync', 'execFile', 'execFileSync', 'exec', 'execSync', 'fork'], commandAt);
-  return list;
-}
+type Note = (recorder: Recorder, args: unknown[]) => void;
 
-/** Remembers the descriptors opened by path, so a read through one is not "outside". */
-function trackFds(list: [Record<string, Fn>, string, Fn][]): void {
-  for (const entry of list) {
-    if (entry[0] !== fsObject) continue;
-    const opened = entry[2];
-    if (entry[1] === 'openSync') {
-      entry[2] = function (this: unknown, ...args: unknown[]) {
-        const fd = opened.apply(this, args) as number;
-        const p = pathOf(args[0]);
-        if (p !== undefined) storage.getStore()?.fds.set(fd, p);
-        return fd;
-      };
-    } else if (entry[1] === 'open') {
-      entry[2] = function (this: unknown, ...args: unknown[]) {
-        const recorder = storage.getStore();
-        const p = pathOf(args[0]);
-        const callback = args.at(-1);
-        if (recorder !== undefined && p !== undefined && typeof callback === 'function') {
-          args[args.length - 1] = (error: unknown, fd: number) => {
-            if (error === null) recorder.fds.set(fd, p);
-            (callback as Fn)(error, fd);
-          };
-        }
-        return opened.apply(this, args);
-      };
-    }
-  }
-}
+/** What is replaced on each module object: names and what a call of them notes. */
+const FS: readonly [readonly string[], Note][] = [
+  [['readFile', 'createReadStream'], contentAt()],
+  [['openSync', 'open', 'openAsBlob'], openAt],
+  [['readSync', 'read', 'readv', 'readvSync'], fdAt],
+  [['readdirSync', 'readdir', 'opendirSync', 'opendir'], listingAt],
+  [['existsSync', 'exists', 'statSync', 'stat', 'lstatSync', 'lstat', 'accessSync', 'access'], probeAt],
+];
+const LAZY: Readonly<Record<string, { readonly loaded: string; readonly names: readonly [readonly string[], Note][] }>> = {
+  'fs/promises': {
+    loaded: 'NativeModule internal/fs/promises',
+    names: [
+      [['readFile'], contentAt()],
+      [['open'], openAt],
+      [['readdir', 'opendir'], listingAt],
+      [['stat', 'lstat', 'access'], probeAt],
+    ],
+  },
+  child_process: { loaded: 'NativeModule child_process', names: [[['spawn', 'spawnSync', 'execFile', 'execFileSync', 'exec', 'execSync', 'fork'], commandAt]] },
+};
 
+/** What is replaced now, with what was there: put back, in reverse, at the end. */
+let undo: (() => void)[] = [];
+const lazyDone = new Set<string>();
 let active = 0;
-let saved: [Record<string, Fn>, string, Fn][] = [];
+
+function replace(object: Record<string, Fn>, name: string, fn: Fn): void {
+  const was = Object.getOwnPropertyDescriptor(object, name);
+  if (was === undefined || typeof was.value !== 'function') return;
+  object[name] = fn;
+  undo.push(() => Object.defineProperty(object, name, was));
+}
+
+function patch(object: Record<string, Fn>, names: readonly [readonly string[], Note][]): void {
+  for (const [list, note] of names) for (const name of list) if (typeof Object.getOwnPropertyDescriptor(object, name)?.value === 'function') replace(object, name, wrap(object[name]!, note));
+}
+
+/**
+ * Patches node:fs/promises or node:child_process when an evaluation asks for
+ * it (load.ts's resolve hook, process.getBuiltinModule, `fs.promises`),
+ * before the asker sees it.
+ */
+export function builtinRequested(specifier: string): void {
+  if (active === 0) return;
+  const name = specifier.startsWith('node:') ? specifier.slice(5) : specifier;
+  const lazy = LAZY[name];
+  if (lazy === undefined || lazyDone.has(name)) return;
+  lazyDone.add(name);
+  patch(getBuiltin(`node:${name}`) as Record<string, Fn>, lazy.names);
+  syncBuiltinESMExports();
+}
+
+const getBuiltin = process.getBuiltinModule;
 
 function install(): void {
   if (active++ > 0) return;
-  const list = replacements();
-  trackFds(list);
-  saved = list.map(([object, name]) => [object, name, object[name]!]);
-  for (const [object, name, fn] of list) object[name] = fn;
-  module.syncBuiltinESMExports();
+  replace(fsObject, 'readFileSync', readFileSyncRecorded);
+  patch(fsObject, FS);
+  trackFds();
+  const loaded = new Set((process as unknown as { moduleLoadList?: string[] }).moduleLoadList ?? []);
+  for (const [name, lazy] of Object.entries(LAZY)) if (loaded.has(lazy.loaded)) builtinRequested(name);
+  process.getBuiltinModule = ((id: string) => {
+    builtinRequested(id);
+    return getBuiltin(id);
+  }) as typeof process.getBuiltinModule;
+  undo.push(() => (process.getBuiltinModule = getBuiltin));
+  const promises = Object.getOwnPropertyDescriptor(fs, 'promises');
+  if (promises?.get !== undefined && promises.configurable === true) {
+    const get = promises.get;
+    Object.defineProperty(fs, 'promises', {
+      ...promises,
+      get() {
+        builtinRequested('fs/promises');
+        return get.call(fs);
+      },
+    });
+    undo.push(() => Object.defineProperty(fs, 'promises', promises));
+  }
+  syncBuiltinESMExports();
 }
 
 function uninstall(): void {
   if (--active > 0) return;
-  for (const [object, name, fn] of saved) object[name] = fn;
-  saved = [];
-  module.syncBuiltinESMExports();
+  for (const step of undo.reverse()) step();
+  undo = [];
+  lazyDone.clear();
+  syncBuiltinESMExports();
+}
+
+/** Remembers the descriptors opened by path, so a read through one is not "outside". */
+function trackFds(): void {
+  const openSync = fsObject['openSync']!;
+  replace(fsObject, 'openSync', function (this: unknown, ...args: unknown[]) {
+    const fd = openSync.apply(this, args) as number;
+    const p = pathOf(args[0]);
+    if (p !== undefined) storage.getStore()?.fds.set(fd, p);
+    return fd;
+  });
+  const open = fsObject['open']!;
+  replace(fsObject, 'open', function (this: unknown, ...args: unknown[]) {
+    const recorder = storage.getStore();
+    const p = pathOf(args[0]);
+    const callback = args.at(-1);
+    if (recorder !== undefined && p !== undefined && typeof callback === 'function') {
+      args[args.length - 1] = (error: unknown, fd: number) => {
+        if (error === null) recorder.fds.set(fd, p);
+        (callback as Fn)(error, fd);
+      };
+    }
+    return open.apply(this, args);
+  });
 }
 
 /**

@@ -162,7 +162,7 @@ describe('saved plans', () => {
       version: 1,
       entries: [{ id: 'a', action: 'create', verb: 'create', reasons: ['never ran'], reasonDetails: [{ kind: 'never-ran' }] }],
       counts: { create: 1, update: 0, replace: 0, drift: 0, maybe: 0, destroy: 0, unchanged: 0 },
-      generation: { current: null, atomic: null, interrupted: null, underWay: null, orphanedTransaction: null },
+      generation: { current: null, atomic: null, interrupted: null, underWay: null, orphanedTransaction: null, outside: [] },
     });
   });
 });

@@ -167,4 +167,19 @@ export default (ng: any) => {
     { why: 'fd', fd: 0 },
     { why: 'process', command: ['true', 'probe'] },
   ]);
+
+  // Modules a no-op never loads are patched when the evaluation asks for them, however it asks.
+  rig.write(
+    'Nodefile.ts',
+    `import fs from 'node:fs';
+export default async (ng: any) => {
+  const s = await fs.promises.readFile(ng.dir + '/settings.json', 'utf8');
+  process.getBuiltinModule('node:child_process').execFileSync('true', ['asked-by-name']);
+  ng.task('t', { inputs: { v: ng.value(s) }, run: ['true'] });
+};
+`,
+  );
+  expect((await rig.run(['plan'])).stdout).toContain('! runs true asked-by-name while loading: what it reads is outside the generation\n');
+  expect((await rig.run(['apply'])).code).toBe(0);
+  expect(manifest(1).files.map((f) => f.path)).toEqual([rig.path('Nodefile.ts'), rig.path('settings.json')]);
 });
