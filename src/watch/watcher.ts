@@ -52,7 +52,10 @@ export function watchedPaths(graph: TaskGraph, modules: readonly string[] = []):
  * of the glob's; and nothing in the state folder is a change at all. Otherwise
  * a log written beside the sources (`watch > watch.log`) restarted the debounce
  * with every line it wrote, forever, and every run's own journal writes caused
- * another run. Without a graph (the Nodefile did not load) every change counts.
+ * another run. What the evaluation read counts as it was read: a file on any
+ * change, a probed path when it appears or goes, a listed folder when an entry
+ * does; never a path the tasks write. Without a graph (the Nodefile did not
+ * load) every change counts.
  */
 export function watchFilter(
   graph: TaskGraph | undefined,
@@ -64,12 +67,14 @@ export function watchFilter(
   const state = realPath(stateDir) ?? stateDir;
   const inState = (file: string): boolean => holds(state, file);
   if (graph === undefined) return (file) => !inState(file);
-  const exact = new Set<string>([graph.file, ...modules, ...(reads?.files.keys() ?? [])]);
+  const exact = new Set<string>([graph.file, ...modules]);
+  const read = new Set(reads?.files.keys() ?? []);
   // A probe saw only whether (and as what) a path was there; a listing only which entries a folder had.
   const probed = new Set<string>();
   const listed = new Set<string>();
   for (const probe of reads?.probes ?? []) (probe.entries === undefined ? probed : listed).add(probe.path);
-  const outputs = probed.size + listed.size === 0 ? undefined : written(graph);
+  // What the tasks write is theirs: a Nodefile that reads an output at load is not run again by its own apply.
+  const outputs = read.size + probed.size + listed.size === 0 ? undefined : written(graph);
   const trees: string[] = [];
   const globs: string[] = [];
   for (const node of graph.ordered) {
@@ -83,7 +88,10 @@ export function watchFilter(
   return (file, event) => {
     if (inState(file)) return false;
     if (exact.has(file)) return true;
-    if (outputs !== undefined && event !== 'change' && !outputs(file) && (probed.has(file) || listed.has(file) || listed.has(path.dirname(file)))) return true;
+    if (outputs !== undefined && !outputs(file)) {
+      if (read.has(file)) return true;
+      if (event !== 'change' && (probed.has(file) || listed.has(file) || listed.has(path.dirname(file)))) return true;
+    }
     for (const tree of trees) if (holds(tree, file)) return true;
     for (const pattern of globs) {
       if (path.matchesGlob(path.isAbsolute(pattern) ? file : path.relative(graph.dir, file), pattern)) return true;

@@ -4,7 +4,9 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, expect, test } from 'vitest';
-import { watchLoop } from '../../src/watch/watcher.ts';
+import { analyze } from '../../src/graph/analyze.ts';
+import { Builder } from '../../src/nodefile/builder.ts';
+import { watchFilter, watchLoop } from '../../src/watch/watcher.ts';
 
 let dir: string;
 beforeEach(() => {
@@ -39,3 +41,30 @@ test('says it is idle only once its watches are armed: a change made at that mom
   expect(runs).toBe(2);
   expect(states.slice(0, 4)).toEqual(['running', 'idle', 'debouncing', 'running']);
 }, 15_000);
+
+test("what the evaluation read counts as it was read: a file's every change, a probe's and a listing's appearing and going; never what the tasks write", () => {
+  const builder = new Builder('/n/Nodefile.ts', '/n');
+  builder.api().task('render', { outputs: ['/n/out/config', '/n/conf.d/generated'], run: ['true'] });
+  const graph = analyze(builder.declarations());
+  if (!graph.ok) throw new Error(JSON.stringify(graph.error));
+  const counts = watchFilter(graph.value, [], '/n/.nodegraph', {
+    files: new Map([
+      ['/n/settings.json', 'a'],
+      ['/n/out/config', 'b'],
+    ]),
+    probes: [
+      { path: '/n/local.json', kind: 'absent' },
+      { path: '/n/conf.d', kind: 'dir', entries: ['a.conf'] },
+    ],
+  });
+  expect(counts('/n/settings.json', 'change')).toBe(true);
+  expect(counts('/n/out/config', 'change')).toBe(false);
+  expect(counts('/n/local.json', 'add')).toBe(true);
+  expect(counts('/n/local.json', 'change')).toBe(false);
+  expect(counts('/n/conf.d/b.conf', 'add')).toBe(true);
+  expect(counts('/n/conf.d/a.conf', 'unlink')).toBe(true);
+  expect(counts('/n/conf.d/a.conf', 'change')).toBe(false);
+  expect(counts('/n/conf.d/generated', 'add')).toBe(false);
+  expect(counts('/n/conf.d/sub/deeper', 'add')).toBe(false);
+  expect(counts('/n/watch.log', 'add')).toBe(false);
+});
