@@ -5,9 +5,9 @@
 // `syncBuiltinESMExports` makes ESM named imports (`import { readFileSync }
 // from 'node:fs'`) see the replacement too; `finally` puts the originals
 // back. A replacement records only calls made in the evaluation's own async
-// context (an AsyncLocalStorage): a watcher's stat or a lock heartbeat that
-// runs meanwhile is not the Nodefile's, and neither is a task action called
-// later (the originals are back by then).
+// context (an AsyncLocalStorage): a watcher's stat that runs meanwhile is
+// not the Nodefile's, and neither is a task action called later (the
+// originals are back by then).
 //
 // What is recorded, per absolute path:
 //   content  readFile*, createReadStream, open* for reading: the file's SHA-256
@@ -133,7 +133,8 @@ class Recorder {
       if (kind !== 'dir') probes.set(p, { path: p, kind: kind === 'special' ? 'other' : kind });
       else {
         try {
-          probes.set(p, { path: p, kind, entries: original.readdirSync(p).sort() });
+          // The state folder is no entry of the project's: an apply makes it.
+          probes.set(p, { path: p, kind, entries: original.readdirSync(p).filter((e) => keep(path.join(p, e))).sort() });
         } catch (error) {
           named({ why: 'unreadable', path: p, code: (error as NodeJS.ErrnoException).code ?? 'error' });
         }

@@ -55,7 +55,7 @@ export interface Generation {
   readonly probes?: readonly SourceProbe[];
   /** `env` inputs: name → value (null when unset). */
   readonly env: Readonly<Record<string, string | null>>;
-  /** Of the Nodefile, the files (path and content) and env values: equal sources, equal digest. */
+  /** Of the Nodefile, the files (path and content), the probes and env values: equal sources, equal digest. */
   readonly digest: string;
   /** Tasks that ran in the apply that made it. */
   readonly ran: readonly string[];
