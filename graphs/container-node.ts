@@ -26,7 +26,7 @@
 import { existsSync, lstatSync, mkdirSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import type { Json, NodefileApi, TaskContext, TaskInput, TaskRef } from '../src/nodefile/types.ts';
-import { isOciLayout, removeTree, unpackImage } from '../src/node/archive.ts';
+import { isOciLayout, removeTree } from '../src/node/archive.ts';
 import { bundleConfig, grantableCapabilities, SHARED_PATHS, validateOciSpec, type Mount, type OciSpec } from '../src/node/bundle.ts';
 import { conflistPath, renderConflist } from '../src/node/cni.ts';
 import { CTR_VERSION, renderContainerdConfig, renderHostsFiles } from '../src/node/containerd.ts';
@@ -40,6 +40,7 @@ import { kernelModulesTask, MODULES_LOAD_PATH } from '../src/node/kernel-modules
 import { runningOf, takeoverTask } from '../src/node/takeover.ts';
 import { install, isPresent, type InstallSpec } from '../src/node/provision.ts';
 import { renderFile } from '../src/node/render.ts';
+import { digestFileOf, rootfsOf, rootfsTask } from '../src/node/rootfs.ts';
 import { containerState, execInArgv, isRunning, type RuncOptions } from '../src/node/runc.ts';
 import { bringUp, serviceAction, services, systemReady, waitActive, type ReadyOptions } from '../src/node/services.ts';
 import { containerUnit, startContainer, unitName, unitPath, type ContainerSpec, type Supervisor } from '../src/node/supervise.ts';
@@ -242,31 +243,26 @@ function provisionTask(ng: NodefileApi, id: string, spec: InstallSpec, after: Ta
 function declareSlot(ng: NodefileApi, node: Node, shared: Shared, slot: Slot, role: 'run' | 'prepare', switching: readonly string[]): void {
   const { config, host, helper } = node;
   const slotDir = host.path(`${config.layoutDir}/${slot}`);
-  const rootfsDir = path.join(slotDir, 'rootfs');
+  const rootfsDir = rootfsOf(slotDir);
   const inRootfs = (nodePath: string): string => path.join(rootfsDir, nodePath);
-  const digestFile = path.join(slotDir, 'rootfs.digest');
+  const digestFile = digestFileOf(slotDir);
   const id = (name: string): string => `${slot}/${name}`;
   const containerId = containerIdOf(config, slot);
 
   // Image → rootfs. The image's hash is the input: the same image is never
   // unpacked twice, and a new one replaces the rootfs whole.
-  const image = isOciLayout(config.image) ? ng.tree(config.image) : ng.file(config.image);
-  const rootfs = ng.task(id('rootfs'), {
-    description: `the OS image unpacked into ${rootfsDir}`,
-    inputs: { image, spec: ng.value({ image: config.image, rootfs: rootfsDir }) },
-    outputs: [digestFile],
+  const supervisingUnit = node.supervisor === 'systemd' ? unitName(containerId) : undefined;
+  const stopContainer = helper.stopContainer(node.runc, containerId, config.timeouts.stop, supervisingUnit);
+  const rootfs = rootfsTask(ng, {
+    id: id('rootfs'),
+    image: config.image,
+    imageInput: isOciLayout(config.image) ? ng.tree(config.image) : ng.file(config.image),
+    slotDir,
+    // A running container needs its old rootfs to shut down: the container task removes it after the restart.
+    keepOld: role === 'run',
     after: [shared.layout],
-    run: async (ctx) => {
-      // A running container needs its old rootfs to shut down: the container task removes it after the restart.
-      const result = await unpackImage(execOf(ctx), config.image, rootfsDir, { keepOld: role === 'run' });
-      renderFile(digestFile, `${result.digest}\n`);
-      ctx.log(`unpacked ${result.kind} ${result.digest}`);
-      return { digest: result.digest };
-    },
-    check: () => hasInit(rootfsDir) || `${rootfsDir} has no /sbin/init`,
-    // The slot's folder goes with it: rootfs, bundle, console log.
-    destroy: [helper.remove(slotDir)],
-    verbs: { create: 'unpack', update: 'unpack' },
+    stopContainer,
+    removeSlot: helper.remove(slotDir),
   });
 
   const provisioned: TaskRef[] = [];
@@ -479,10 +475,8 @@ function declareSlot(ng: NodefileApi, node: Node, shared: Shared, slot: Slot, ro
       return { started: state.status === 'absent' ? '' : state.created, pid: state.status === 'absent' ? 0 : state.pid };
     },
     check: (ctx) => isRunning(execOf(ctx), node.runc, containerId),
-    stop:
-      node.supervisor === 'systemd'
-        ? [['systemctl', 'stop', unitName(containerId)], helper.stopContainer(node.runc, containerId, config.timeouts.stop)]
-        : [helper.stopContainer(node.runc, containerId, config.timeouts.stop)],
+    // By the container's id (and its unit's name): whatever became of the slot's folder.
+    stop: [stopContainer],
     ...(node.supervisor === 'systemd' ? { destroy: [['systemctl', 'disable', unitName(containerId)]] } : {}),
     verbs: { create: 'start', update: 'restart' },
   });
@@ -595,14 +589,6 @@ function readIfThere(file: string): string | undefined {
   }
 }
 
-function hasInit(rootfs: string): boolean {
-  try {
-    lstatSync(path.join(rootfs, 'sbin/init'));
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 function readBase(file: string): OciSpec {
   const checked = validateOciSpec(JSON.parse(readFileSync(file, 'utf8')));

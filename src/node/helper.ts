@@ -12,9 +12,11 @@ export const HELPER_PATH = '/usr/local/libexec/nodegraph/node-helper';
 export const HELPER_SCRIPT = String.raw`#!/bin/sh
 # nodegraph node helper — installed by nodegraph; replaced on the next apply.
 #
-#   stop-container RUNC STATE-ROOT|- ID TIMEOUT-SECONDS
+#   stop-container RUNC STATE-ROOT|- ID TIMEOUT-SECONDS [UNIT]
 #       Stop (SIGRTMIN+3, then SIGKILL after the timeout) and delete a runc
-#       container. A stopped or missing container is fine.
+#       container, by its id alone: its bundle folder may be gone. With UNIT,
+#       on a host running systemd, the unit that supervises it is stopped
+#       first (a missing unit is fine). A stopped or missing container is fine.
 #   service RUNC STATE-ROOT|- ID SYSTEMCTL-ARGS...
 #       systemctl inside the container when it is running; nothing otherwise.
 #   unmount-below DIR
@@ -39,6 +41,10 @@ runc_() {
 
 container_status() {
   runc_ state "$1" 2>/dev/null | sed -n 's/^[[:space:]]*"status":[[:space:]]*"\([a-z]*\)".*/\1/p' | head -n 1
+}
+
+container_bundle() {
+  runc_ state "$1" 2>/dev/null | sed -n 's/^[[:space:]]*"bundle":[[:space:]]*"\(.*\)",*$/\1/p' | head -n 1
 }
 
 # Mount points at or below $1, deepest first (mountinfo field 5, octal escapes decoded).
@@ -70,13 +76,23 @@ cmd=$1
 shift
 case "$cmd" in
   stop-container)
-    [ $# -eq 4 ] || die "usage: stop-container RUNC STATE-ROOT|- ID TIMEOUT-SECONDS"
-    RUNC=$1 STATE_ROOT=$2 id=$3 timeout=$4
+    [ $# -eq 4 ] || [ $# -eq 5 ] || die "usage: stop-container RUNC STATE-ROOT|- ID TIMEOUT-SECONDS [UNIT]"
+    RUNC=$1 STATE_ROOT=$2 id=$3 timeout=$4 unit=
+    [ $# -eq 4 ] || unit=$5
+    # The supervisor first: a unit left running would start the container again.
+    if [ -n "$unit" ] && [ -d /run/systemd/system ]; then systemctl stop "$unit" 2>/dev/null || true; fi
     status=$(container_status "$id" || true)
     if [ -z "$status" ]; then echo "container $id does not exist"; exit 0; fi
     case "$status" in
       running|paused|created|creating)
-        runc_ kill "$id" 37 2>/dev/null || true
+        # Without its rootfs, systemd in it has nothing to halt with: no use waiting for it.
+        bundle=$(container_bundle "$id" || true)
+        if [ -z "$bundle" ] || [ ! -d "$bundle/rootfs" ]; then
+          echo "container $id: its rootfs is gone ($bundle); killing it"
+          timeout=0
+        else
+          runc_ kill "$id" 37 2>/dev/null || true
+        fi
         waited=0
         while [ "$waited" -lt "$timeout" ]; do
           status=$(container_status "$id" || true)
@@ -147,7 +163,8 @@ esac
 /** Argv builders for recipes: the helper at its host path, and its arguments. */
 export interface Helper {
   readonly path: string;
-  stopContainer(runc: RuncOptions, id: string, timeoutSeconds: number): string[];
+  /** Stops and deletes a container by id (its unit first, when it has one); its bundle folder may be gone. */
+  stopContainer(runc: RuncOptions, id: string, timeoutSeconds: number, unit?: string): string[];
   service(runc: RuncOptions, id: string, ...systemctl: string[]): string[];
   unmountBelow(dir: string): string[];
   remove(target: string): string[];
@@ -161,7 +178,7 @@ export function helperAt(hostPath: string): Helper {
   const root = (runc: RuncOptions): string => runc.stateRoot ?? '-';
   return {
     path: hostPath,
-    stopContainer: (runc, id, timeout) => [hostPath, 'stop-container', runc.binary, root(runc), id, String(timeout)],
+    stopContainer: (runc, id, timeout, unit) => [hostPath, 'stop-container', runc.binary, root(runc), id, String(timeout), ...(unit === undefined ? [] : [unit])],
     service: (runc, id, ...systemctl) => [hostPath, 'service', runc.binary, root(runc), id, ...systemctl],
     unmountBelow: (dir) => [hostPath, 'unmount-below', dir],
     remove: (target) => [hostPath, 'remove', target],

@@ -403,6 +403,8 @@ export class FakeRunner implements ProcessRunner {
     switch (verb) {
       case 'stop-container': {
         const id = rest[2]!;
+        // Its supervising unit first, as the helper does on a host with systemd.
+        if (rest[4] !== undefined) this.#hostSystemctl(['stop', rest[4]], text);
         const c = this.containers.get(id);
         if (c === undefined) return okResult(text, `container ${id} does not exist\n`);
         if (c.status === 'running') this.#stop(id, c);

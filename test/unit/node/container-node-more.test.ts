@@ -58,6 +58,8 @@ describe('the container node, further', () => {
       'container-stop kube1',
       'host disable nodegraph-kube1.service',
       'host remove nodegraph-kube1.service',
+      // The rootfs goes only once nothing runs from it: its container stopped by id again (a no-op here).
+      'host stop nodegraph-kube1.service',
     ]);
     expect(existsSync(unit)).toBe(false);
   });

@@ -1,4 +1,4 @@
-import { existsSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { makeRig, NODEFILE, ok, type Rig } from './graph-rig.ts';
@@ -194,5 +194,39 @@ describe('graphs/container-node.ts with a fake runner', () => {
     const result = await rig.plan();
     expect(result.ok).toBe(false);
     expect(JSON.stringify(!result.ok && result.error)).toContain('NODEGRAPH_NODE_CONFIG is not set');
+  });
+
+  it('stops a slot\'s container by its id before its folder goes, whatever its task\'s record says', async () => {
+    rig = makeRig();
+    ok(await rig.apply());
+    ok(await rig.stop());
+    const slot = path.join(rig.root, 'var/lib/nodegraph/containers/kube1');
+    // The container runs again though its task is recorded stopped (a run cut short right after runc run).
+    await rig.runner.run(['runc', 'run', '--detach', '--bundle', slot, 'kube1'], { cwd: rig.dir });
+    expect(rig.runner.containers.get('kube1')?.status).toBe('running');
+    rig.runner.reset();
+    const destroyed = ok(await teardownNodefile({ nodefile: NODEFILE, stateDir: path.join(rig.dir, 'state'), runner: rig.runner, mode: 'destroy', targets: ['kube1/*'] }));
+    expect(destroyed.failed).toEqual([]);
+    expect(rig.runner.containers.has('kube1')).toBe(false);
+    expect(existsSync(slot)).toBe(false);
+    const events = rig.runner.events.map((e) => e.kind);
+    expect(events.indexOf('container-delete')).toBeLessThan(events.indexOf('remove'));
+  });
+
+  it('removes the rootfs.new an unpack cut short left: the plan says so, and the next apply removes it without unpacking again', async () => {
+    rig = makeRig();
+    ok(await rig.apply());
+    const rootfs = path.join(rig.root, 'var/lib/nodegraph/containers/kube1/rootfs');
+    mkdirSync(path.join(`${rootfs}.new`, 'usr'), { recursive: true });
+    const plan = ok(await rig.plan()).plan;
+    const entry = plan.entries().find((e) => String(e.id) === 'kube1/rootfs')!;
+    expect(`${entry.verb} (${entry.reasons.join('; ')})`).toBe(`unpack (check failed: ${rootfs}.new is left from an unpack cut short)`);
+    rig.runner.reset();
+    const summary = ok(await rig.apply());
+    expect(summary.ran.map(String)).toEqual(['kube1/rootfs']);
+    expect(rig.runner.commands().filter((l) => l.startsWith('tar'))).toEqual([]);
+    expect(existsSync(`${rootfs}.new`)).toBe(false);
+    expect(existsSync(path.join(rootfs, 'sbin/init'))).toBe(true);
+    expect(ok(await rig.plan()).plan.entries().filter((e) => e.action !== 'unchanged')).toEqual([]);
   });
 });

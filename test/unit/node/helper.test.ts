@@ -24,7 +24,8 @@ status=$(cat "$dir/status" 2>/dev/null || true)
 case "$cmd" in
   state)
     [ -n "$status" ] || { echo "container does not exist" >&2; exit 1; }
-    printf '{\\n  "ociVersion": "1.0.2",\\n  "id": "%s",\\n  "status": "%s"\\n}\\n' "$1" "$status" ;;
+    bundle=$(cat "$dir/bundle" 2>/dev/null || echo "$dir/bundle.d")
+    printf '{\\n  "ociVersion": "1.0.2",\\n  "id": "%s",\\n  "status": "%s",\\n  "bundle": "%s",\\n  "rootfs": "%s/rootfs"\\n}\\n' "$1" "$status" "$bundle" "$bundle" ;;
   kill) [ "$(cat "$dir/stubborn" 2>/dev/null)" = yes ] && [ "$2" = 37 ] || echo stopped > "$dir/status" ;;
   delete) [ -n "$status" ] || exit 1; rm -f "$dir/status" ;;
   exec) shift; echo "inside: $*" ;;
@@ -37,6 +38,7 @@ beforeEach(() => {
   writeFileSync(script, HELPER_SCRIPT, { mode: 0o755 });
   helper = helperAt(script);
   runc = path.join(dir, 'runc');
+  mkdirSync(path.join(dir, 'bundle.d/rootfs'), { recursive: true });
   writeFileSync(runc, FAKE_RUNC);
   chmodSync(runc, 0o755);
 });
@@ -54,8 +56,25 @@ describe('node helper', () => {
     writeFileSync(path.join(dir, 'status'), 'running');
     const r = await run(helper.stopContainer({ binary: runc, stateRoot: '/run/x' }, 'kube1', 5));
     expect(r.exitCode).toBe(0);
-    expect(runcLog()).toEqual(['--root /run/x state kube1', '--root /run/x kill kube1 37', '--root /run/x state kube1', '--root /run/x delete --force kube1']);
+    expect(runcLog()).toEqual(['--root /run/x state kube1', '--root /run/x state kube1', '--root /run/x kill kube1 37', '--root /run/x state kube1', '--root /run/x delete --force kube1']);
     expect(existsSync(path.join(dir, 'status'))).toBe(false);
+  });
+
+  it('kills a container whose rootfs is gone at once, by its id: nothing in it can halt', async () => {
+    writeFileSync(path.join(dir, 'status'), 'running');
+    writeFileSync(path.join(dir, 'stubborn'), 'yes');
+    rmSync(path.join(dir, 'bundle.d'), { recursive: true });
+    const r = await run(helper.stopContainer({ binary: runc }, 'kube1', 60, 'nodegraph-kube1.service'));
+    expect(r.exitCode).toBe(0);
+    expect(r.stdout).toContain(`container kube1: its rootfs is gone (${dir}/bundle.d); killing it`);
+    expect(runcLog().filter((l) => !l.startsWith('state'))).toEqual(['kill --all kube1 KILL', 'delete --force kube1']);
+    expect(existsSync(path.join(dir, 'status'))).toBe(false);
+  });
+
+  it('refuses a stop-container call with a wrong number of arguments', async () => {
+    const r = await run([helper.path, 'stop-container', runc, '-', 'kube1']);
+    expect(r.exitCode).toBe(1);
+    expect(r.stderr).toBe('node-helper: usage: stop-container RUNC STATE-ROOT|- ID TIMEOUT-SECONDS [UNIT]\n');
   });
 
   it('kills a container that does not stop in time', async () => {
