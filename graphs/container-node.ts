@@ -35,6 +35,7 @@ import { gpuFiles, gpuTask, nvidiaTask, readGrants, NO_GRANTS } from '../src/nod
 import { HELPER_PATH, HELPER_SCRIPT, helperAt, type Helper } from '../src/node/helper.ts';
 import { makeHost, type Host } from '../src/node/host.ts';
 import { kubeletDropIn, kubeletSharedFiles, type KubeletSettings } from '../src/node/kubelet.ts';
+import { keepingLogs } from '../src/node/logs.ts';
 import { imageArchiveTasks } from '../src/node/images.ts';
 import { kernelModulesTask, MODULES_LOAD_PATH } from '../src/node/kernel-modules.ts';
 import { runningOf, takeoverTask } from '../src/node/takeover.ts';
@@ -441,6 +442,8 @@ function declareSlot(ng: NodefileApi, node: Node, shared: Shared, slot: Slot, ro
   // ---- running: the container, then containerd, then kubelet -------------
 
   const systemd = { kind: 'container' as const, runc: node.runc, id: containerId };
+  // Kept under the state folder when a step of the slot fails, before a rollback can tear the slot down.
+  const slotLogs = (ctx: TaskContext, units: readonly string[]) => ({ stateDir: ctx.stateDir, slot, consoleLog: container.consoleLog, systemd, units });
   const containerTask = ng.task(id('container'), {
     description: `the node container ${slot}, with systemd as PID 1`,
     // What the running container is: its bundle, its rootfs, the command that runs it. The unit
@@ -463,10 +466,12 @@ function declareSlot(ng: NodefileApi, node: Node, shared: Shared, slot: Slot, ro
     run: async (ctx) => {
       const exec = execOf(ctx);
       const stop = { timeoutMs: seconds(config.timeouts.stop), intervalMs: seconds(config.timeouts.interval), signal: ctx.signal };
-      const started = await startContainer(exec, node.supervisor, container, [configJson, rootfsDir, digestFile], { restart: ctx.forced, stop });
-      if (started === 'kept') ctx.log(`${containerId} already runs from this bundle (an apply cut short started it): not restarted`);
-      const up = await systemReady(services(exec, systemd), `systemd in ${slot}`, readyOptions(node, ctx, config.timeouts.systemd));
-      if (!up.ok) throw new Error(describeWaitFailure(up.error));
+      await keepingLogs(exec, slotLogs(ctx, []), async () => {
+        const started = await startContainer(exec, node.supervisor, container, [configJson, rootfsDir, digestFile], { restart: ctx.forced, stop });
+        if (started === 'kept') ctx.log(`${containerId} already runs from this bundle (an apply cut short started it): not restarted`);
+        const up = await systemReady(services(exec, systemd), `systemd in ${slot}`, readyOptions(node, ctx, config.timeouts.systemd));
+        if (!up.ok) throw new Error(describeWaitFailure(up.error));
+      });
       // kubelet's mount propagation needs a shared root; systemd leaves that to the container manager.
       if (config.sharedRoot) await exec(execInArgv(node.runc, containerId, ['mount', '--make-rshared', '/']));
       removeTree(`${rootfsDir}.old`);
@@ -494,7 +499,9 @@ function declareSlot(ng: NodefileApi, node: Node, shared: Shared, slot: Slot, ro
         // A changed drop-in is read only after a reload; a fresh boot has read it already.
         if (reload && !containerStarted) await svc.daemonReload();
         ctx.log(action === 'wait' ? `${name} started with the container: waiting for it` : `${action} ${name}`);
-        await bringUp(svc, name, action, `${name} in ${slot}`, readyOptions(node, ctx, config.timeouts.service));
+        await keepingLogs(execOf(ctx), slotLogs(ctx, [`${name}.service`]), () =>
+          bringUp(svc, name, action, `${name} in ${slot}`, readyOptions(node, ctx, config.timeouts.service)),
+        );
         // The main pid changes with every (re)start, so what verifies the node follows.
         return { unit: name, mainPid: await svc.mainPid(name) };
       },
@@ -546,10 +553,12 @@ function declareSlot(ng: NodefileApi, node: Node, shared: Shared, slot: Slot, ro
           }, { what: `containerd answering in ${slot}`, ...o }),
         () => waitActive(svc, 'kubelet', `kubelet in ${slot}`, o).then(() => ok(undefined)),
       ];
-      for (const wait of waits) {
-        const result = await wait();
-        if (!result.ok) throw new Error(describeWaitFailure(result.error));
-      }
+      await keepingLogs(exec, slotLogs(ctx, ['containerd.service', 'kubelet.service']), async () => {
+        for (const wait of waits) {
+          const result = await wait();
+          if (!result.ok) throw new Error(describeWaitFailure(result.error));
+        }
+      });
       return { verified: slot };
     },
     check: async (ctx) => {

@@ -210,6 +210,7 @@ async function runOnce(session: Session, options: ApplyOptions, saved: SavedPlan
       planned: plan.decisions,
       guard: guardOf(options),
       ...(intents === undefined ? {} : { intend: (node: TaskNode) => intents.record(intentOf(node)) }),
+      stateDir,
     });
   } finally {
     intents?.close();

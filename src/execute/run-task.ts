@@ -64,6 +64,8 @@ export interface BuilderOptions {
    * transaction/intents.ts); when it throws, the action does not start.
    */
   readonly intend?: (node: TaskNode) => void;
+  /** The state folder, as a function action's ctx.stateDir. */
+  readonly stateDir?: string;
 }
 
 /** What the builder asks of the scheduler. */
@@ -177,6 +179,7 @@ export class Builder {
       verb,
       firstRun,
       forced: decision.action === 'replace',
+      stateDir: this.#options.stateDir,
       changedInputs: decision.changedInputs ?? [...observation.inputs.keys()],
       changedUpstream: decision.changedUpstream,
       ran: (id) => this.#hooks.ran(id as TaskId),

@@ -34,6 +34,8 @@ export interface Services {
   activeState(unit: string): Promise<string>;
   /** The service's main process id; 0 when it has none. */
   mainPid(unit: string): Promise<number>;
+  /** What systemd holds of the unit now: its states, restart counter and main pid. */
+  unitState(unit: string): Promise<UnitState>;
   /** `systemctl is-system-running`: running, degraded, starting, … or what went wrong. */
   systemState(): Promise<string>;
   /** What an operator reads when a unit did not come up: `systemctl status` and its last journal lines. */
@@ -71,6 +73,10 @@ export function services(exec: Exec, target: SystemdTarget): Services {
       const pid = Number.parseInt(r.stdout.trim(), 10);
       return Number.isFinite(pid) ? pid : 0;
     },
+    unitState: async (unit) => {
+      const r = await exec(systemctlArgv(target, 'show', `--property=${UNIT_PROPERTIES.join(',')}`, unit));
+      return parseUnitState(r.stdout);
+    },
     systemState: async () => {
       const r = await tryExec(exec, systemctlArgv(target, 'is-system-running'));
       return r.stdout.trim() || lastLine(r) || `exit ${r.exitCode}`;
@@ -84,6 +90,60 @@ export function services(exec: Exec, target: SystemdTarget): Services {
       return `systemctl status ${unit}:\n${text(status)}\njournalctl --unit ${unit} (last ${REPORT_LINES} lines):\n${text(journal)}`;
     },
   };
+}
+
+/** A unit as `systemctl show` tells it. */
+export interface UnitState {
+  /** active, activating, failed, inactive, … */
+  readonly active: string;
+  /** running, auto-restart, failed, dead, start, … */
+  readonly sub: string;
+  /** How often systemd restarted it by itself (Restart=). */
+  readonly restarts: number;
+  readonly mainPid: number;
+  /** success, exit-code, signal, … (the last run's) */
+  readonly result: string;
+}
+
+const UNIT_PROPERTIES = ['ActiveState', 'SubState', 'NRestarts', 'MainPID', 'Result'] as const;
+
+export function parseUnitState(stdout: string): UnitState {
+  const values = new Map(stdout.split('\n').flatMap((line) => {
+    const at = line.indexOf('=');
+    return at < 0 ? [] : [[line.slice(0, at), line.slice(at + 1).trim()] as const];
+  }));
+  const number = (key: string): number => {
+    const n = Number.parseInt(values.get(key) ?? '', 10);
+    return Number.isFinite(n) ? n : 0;
+  };
+  return {
+    active: values.get('ActiveState') || 'unknown',
+    sub: values.get('SubState') || 'unknown',
+    restarts: number('NRestarts'),
+    mainPid: number('MainPID'),
+    result: values.get('Result') || 'unknown',
+  };
+}
+
+export type Settling = 'up' | 'waiting' | 'failing';
+
+/**
+ * Where a unit is on its way up, from what the wait saw first, the probe
+ * before and now. Up: active, running, and the same process with no restart
+ * since the probe before (a Type=simple unit is "active" for the moment
+ * between fork and a failed exec). Failing: failed, waiting to be restarted
+ * after a failure, or restarted by systemd since the wait began — a unit with
+ * Restart=always that never settles would otherwise look like progress.
+ */
+export function settling(first: UnitState, previous: UnitState | undefined, now: UnitState): Settling {
+  if (now.active === 'failed' || now.sub === 'auto-restart' || now.restarts > first.restarts) return 'failing';
+  const steady = previous !== undefined && previous.active === 'active' && previous.mainPid === now.mainPid && previous.restarts === now.restarts;
+  return now.active === 'active' && now.sub === 'running' && steady ? 'up' : 'waiting';
+}
+
+export function describeUnitState(unit: string, s: UnitState): string {
+  const restarts = s.restarts === 1 ? '1 restart' : `${s.restarts} restarts`;
+  return `${unit} is ${s.active} (${s.sub}); last result ${s.result}, ${restarts} by systemd`;
 }
 
 export interface ReadyOptions {
@@ -109,14 +169,20 @@ export function systemReady(s: Services, what: string, o: ReadyOptions): Promise
   }, waitOptions(what, o));
 }
 
+/** Waits for the unit to be up and steady (see settling); one seen failing ends the wait at once. */
 export function unitActive(s: Services, unit: string, what: string, o: ReadyOptions): Promise<Result<unknown, WaitTimeout>> {
+  let first: UnitState | undefined;
+  let previous: UnitState | undefined;
   return waitFor(async () => {
-    const state = await s.activeState(unit);
-    return { ok: state === 'active', detail: `${unit} is ${state}` };
+    const now = await s.unitState(unit);
+    first ??= now;
+    const verdict = settling(first, previous, now);
+    previous = now;
+    return { ok: verdict === 'up', hopeless: verdict === 'failing', detail: describeUnitState(unit, now) };
   }, waitOptions(what, o));
 }
 
-/** Waits for the unit to be active; if it is not, throws with the wait's words, its status and its journal. */
+/** Waits for the unit to be up; if it is not, throws with the wait's words, its status and its journal. */
 export async function waitActive(s: Services, unit: string, what: string, o: ReadyOptions): Promise<void> {
   const active = await unitActive(s, unit, what, o);
   if (!active.ok) throw new Error(`${describeWaitFailure(active.error)}\n${await s.report(unit)}`);

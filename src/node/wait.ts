@@ -7,6 +7,8 @@ import { err, ok, type Result } from '../util/result.ts';
 
 export interface ProbeResult {
   readonly ok: boolean;
+  /** What was seen will not come right by waiting (a service that keeps failing): give up now. */
+  readonly hopeless?: boolean;
   /** What the probe saw, in a line: shown when the wait gives up. */
   readonly detail: string;
 }
@@ -34,7 +36,7 @@ export interface WaitOptions {
 }
 
 export interface WaitTimeout {
-  readonly reason: 'wait-timeout' | 'wait-canceled';
+  readonly reason: 'wait-timeout' | 'wait-canceled' | 'wait-hopeless';
   readonly what: string;
   readonly waitedMs: number;
   readonly attempts: number;
@@ -57,6 +59,7 @@ export async function waitFor(probe: Probe, options: WaitOptions): Promise<Resul
     if (result.ok) return ok({ attempts, waitedMs: clock.now() - start });
     lastDetail = result.detail;
     const waited = clock.now() - start;
+    if (result.hopeless === true) return err({ reason: 'wait-hopeless', what: options.what, waitedMs: waited, attempts, lastDetail });
     if (options.signal?.aborted) return err({ reason: 'wait-canceled', what: options.what, waitedMs: waited, attempts, lastDetail });
     if (waited >= options.timeoutMs) return err({ reason: 'wait-timeout', what: options.what, waitedMs: waited, attempts, lastDetail });
     const pause = Math.min(options.intervalMs, options.timeoutMs - waited);
@@ -71,9 +74,14 @@ export async function waitFor(probe: Probe, options: WaitOptions): Promise<Resul
 export function describeWaitFailure(failure: WaitTimeout): string {
   const seconds = (failure.waitedMs / 1000).toFixed(1);
   const last = failure.lastDetail === '' ? '' : `; last probe: ${failure.lastDetail}`;
-  return failure.reason === 'wait-canceled'
-    ? `canceled while waiting for ${failure.what}${last}`
-    : `timed out after ${seconds}s (${failure.attempts} probes) waiting for ${failure.what}${last}`;
+  switch (failure.reason) {
+    case 'wait-canceled':
+      return `canceled while waiting for ${failure.what}${last}`;
+    case 'wait-hopeless':
+      return `gave up after ${seconds}s (${failure.attempts} probes) waiting for ${failure.what}: ${failure.lastDetail}`;
+    case 'wait-timeout':
+      return `timed out after ${seconds}s (${failure.attempts} probes) waiting for ${failure.what}${last}`;
+  }
 }
 
 /** Waits, or throws an Error whose message carries the last probe's output (a task failure). */

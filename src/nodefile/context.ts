@@ -20,6 +20,7 @@ export interface ContextTask {
 
 /** Why the function runs, as the context tells it, and where its commands and its log go. */
 export interface ContextOptions extends Pick<TaskContext, 'signal' | 'reason' | 'firstRun' | 'forced' | 'changedInputs' | 'changedUpstream' | 'ran'> {
+  readonly stateDir?: string | undefined;
   readonly runner: ProcessRunner;
   /** Each message the function logs, as it logs it. */
   log(message: string): void;
@@ -39,6 +40,7 @@ export function taskContext(task: ContextTask, options: ContextOptions, output: 
     reason: options.reason,
     firstRun: options.firstRun,
     forced: options.forced,
+    stateDir: options.stateDir,
     changedInputs: options.changedInputs,
     changedUpstream: options.changedUpstream,
     ran: (id) => options.ran(id),

@@ -91,6 +91,11 @@ export interface TaskContext {
   /** True when `--replace` named this task: do it again even where what it manages looks done. */
   readonly forced: boolean;
   /**
+   * The state folder of the run (nodegraph's records): a place to keep what an operator reads after
+   * a failure, such as logs. Undefined in a check.
+   */
+  readonly stateDir: string | undefined;
+  /**
    * Names of the file, tree, glob, value and env inputs whose hash changed since the last apply
    * (all of them on a first run). An input that is a task (or a file another task writes) is an
    * upstream: see changedUpstream.

@@ -92,7 +92,18 @@ function writeConfig(change?: (c: NodeConfigInput) => NodeConfigInput): void {
   writeFileSync(configFile, `${JSON.stringify(config, null, 2)}\n`);
 }
 
-const engine = () => ({ nodefile: NODEFILE, stateDir, runner, jobs: 4, onEvent: (e: EngineEvent) => events.push(e) });
+/** Told of each event as it happens (a step that times what it sees). */
+let failedAt: ((e: EngineEvent) => void) | undefined;
+const engine = () => ({
+  nodefile: NODEFILE,
+  stateDir,
+  runner,
+  jobs: 4,
+  onEvent: (e: EngineEvent) => {
+    events.push(e);
+    failedAt?.(e);
+  },
+});
 
 function failures(): string {
   return events
@@ -879,13 +890,41 @@ describe('graphs/container-node.ts on real runc, systemd and containerd', () => 
     config = JSON.parse(configBefore) as NodeConfigInput;
   }
 
-  it('17. an upgrade whose kubelet binary does not exist is undone', async () => {
+  it('17. an upgrade whose kubelet binary does not exist is undone: reported as soon as systemd restarts it, with its journal; its logs kept under the state folder', async () => {
     expect(up, 'the node is not up (step 1 failed)').toBe(true);
-    await failedUpgrade(
-      'an upgrade to a kubelet binary that does not exist',
-      (c) => ({ ...c, kubelet: { ...c.kubelet, binary: '/usr/local/bin/no-such-kubelet' }, timeouts: { ...c.timeouts!, service: 10 } }),
-      (target) => new RegExp(`^${target}/kubelet failed$`),
-    );
+    const target = node.id === 'kube1' ? 'kube2' : 'kube1';
+    let reportedAt = 0;
+    failedAt = (e) => {
+      if (e.type === 'task-done' && e.id === `${target}/kubelet` && e.outcome === 'failed') reportedAt = Date.now();
+    };
+    try {
+      await failedUpgrade(
+        'an upgrade to a kubelet binary that does not exist',
+        // The service timeout as a node has it: the failure must not wait it out.
+        (c) => ({ ...c, kubelet: { ...c.kubelet, binary: '/usr/local/bin/no-such-kubelet' }, timeouts: { ...c.timeouts!, service: 60 } }),
+        (t) => new RegExp(`^${t}/kubelet failed$`),
+      );
+    } finally {
+      failedAt = undefined;
+    }
+    const error = taskError(`${target}/kubelet`);
+    console.info(`[e2e] ${target}/kubelet failed with:\n${error}`);
+    // Restart=always: seen waiting to be restarted (or restarted), not taken as "activating" until the timeout.
+    expect(error.split('\n')[0]).toMatch(new RegExp(`^gave up after \\d+\\.\\ds \\(\\d+ probes\\) waiting for kubelet in ${target}: kubelet is \\w+ \\([a-z-]+\\); last result exit-code, \\d+ restarts? by systemd$`));
+    expect(error).toContain(`journalctl --unit kubelet (last 10 lines):`);
+    expect(error).toContain('status=203/EXEC');
+    const kept = /'s logs are kept in (.+)$/m.exec(error)?.[1] ?? '';
+    expect(path.dirname(kept)).toBe(path.join(stateDir, 'logs'));
+    // After the rollback tore the slot down, its logs are there to read.
+    expect(existsSync(path.join(root, 'var/lib/nodegraph/containers', target, 'console.log'))).toBe(false);
+    expect(readdirSync(kept).sort()).toEqual(expect.arrayContaining(['console.log', 'failed-units.txt', 'journal.txt', 'kubelet.service.txt']));
+    const journal = readFileSync(path.join(kept, 'kubelet.service.txt'), 'utf8');
+    expect(journal).toContain('status=203/EXEC');
+    // Within 20 s of its first failed start, by the journal's clock (the host's).
+    const firstFailure = journal.split('\n').find((l) => /kubelet\.service: (Main process exited|Failed at step EXEC)/.test(l)) ?? '';
+    const failedStart = Date.parse(firstFailure.split(' ')[0] ?? '');
+    expect(Number.isNaN(failedStart), firstFailure).toBe(false);
+    expect(reportedAt - failedStart, `reported ${reportedAt - failedStart} ms after ${firstFailure}`).toBeLessThan(20_000);
   });
 
   it('18. an upgrade whose kubelet starts and dies after 5 s is undone: the health window catches it', async () => {

@@ -290,10 +290,11 @@ export class FakeRunner implements ProcessRunner {
     const [program, ...args] = argv;
     if (program === 'ctr') return this.#ctr(id, c, args, text);
     if (program === 'mount') return okResult(text);
-    if (program === 'journalctl') return this.#journal(c, args[args.indexOf('--unit') + 1] ?? '', text);
+    // systemctl and journalctl take `kubelet` and `kubelet.service` alike.
+    if (program === 'journalctl') return this.#journal(c, (args[args.indexOf('--unit') + 1] ?? '').replace(/\.service$/, ''), text);
     if (program !== 'systemctl') return failResult(text, 127, `fake container: no ${program}\n`);
     const [verb, ...rest] = args;
-    const unit = rest.at(-1) ?? '';
+    const unit = (rest.at(-1) ?? '').replace(/\.service$/, '');
     const service = (): FakeService => {
       let s = c.services.get(unit);
       if (s === undefined) c.services.set(unit, (s = { active: false, pid: 0 }));
@@ -338,6 +339,8 @@ export class FakeRunner implements ProcessRunner {
       }
       case 'is-enabled':
         return this.#isEnabled(id, c, unit) ? okResult(text, 'enabled\n') : failResult(text, 1, '', 'disabled\n');
+      case 'list-units':
+        return okResult(text, [...c.services].filter(([, s]) => s.failed).map(([name]) => `${name}.service loaded failed failed ${name}\n`).join(''));
       case 'reload':
       case 'disable':
         return okResult(text);
@@ -353,8 +356,12 @@ export class FakeRunner implements ProcessRunner {
         if (!s.failed || how === undefined) return failResult(text, 3, '', `${head}     Active: inactive (dead)\n`);
         return failResult(text, 3, '', `${head}     Active: failed (Result: exit-code)\n   Main PID: 4242 (code=exited, status=${how})\n`);
       }
-      case 'show':
-        return okResult(text, `${service().pid}\n`);
+      case 'show': {
+        const s = service();
+        if (rest.includes('--value')) return okResult(text, `${s.pid}\n`);
+        const [active, sub, result] = s.active ? ['active', 'running', 'success'] : s.failed ? ['failed', 'failed', 'exit-code'] : ['inactive', 'dead', 'success'];
+        return okResult(text, `ActiveState=${active}\nSubState=${sub}\nNRestarts=0\nMainPID=${s.pid}\nResult=${result}\n`);
+      }
       default:
         return failResult(text, 1, `fake systemctl: unknown command ${verb}\n`);
     }

@@ -2,7 +2,7 @@
 // for a container that did not start, and a failed service's status and
 // journal.
 
-import { readFileSync, renameSync } from 'node:fs';
+import { readdirSync, readFileSync, renameSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { runcArgv, runcReason, runDetachedArgv } from '../../../src/node/runc.ts';
@@ -41,12 +41,16 @@ describe('a container that does not start', () => {
     const consoleLog = path.join(rig.root, 'var/lib/nodegraph/containers/kube1/console.log');
     // Not atomic: the failure is reported as the task left it, nothing undone.
     expect(ok(await rig.apply({ atomic: false })).failed).toEqual(['kube1/container']);
+    const logs = path.join(rig.dir, 'state/logs');
     const expected = (hook: number): string =>
-      `runc could not start container kube1: runc run failed: unable to start container process: error during container init: error running hook #${hook}: error running hook: exit status 1, stdout: , stderr:  (console log ${consoleLog})`;
+      `runc could not start container kube1: runc run failed: unable to start container process: error during container init: error running hook #${hook}: error running hook: exit status 1, stdout: , stderr:  (console log ${consoleLog})\n` +
+      `kube1's logs are kept in ${path.join(logs, readdirSync(logs).sort().at(-1)!)}`;
     expect(taskError('kube1/container')).toBe(expected(0));
     rig.events.length = 0;
     expect(ok(await rig.apply({ atomic: false })).failed).toEqual(['kube1/container']);
     expect(taskError('kube1/container')).toBe(expected(1));
+    // Each failure kept its own copy of the console log.
+    expect(readdirSync(logs).map((d) => readFileSync(path.join(logs, d, 'console.log'), 'utf8').match(/level=error/g)?.length)).toEqual([1, 2]);
     // The log keeps both attempts; the error named only the second.
     expect(readFileSync(consoleLog, 'utf8').match(/level=error/g)).toHaveLength(2);
   });
@@ -58,7 +62,9 @@ describe('a service that does not come up', () => {
     expect(ok(await rig.apply({ atomic: false })).failed).toEqual(['kube1/kubelet']);
     const error = taskError('kube1/kubelet');
     const [first, ...rest] = error.split('\n');
-    expect(first).toMatch(/^timed out after 1\.\ds \(\d+ probes\) waiting for kubelet in kube1; last probe: kubelet is failed$/);
+    // Failed at the first probe: a unit that failed is not waited out.
+    expect(first).toBe('gave up after 0.0s (1 probes) waiting for kubelet in kube1: kubelet is failed (failed); last result exit-code, 0 restarts by systemd');
+    const kept = path.join(rig.dir, 'state/logs', readdirSync(path.join(rig.dir, 'state/logs'))[0]!);
     expect(rest).toEqual([
       'systemctl status kubelet:',
       '  × kubelet.service',
@@ -69,7 +75,11 @@ describe('a service that does not come up', () => {
       '  Dec 05 01:00:00 systemd[1]: Started kubelet.service.',
       '  Dec 05 01:00:00 systemd[1]: kubelet.service: Main process exited, code=exited, status=203/EXEC',
       "  Dec 05 01:00:00 systemd[1]: kubelet.service: Failed with result 'exit-code'.",
+      `kube1's logs are kept in ${kept}`,
     ]);
+    expect(readdirSync(kept).sort()).toEqual(['console.log', 'failed-units.txt', 'journal.txt', 'kubelet.service.txt']);
+    expect(readFileSync(path.join(kept, 'failed-units.txt'), 'utf8')).toBe('kubelet.service loaded failed failed kubelet\n');
+    expect(readFileSync(path.join(kept, 'kubelet.service.txt'), 'utf8')).toContain('status=203/EXEC');
     const statusCall = rig.runner.commands().find((c) => c.includes('systemctl status'));
     expect(statusCall).toMatch(/ exec kube1 systemctl status --no-pager --full --lines=0 kubelet$/);
   });

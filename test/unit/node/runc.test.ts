@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { containerState, isRunning, parseState, runDetachedArgv, stopContainer } from '../../../src/node/runc.ts';
-import { serviceAction, services, systemctlArgv, systemReady, unitActive } from '../../../src/node/services.ts';
+import { parseUnitState, serviceAction, services, settling, systemctlArgv, systemReady, unitActive } from '../../../src/node/services.ts';
 import { scriptedExec } from '../../support/exec.ts';
 import type { Clock } from '../../../src/node/wait.ts';
 
@@ -79,9 +79,36 @@ describe('services', () => {
   });
 
   it('says what the unit was when it did not become active', async () => {
-    const { exec } = scriptedExec(() => ({ exitCode: 3, stdout: 'failed\n' }));
+    const { exec } = scriptedExec(() => ({ stdout: 'ActiveState=activating\nSubState=start\nNRestarts=0\nMainPID=7\nResult=success\n' }));
     const r = await unitActive(services(exec, { kind: 'host' }), 'kubelet', 'kubelet in kube1', { timeoutMs: 30, intervalMs: 10, clock: instant });
-    expect(!r.ok && r.error.lastDetail).toBe('kubelet is failed');
+    expect(!r.ok && r.error).toMatchObject({ reason: 'wait-timeout', lastDetail: 'kubelet is activating (start); last result success, 0 restarts by systemd' });
+  });
+
+  it('gives up on a unit at once when it is seen failing or restarted by systemd, not at the timeout', async () => {
+    const show = (active: string, sub: string, restarts: number, pid: number): string =>
+      `ActiveState=${active}\nSubState=${sub}\nNRestarts=${restarts}\nMainPID=${pid}\nResult=${restarts > 0 ? 'exit-code' : 'success'}\n`;
+    // Restart=always with a binary that cannot run: a moment "active" between fork and exec, then waiting to restart.
+    for (const [what, answers] of [
+      ['active for a moment, then restarted', [show('active', 'running', 0, 10), show('active', 'running', 1, 11)]],
+      ['waiting to be restarted after a failure', [show('activating', 'start', 0, 10), show('activating', 'auto-restart', 0, 0)]],
+      ['failed', [show('failed', 'failed', 0, 0)]],
+    ] as const) {
+      const left = [...answers];
+      const { exec } = scriptedExec(() => ({ stdout: left.length > 1 ? left.shift()! : left[0]! }));
+      const r = await unitActive(services(exec, { kind: 'host' }), 'kubelet', 'kubelet in kube1', { timeoutMs: 60_000, intervalMs: 10, clock: instant });
+      expect(!r.ok && r.error.reason, what).toBe('wait-hopeless');
+      expect(!r.ok && r.error.attempts, what).toBe(answers.length);
+    }
+  });
+
+  it('takes a unit as up once it is active and running with the same process at two probes in a row', () => {
+    const state = (active: string, sub: string, restarts: number, mainPid: number) => ({ active, sub, restarts, mainPid, result: 'success' });
+    const first = state('activating', 'start', 2, 0);
+    expect(settling(first, undefined, state('active', 'running', 2, 10))).toBe('waiting');
+    expect(settling(first, state('active', 'running', 2, 9), state('active', 'running', 2, 10))).toBe('waiting');
+    expect(settling(first, state('active', 'running', 2, 10), state('active', 'running', 2, 10))).toBe('up');
+    expect(settling(first, state('active', 'running', 2, 10), state('active', 'running', 3, 10))).toBe('failing');
+    expect(parseUnitState('ActiveState=failed\nSubState=failed\nNRestarts=4\nMainPID=0\nResult=exit-code\n')).toEqual({ ...state('failed', 'failed', 4, 0), result: 'exit-code' });
   });
 
   it('waits for an enabled service the (re)started container brought up, enables and starts one it did not, restarts otherwise', () => {
