@@ -38,7 +38,8 @@ import { kubeletDropIn, kubeletSharedFiles, type KubeletSettings } from '../src/
 import { keepingLogs } from '../src/node/logs.ts';
 import { imageArchiveTasks } from '../src/node/images.ts';
 import { kernelModulesTask, MODULES_LOAD_PATH } from '../src/node/kernel-modules.ts';
-import { runningOf, takeoverTask } from '../src/node/takeover.ts';
+import { containersThere, takeoverTask, type SlotPlace } from '../src/node/takeover.ts';
+import { clearSwitch, readSwitch, switchMarkerOf } from '../src/node/switch.ts';
 import { install, isPresent, type InstallSpec } from '../src/node/provision.ts';
 import { renderFile } from '../src/node/render.ts';
 import { digestFileOf, rootfsOf, rootfsTask } from '../src/node/rootfs.ts';
@@ -79,21 +80,41 @@ export default function containerNode(ng: NodefileApi): void {
     throw new Error(`${CONFIG_ENV} is not set: point it at the node's configuration file (see graphs/README.md)`);
   }
   const node = makeNode(path.resolve(configFile));
-  // A change to a running node either proves healthy or is undone; a slot switch (another slot
-  // runs) is a blue/green upgrade, atomic whatever the flags.
-  const switching = SLOTS.filter((other) => other !== node.config.slot && runningOf(node.runc, [containerIdOf(node.config, other)]).length > 0);
-  ng.settings({ atomic: switching.length > 0 ? 'always' : true });
-  // What both slots see at the same host paths, and a failed change must give back byte for byte.
   const { config, host } = node;
+  const switching = switchingFrom(node);
+  // A change to a running node either proves healthy or is undone; a slot switch is a blue/green
+  // upgrade, atomic whatever the flags.
+  ng.settings({ atomic: switching.length > 0 ? 'always' : true });
+  // What both slots see at the same host paths, and a failed change must give back byte for byte; and
+  // the switch marker, so that a rollback leaves no switch under way.
   ng.preserve(
     host.path('/var/lib/kubelet/pki'),
     ...(config.cluster.bootstrapToken === undefined ? [] : [host.path('/var/lib/kubelet/kubeconfig')]),
     host.path('/opt/cni'),
     host.path(config.containerd.certsDir),
+    switchMarkerOf(host.path(config.layoutDir)),
   );
   const shared = declareHost(ng, node);
-  declareSlot(ng, node, shared, node.config.slot, 'run', switching);
-  for (const slot of node.config.prepare) declareSlot(ng, node, shared, slot, 'prepare', switching);
+  // A slot's tasks, no longer declared, are stopped and kept in place: declared again, it is found as it was.
+  const slots: NodefileApi = { ...ng, task: (id, spec) => ng.task(id, { retire: 'stop', ...spec }) };
+  declareSlot(slots, node, shared, config.slot, 'run', switching);
+  // The slot a switch is under way from is frozen: not declared, so nothing of it changes until the
+  // new slot is healthy — then it is stopped in place (retire: 'stop'), and prepared again after.
+  for (const slot of config.prepare) if (!switching.includes(slot)) declareSlot(slots, node, shared, slot, 'prepare', switching);
+}
+
+/**
+ * The slots a switch to the configured one is under way from: another slot's container is there
+ * (read from runc's state folder, not by running runc), or a run cut short left the switch marker.
+ */
+function switchingFrom(node: Node): Slot[] {
+  const { config, host } = node;
+  const underWay = readSwitch(switchMarkerOf(host.path(config.layoutDir)));
+  return SLOTS.filter(
+    (other) =>
+      other !== config.slot &&
+      (containersThere(node.runc, [containerIdOf(config, other)]).length > 0 || (underWay?.to === config.slot && underWay.from.includes(other))),
+  );
 }
 
 function makeNode(configFile: string): Node {
@@ -268,8 +289,7 @@ function declareSlot(ng: NodefileApi, node: Node, shared: Shared, slot: Slot, ro
 
   const provisioned: TaskRef[] = [];
   let kubeletBinary: TaskRef | undefined;
-  // A slot being switched away from is left as it runs: binaries go into it once the switch is done.
-  const binaries = role === 'prepare' && switching.includes(slot) ? {} : config.binaries;
+  const binaries = config.binaries;
   if (binaries.kubelet !== undefined) {
     const source = { ...binaries.kubelet, version: binaries.kubelet.version ?? config.kubernetesVersion };
     kubeletBinary = provisionTask(
@@ -372,9 +392,12 @@ function declareSlot(ng: NodefileApi, node: Node, shared: Shared, slot: Slot, ro
   // ---- taking over: the old slot stops only once this one is built ----------
 
   const cni = config.cni === false ? undefined : config.cni;
+  const place = (s: Slot): SlotPlace => ({ slot: s, containerId: containerIdOf(config, s), identityDir: path.join(host.path(config.layoutDir), s, 'identity') });
+  const marker = switchMarkerOf(host.path(config.layoutDir));
   const takeover = takeoverTask(ng, {
-    slot,
-    others: SLOTS.filter((other) => other !== slot).map((other) => containerIdOf(config, other)),
+    self: place(slot),
+    others: SLOTS.filter((other) => other !== slot).map(place),
+    marker,
     runc: node.runc,
     helper,
     supervisor: node.supervisor,
@@ -559,6 +582,8 @@ function declareSlot(ng: NodefileApi, node: Node, shared: Shared, slot: Slot, ro
           if (!result.ok) throw new Error(describeWaitFailure(result.error));
         }
       });
+      // The new slot answers: the switch to it is no longer under way (a rollback would give the marker back).
+      if (clearSwitch(marker, slot)) ctx.log(`the switch to ${slot} is done`);
       return { verified: slot };
     },
     check: async (ctx) => {

@@ -1,24 +1,39 @@
 // The middle of a blue/green slot switch: once the new slot is built beside
 // the old (rootfs, bundle, unit), the old slot stops — kubelet, containerd,
 // then the container; its files and rootfs stay, so a rollback starts it again
-// in place — the host networking it left is cleaned, and the kubelet's client
-// credentials shared at /var/lib/kubelet are reset, so the new kubelet
-// bootstraps its own. The same task on a fresh host finds nothing to stop, and resets nothing.
+// in place — the host networking it left is cleaned, and the kubelet identity
+// shared at /var/lib/kubelet goes with the old slot (kept in its folder): the
+// new slot gets back its own, kept when it last ran, or bootstraps anew.
+//
+// Whether those resets are due follows from the switch marker (switch.ts), not
+// from what runs when the task runs: a run cut short after the old slot
+// stopped still owes them, and a run after they were done owes none. The
+// task's check is "no other slot's container is there", so a slot that takes
+// over again (a rollback, a roll forward) runs it again.
 
-import { spawnSync } from 'node:child_process';
-import { existsSync, readdirSync, rmSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, readdirSync, renameSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import type { NodefileApi, TaskRef } from '../nodefile/types.ts';
 import { execOf, tryExec, type Exec } from './exec.ts';
 import type { Helper } from './helper.ts';
-import { containerState, parseState, runcArgv, type RuncOptions } from './runc.ts';
+import { containerState, type ContainerState, type RuncOptions } from './runc.ts';
 import { unitName, type Supervisor } from './supervise.ts';
+import { readSwitch, writeSwitch, type SwitchUnderWay } from './switch.ts';
+
+/** A slot as the takeover sees it: its name, its container's id, and where its kubelet identity is kept while it does not run. */
+export interface SlotPlace {
+  readonly slot: string;
+  readonly containerId: string;
+  readonly identityDir: string;
+}
 
 export interface TakeoverSpec {
   /** The slot that takes over. */
-  readonly slot: string;
-  /** The container ids of the other slots, which must not run beside it. */
-  readonly others: readonly string[];
+  readonly self: SlotPlace;
+  /** The other slots, which must not run beside it. */
+  readonly others: readonly SlotPlace[];
+  /** The switch marker (switch.ts). */
+  readonly marker: string;
   readonly runc: RuncOptions;
   readonly helper: Helper;
   readonly supervisor: Supervisor;
@@ -31,7 +46,7 @@ export interface TakeoverSpec {
   readonly hostNetwork?: { readonly bridge: string; readonly ipamDir: string } | undefined;
   /** Built, but not yet started: what must be in place before the old slot stops. */
   readonly after: readonly TaskRef[];
-  /** The other slots running as the graph loads (runningOf): a switch from them is an upgrade, and the plan says so. */
+  /** The slots a switch is under way from as the graph loads: the plan says "upgrade from" them. */
   readonly running: readonly string[];
 }
 
@@ -39,37 +54,75 @@ export interface TakeoverSpec {
 export const KUBELET_CREDENTIALS = /^kubelet-(client|server)(-.*)?\.(pem|crt|key)$/;
 
 export function takeoverTask(ng: NodefileApi, spec: TakeoverSpec): TaskRef {
-  return ng.task(`${spec.slot}/takeover`, {
-    description: `${spec.slot} takes over: any other slot stopped (kept in place), its host networking cleaned, kubelet's credentials reset`,
-    inputs: { spec: ng.value({ slot: spec.slot, others: [...spec.others], hostNetwork: spec.hostNetwork ?? null, kubeconfig: spec.bootstrappedKubeconfig ?? null }) },
+  return ng.task(`${spec.self.slot}/takeover`, {
+    description: `${spec.self.slot} takes over: any other slot stopped (kept in place), its host networking cleaned, the kubelet identity swapped for this slot's`,
+    inputs: {
+      spec: ng.value({
+        slot: spec.self.slot,
+        others: spec.others.map((o) => o.containerId),
+        marker: spec.marker,
+        hostNetwork: spec.hostNetwork ?? null,
+        kubeconfig: spec.bootstrappedKubeconfig ?? null,
+      }),
+    },
     after: [...spec.after],
     run: async (ctx) => {
       const exec = execOf(ctx);
-      const stopped: string[] = [];
-      for (const other of spec.others) {
-        const state = await containerState(exec, spec.runc, other);
-        if (state.status === 'absent') continue;
-        if (state.status === 'running') {
-          // Kubelet first, then containerd: what a node does when it drains its own services.
-          for (const service of ['kubelet', 'containerd']) await tryExec(exec, spec.helper.service(spec.runc, other, 'stop', service));
-        }
-        if (spec.supervisor === 'systemd') await tryExec(exec, ['systemctl', 'stop', unitName(other)]);
-        await exec(spec.helper.stopContainer(spec.runc, other, spec.stopTimeoutSeconds));
-        stopped.push(other);
+      const present = await othersThere(exec, spec);
+      const marked = readSwitch(spec.marker);
+      let underWay: SwitchUnderWay | undefined = marked?.to === spec.self.slot ? marked : undefined;
+      // Written before anything stops: from here on, a run cut short leaves the switch known.
+      if (underWay === undefined && present.length > 0) {
+        underWay = { from: present.map((p) => p.place.slot), to: spec.self.slot, reset: false };
+        writeSwitch(spec.marker, underWay);
       }
-      // Only a slot taken over from another cleans what it left and resets kubelet's identity: run again
-      // on a node it already runs (a changed definition, a rollback), it leaves the running one's alone.
-      if (stopped.length > 0 && spec.hostNetwork !== undefined) await cleanHostNetwork(exec, spec.hostNetwork);
-      const reset = stopped.length === 0 ? [] : resetKubeletCredentials(spec.kubeletDir);
-      if (stopped.length > 0 && spec.bootstrappedKubeconfig !== undefined && existsSync(spec.bootstrappedKubeconfig)) {
+      for (const { place, state } of present) await stopSlot(exec, spec, place, state);
+      const stopped = present.map((p) => p.place.slot).join(', ') || 'no other slot';
+      if (underWay === undefined || underWay.reset) {
+        ctx.log(`stopped ${stopped}; ${underWay === undefined ? 'no switch under way' : "the switch's resets were done already"}`);
+        return { slot: spec.self.slot };
+      }
+      // The identity kubelet ran with belongs to the slot it ran in: kept with it, and this slot's own given back.
+      const from = underWay.from;
+      const old = spec.others.find((o) => from.includes(o.slot));
+      if (old !== undefined) stashIdentity(spec.kubeletDir, spec.bootstrappedKubeconfig, old.identityDir);
+      if (spec.hostNetwork !== undefined) await cleanHostNetwork(exec, spec.hostNetwork);
+      const reset = resetKubeletCredentials(spec.kubeletDir);
+      if (spec.bootstrappedKubeconfig !== undefined && existsSync(spec.bootstrappedKubeconfig)) {
         rmSync(spec.bootstrappedKubeconfig);
         reset.push(spec.bootstrappedKubeconfig);
       }
-      ctx.log(`stopped ${stopped.length === 0 ? 'no other slot' : stopped.join(', ')}; reset ${reset.length} kubelet credential file${reset.length === 1 ? '' : 's'}`);
-      return { slot: spec.slot };
+      const restored = restoreIdentity(spec.kubeletDir, spec.bootstrappedKubeconfig, spec.self.identityDir);
+      writeSwitch(spec.marker, { ...underWay, reset: true });
+      const identity = restored === 0 ? 'its kubelet bootstraps anew' : `gave back its own kubelet identity (${restored} file${restored === 1 ? '' : 's'})`;
+      ctx.log(`switch from ${from.join(', ')}: stopped ${stopped}; reset ${reset.length} kubelet credential file${reset.length === 1 ? '' : 's'}; ${identity}`);
+      return { slot: spec.self.slot };
+    },
+    check: async (ctx) => {
+      const present = await othersThere(execOf(ctx), spec);
+      return present.length === 0 || present.map((p) => `${p.place.containerId} is ${p.state.status}`).join(', ');
     },
     verbs: upgradeVerbs(spec.running),
   });
+}
+
+/** The other slots whose container runc knows (running, or stopped and not yet deleted). */
+async function othersThere(exec: Exec, spec: TakeoverSpec): Promise<{ place: SlotPlace; state: ContainerState }[]> {
+  const present: { place: SlotPlace; state: ContainerState }[] = [];
+  for (const place of spec.others) {
+    const state = await containerState(exec, spec.runc, place.containerId);
+    if (state.status !== 'absent') present.push({ place, state });
+  }
+  return present;
+}
+
+/** Kubelet, then containerd, then the container: what a node does when it drains its own services. */
+async function stopSlot(exec: Exec, spec: TakeoverSpec, place: SlotPlace, state: ContainerState): Promise<void> {
+  if (state.status === 'running') {
+    for (const service of ['kubelet', 'containerd']) await tryExec(exec, spec.helper.service(spec.runc, place.containerId, 'stop', service));
+  }
+  if (spec.supervisor === 'systemd') await tryExec(exec, ['systemctl', 'stop', unitName(place.containerId)]);
+  await exec(spec.helper.stopContainer(spec.runc, place.containerId, spec.stopTimeoutSeconds));
 }
 
 /** The plan's word: a switch away from a running slot is an upgrade, and says from which. */
@@ -78,13 +131,13 @@ function upgradeVerbs(running: readonly string[]): { create: string; update: str
   return { create: verb, update: verb };
 }
 
-/** Which of `ids` runc reports running now (read when the graph loads: is this apply a slot switch?). */
-export function runningOf(runc: RuncOptions, ids: readonly string[]): string[] {
-  return ids.filter((id) => {
-    const [binary, ...args] = runcArgv(runc, 'state', id);
-    const result = spawnSync(binary!, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'], timeout: 5000 });
-    return result.status === 0 && parseState(result.stdout)?.status === 'running';
-  });
+/**
+ * Which of `ids` runc has a container for, read from its state folder (`<root>/<id>/state.json`)
+ * rather than by running runc: loading a graph runs no process.
+ */
+export function containersThere(runc: RuncOptions, ids: readonly string[]): string[] {
+  const root = runc.stateRoot ?? '/run/runc';
+  return ids.filter((id) => existsSync(path.join(root, id, 'state.json')));
 }
 
 /** With host networking: the CNI bridge a slot made on the host, deleted, and its host-local IPAM state. */
@@ -109,4 +162,49 @@ export function resetKubeletCredentials(kubeletDir: string): string[] {
     removed.push(path.join(pki, name));
   }
   return removed;
+}
+
+/** kubelet's own credentials and the kubeconfig naming them, as they are now: what makes a slot's kubelet the node it was. */
+function identityNow(kubeletDir: string, kubeconfig: string | undefined): { from: string; name: string }[] {
+  const pki = path.join(kubeletDir, 'pki');
+  let names: string[] = [];
+  try {
+    names = readdirSync(pki);
+  } catch {
+    // no pki: no identity
+  }
+  const files = names.filter((n) => KUBELET_CREDENTIALS.test(n)).map((name) => ({ from: path.join(pki, name), name: path.join('pki', name) }));
+  if (kubeconfig !== undefined && existsSync(kubeconfig)) files.push({ from: kubeconfig, name: 'kubeconfig' });
+  return files;
+}
+
+/** Keeps the kubelet identity in `dir` (replacing what was kept there); links stay links. Says how many files. */
+export function stashIdentity(kubeletDir: string, kubeconfig: string | undefined, dir: string): number {
+  const files = identityNow(kubeletDir, kubeconfig);
+  if (files.length === 0) return 0;
+  const staging = `${dir}.new`;
+  rmSync(staging, { recursive: true, force: true });
+  mkdirSync(path.join(staging, 'pki'), { recursive: true, mode: 0o700 });
+  for (const f of files) cpSync(f.from, path.join(staging, f.name), { preserveTimestamps: true, verbatimSymlinks: true });
+  rmSync(dir, { recursive: true, force: true });
+  renameSync(staging, dir);
+  return files.length;
+}
+
+/** Puts the identity kept in `dir` back (after a reset); 0 when none was kept. */
+export function restoreIdentity(kubeletDir: string, kubeconfig: string | undefined, dir: string): number {
+  let names: string[];
+  try {
+    names = readdirSync(path.join(dir, 'pki'));
+  } catch {
+    return 0;
+  }
+  mkdirSync(path.join(kubeletDir, 'pki'), { recursive: true });
+  for (const name of names) cpSync(path.join(dir, 'pki', name), path.join(kubeletDir, 'pki', name), { preserveTimestamps: true, verbatimSymlinks: true });
+  let count = names.length;
+  if (kubeconfig !== undefined && existsSync(path.join(dir, 'kubeconfig'))) {
+    cpSync(path.join(dir, 'kubeconfig'), kubeconfig, { preserveTimestamps: true });
+    count++;
+  }
+  return count;
 }

@@ -626,9 +626,14 @@ describe('graphs/container-node.ts on real runc, systemd and containerd', () => 
     const summary = await applyAllowingFailures('a bundle hook that fails');
     expect(summary.failed.map(String)).toEqual([`${SLOT}/container`]);
     console.info(`[e2e] ${SLOT}/container failed: ${taskError(`${SLOT}/container`)}`);
-    expect(taskError(`${SLOT}/container`)).toBe(
+    const [said, kept] = taskError(`${SLOT}/container`).split('\n');
+    expect(said).toBe(
       `runc could not start container ${SLOT}: runc run failed: unable to start container process: error during container init: error running hook #0: error running hook: exit status 1, stdout: , stderr:  (console log ${slotDir}/console.log)`,
     );
+    // The console log, kept under the state folder where the error says.
+    const logs = /^kube1's logs are kept in (.+)$/.exec(kept ?? '')?.[1] ?? '';
+    expect(path.dirname(logs)).toBe(path.join(stateDir, 'logs'));
+    expect(readFileSync(path.join(logs, 'console.log'), 'utf8')).toContain('error running hook #0');
     expect(node.state()).toBeUndefined();
     writeConfig((c) => ({ ...c, bundle: { annotations: c.bundle?.annotations ?? {} } }));
     await apply('the hook taken away');
@@ -774,12 +779,14 @@ describe('graphs/container-node.ts on real runc, systemd and containerd', () => 
     const kube1Identity = identity();
     writeConfig((c) => ({ ...c, slot: 'kube2', prepare: [SLOT] }));
     const p = await plan();
-    expect(p.get(`${SLOT}/image/hello.tar`)?.action).toBe('destroy');
+    // kube1 is not declared while the switch is under way; once kube2 is healthy, it is stopped in place.
+    expect(p.get(`${SLOT}/container`)).toMatchObject({ action: 'destroy', verb: 'stop' });
+    expect([...p.values()].filter((e) => String(e.id).startsWith(`${SLOT}/`) && e.verb !== 'stop')).toEqual([]);
     expect(p.get('kube2/image/hello.tar')).toMatchObject({ action: 'create', verb: 'import' });
     expect(p.get('kube2/takeover')).toMatchObject({ action: 'create', verb: `upgrade from ${SLOT}` });
     const summary = await apply('switch to the other slot');
-    expect(summary.destroyed.map(String)).toEqual(expect.arrayContaining([`${SLOT}/container`, `${SLOT}/image/hello.tar`]));
-    expect(summary.destroyed.map(String)).not.toContain(`${SLOT}/rootfs`);
+    expect(summary.destroyed.map(String)).toEqual(expect.arrayContaining([`${SLOT}/container`, `${SLOT}/kubelet`]));
+    expect(existsSync(path.join(root, 'var/lib/nodegraph/containers', SLOT, 'config.json')), 'kube1 kept in place').toBe(true);
     expect(statSync(path.join(slotDir, 'rootfs')).ino, 'kube1 kept prepared on the same rootfs').toBe(kube1Rootfs);
     // The shared identity was reset, and kube2's kubelet bootstrapped its own.
     await eventually(() => expect(identity(), "kube2's kubelet bootstrapped a client certificate of its own").not.toBe(kube1Identity));

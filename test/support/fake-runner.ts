@@ -65,6 +65,29 @@ export interface FakeRunnerOptions {
   readonly builtinModules?: readonly string[];
   /** Units whose process fails as it starts, with systemd's word for how (`203/EXEC`: the binary is missing). */
   readonly failingUnits?: Readonly<Record<string, string>>;
+  /** runc's state folder: each container known has `<id>/state.json` there, as runc keeps it. */
+  readonly runcRoot?: string;
+}
+
+/** The containers, mirrored into runc's state folder as they come and go (a graph reads it as it loads). */
+class Containers extends Map<string, FakeContainer> {
+  readonly #root: string | undefined;
+  constructor(root: string | undefined) {
+    super();
+    this.#root = root;
+  }
+  override set(id: string, c: FakeContainer): this {
+    super.set(id, c);
+    if (this.#root !== undefined) {
+      mkdirSync(path.join(this.#root, id), { recursive: true });
+      writeFileSync(path.join(this.#root, id, 'state.json'), `${JSON.stringify({ id, created: c.created })}\n`);
+    }
+    return this;
+  }
+  override delete(id: string): boolean {
+    if (this.#root !== undefined) rmSync(path.join(this.#root, id), { recursive: true, force: true });
+    return super.delete(id);
+  }
 }
 
 const okResult = (command: string, stdout = ''): RunResult => ({
@@ -92,7 +115,7 @@ const failResult = (command: string, code: number, stderr: string, stdout = ''):
 export class FakeRunner implements ProcessRunner {
   readonly calls: FakeCall[] = [];
   readonly events: FakeEvent[] = [];
-  readonly containers = new Map<string, FakeContainer>();
+  readonly containers: Map<string, FakeContainer>;
   readonly hostUnits = new Map<string, { enabled: boolean }>();
   /** Kernel modules modprobe loaded. */
   readonly loadedModules = new Set<string>();
@@ -107,6 +130,7 @@ export class FakeRunner implements ProcessRunner {
 
   constructor(options: FakeRunnerOptions) {
     this.#options = options;
+    this.containers = new Containers(options.runcRoot);
   }
 
   /** Forgets what was recorded (the world stays). */

@@ -131,14 +131,16 @@ describe('the container node, further', () => {
     expect(done && 'error' in done && done.error).toMatch(/timed out after .* waiting for kubelet in kube1; last probe: kubelet is inactive/);
   });
 
-  it('switches slots: the old slot stops and goes before the new one starts, shared files stay', async () => {
+  it('switches slots: the old slot stops before the new one starts and is kept in place, shared files stay', async () => {
     rig = makeRig();
     ok(await rig.apply());
     rig.writeConfig((c) => ({ ...c, slot: 'kube2' }));
     const plan = ok(await rig.plan()).plan;
-    expect(plan.entries().filter((e) => e.action === 'destroy').map((e) => e.id)).toEqual(
-      expect.arrayContaining(['kube1/kubelet', 'kube1/containerd', 'kube1/container', 'kube1/rootfs']),
+    // Retired by stopping (retire: 'stop'): what has something to stop is stopped, the rest kept as it is.
+    expect(plan.entries().filter((e) => e.action === 'destroy').map((e) => `${String(e.id)}: ${e.verb}`)).toEqual(
+      expect.arrayContaining(['kube1/kubelet: stop', 'kube1/containerd: stop', 'kube1/container: stop']),
     );
+    expect(plan.entries().filter((e) => e.action === 'destroy' && e.verb !== 'stop')).toEqual([]);
     rig.runner.reset();
     const summary = ok(await rig.apply());
     expect(summary.failed).toEqual([]);
@@ -151,7 +153,7 @@ describe('the container node, further', () => {
       'start kubelet',
     ]);
     expect([...rig.runner.containers.keys()]).toEqual(['kube2']);
-    expect(existsSync(path.join(rig.root, 'var/lib/nodegraph/containers/kube1'))).toBe(false);
+    expect(existsSync(path.join(rig.root, 'var/lib/nodegraph/containers/kube1/rootfs/sbin/init'))).toBe(true);
     expect(existsSync(path.join(rig.root, 'var/lib/kubelet/config.yaml'))).toBe(true);
     expect(existsSync(path.join(rig.root, 'etc/containerd/certs.d/docker.io/hosts.toml'))).toBe(true);
   });

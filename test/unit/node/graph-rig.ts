@@ -61,6 +61,7 @@ export function makeRig(
   const configFile = path.join(dir, 'node.json');
   const runner = new FakeRunner({
     sandbox: root,
+    runcRoot: path.join(root, 'run/runc'),
     passthrough: (argv) => argv[0] === 'tar',
     ...fake,
   });

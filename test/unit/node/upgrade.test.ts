@@ -4,7 +4,7 @@
 // the new one is healthy; a new slot that does not come up is undone — the
 // old slot runs again on its untouched rootfs, the shared files as they were.
 
-import { existsSync, mkdirSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { EngineEvent } from '../../../src/events.ts';
@@ -41,9 +41,9 @@ describe('switching the running slot (blue/green)', () => {
 
     const plan = ok(await rig.plan()).plan;
     const entry = (id: string): string | undefined => plan.entries().find((e) => e.id === id)?.verb;
-    expect(entry('kube2/takeover')).toBe('take over');
+    expect(entry('kube2/takeover')).toBe('upgrade from kube1');
     expect(entry('kube2/rootfs')).toBe('unpack');
-    expect(entry('kube1/container')).toBe('destroy');
+    expect(entry('kube1/container')).toBe('stop');
 
     // What had happened to kube1 when kube2's bundle was written: nothing.
     let whenBuilt: string[] | undefined;
@@ -59,9 +59,12 @@ describe('switching the running slot (blue/green)', () => {
     const order = rig.runner.events.filter((e) => e.kind === 'container-stop' || e.kind === 'container-start').map((e) => `${e.kind} ${'id' in e ? e.id : ''}`);
     expect(order.slice(0, 2)).toEqual(['container-stop kube1', 'container-start kube2']);
     expect([...rig.runner.containers].filter(([, c]) => c.status === 'running').map(([id]) => id)).toEqual(['kube2']);
-    // kube1 is kept prepared, on the same rootfs; its running tasks are retired.
+    // kube1 is kept prepared, on the same rootfs; its running tasks are stopped in place, its kubelet identity kept with it.
     expect(statSync(path.join(slotDir('kube1'), 'rootfs')).ino).toBe(rootfs);
     expect(summary.destroyed).toEqual(expect.arrayContaining(['kube1/container', 'kube1/containerd', 'kube1/kubelet']));
+    expect(describeTree(path.join(slotDir('kube1'), 'identity'))).toMatchObject({ 'pki/kubelet-client-current.pem': expect.any(String), kubeconfig: expect.any(String) });
+    expect(existsSync(path.join(rig.root, 'var/lib/nodegraph/containers/switch.json')), 'the switch is done').toBe(false);
+    expect(ok(await rig.plan()).plan.entries().filter((e) => e.action !== 'unchanged').map((e) => String(e.id))).toEqual([]);
     // The new kubelet bootstraps afresh: the old client credentials and kubeconfig are gone, the CNI binaries stay.
     expect(Object.keys(describeTree(path.join(rig.root, 'var/lib/kubelet/pki')))).not.toContain('kubelet-client-current.pem');
     expect(describeTree(path.join(rig.root, 'var/lib/kubelet'))['kubeconfig']).toBeUndefined();
@@ -105,5 +108,76 @@ describe('switching the running slot (blue/green)', () => {
     const node = JSON.parse(await import('node:fs').then((fs) => fs.readFileSync(rig.configFile, 'utf8'))) as { slot: string };
     expect(node.slot).toBe('kube1');
     expect(ok(await rig.plan()).plan.counts.unchanged).toBe(ok(await rig.plan()).plan.size);
+  });
+
+  it('freezes the old slot during a switch: a bundle change reaches the new slot only, and the old one when it is prepared again', async () => {
+    rig = makeRig();
+    ok(await rig.apply());
+    const configJson = path.join(slotDir('kube1'), 'config.json');
+    const before = { ino: statSync(configJson).ino, text: readFileSync(configJson, 'utf8') };
+    rig.writeConfig((c) => ({ ...c, slot: 'kube2', prepare: ['kube1'], bundle: { ...c.bundle, annotations: { changed: 'during the switch' } } }));
+    const plan = ok(await rig.plan()).plan;
+    expect(plan.entries().filter((e) => String(e.id).startsWith('kube1/') && e.action !== 'destroy').map((e) => String(e.id))).toEqual([]);
+    let seen: { ino: number; text: string } | undefined;
+    const push = rig.events.push.bind(rig.events);
+    rig.events.push = (...events: EngineEvent[]) => {
+      for (const e of events) if (e.type === 'task-done' && e.id === 'kube2/verified') seen = { ino: statSync(configJson).ino, text: readFileSync(configJson, 'utf8') };
+      return push(...events);
+    };
+    const summary = ok(await rig.apply());
+    expect(summary.ran.map(String).filter((id) => id.startsWith('kube1/'))).toEqual([]);
+    expect(seen, 'kube1 untouched until kube2 answered').toEqual(before);
+    expect({ ino: statSync(configJson).ino, text: readFileSync(configJson, 'utf8') }, 'and when the switch committed').toEqual(before);
+    expect(readFileSync(path.join(slotDir('kube2'), 'config.json'), 'utf8')).toContain('during the switch');
+    // The switch done, kube1 is a prepared slot again: the change reaches it now, while it does not run.
+    const next = ok(await rig.apply());
+    expect(next.ran.map(String)).toEqual(['kube1/bundle']);
+    expect(readFileSync(configJson, 'utf8')).toContain('during the switch');
+  });
+
+  it('owes the resets of a switch cut short after the old slot stopped, and does them once', async () => {
+    rig = makeRig();
+    ok(await rig.apply());
+    bootstrapped();
+    const marker = path.join(rig.root, 'var/lib/nodegraph/containers/switch.json');
+    // A run cut short: it wrote the marker and stopped kube1, and no more.
+    writeFileSync(marker, `${JSON.stringify({ from: ['kube1'], to: 'kube2', reset: false })}\n`);
+    rig.runner.containers.delete('kube1');
+    rig.writeConfig((c) => ({ ...c, slot: 'kube2', prepare: ['kube1'] }));
+    const plan = ok(await rig.plan()).plan;
+    expect(plan.entries().find((e) => String(e.id) === 'kube2/takeover')?.verb, 'still a switch from kube1').toBe('upgrade from kube1');
+    ok(await rig.apply());
+    expect(Object.keys(describeTree(path.join(rig.root, 'var/lib/kubelet/pki')))).not.toContain('kubelet-client-current.pem');
+    expect(readFileSync(path.join(slotDir('kube1'), 'identity/pki/kubelet-client-current.pem'), 'utf8')).toBe('identity of node-a\n');
+    expect(existsSync(marker)).toBe(false);
+
+    // Cut short after the resets: kube2's kubelet has bootstrapped its own identity, which stays.
+    ok(await rig.apply());
+    writeFileSync(path.join(rig.root, 'var/lib/kubelet/pki/kubelet-client-current.pem'), 'identity of kube2\n');
+    writeFileSync(marker, `${JSON.stringify({ from: ['kube1'], to: 'kube2', reset: true })}\n`);
+    ok(await rig.apply({ replace: ['kube2/takeover'] }));
+    expect(readFileSync(path.join(rig.root, 'var/lib/kubelet/pki/kubelet-client-current.pem'), 'utf8')).toBe('identity of kube2\n');
+  });
+
+  it('gives a slot that takes over again its own kubelet identity back, and keeps the other\'s with it', async () => {
+    rig = makeRig();
+    ok(await rig.apply());
+    bootstrapped();
+    const identity = (): string => readFileSync(path.join(rig.root, 'var/lib/kubelet/pki/kubelet-client-current.pem'), 'utf8');
+    rig.writeConfig((c) => ({ ...c, slot: 'kube2', prepare: ['kube1'] }));
+    ok(await rig.apply());
+    // kube2's kubelet bootstraps.
+    writeFileSync(path.join(rig.root, 'var/lib/kubelet/pki/kubelet-client-current.pem'), 'identity of kube2\n');
+    const kube2Rootfs = statSync(path.join(slotDir('kube2'), 'rootfs')).ino;
+    rig.writeConfig((c) => ({ ...c, slot: 'kube1', prepare: [] }));
+    const back = ok(await rig.apply());
+    expect(back.ran.map(String)).not.toContain('kube1/rootfs');
+    expect(identity()).toBe('identity of node-a\n');
+    // kube2, no longer declared, is stopped in place with its identity; forward again, it is found there.
+    rig.writeConfig((c) => ({ ...c, slot: 'kube2', prepare: ['kube1'] }));
+    const forward = ok(await rig.apply());
+    expect(forward.ran.map(String)).not.toContain('kube2/rootfs');
+    expect(statSync(path.join(slotDir('kube2'), 'rootfs')).ino).toBe(kube2Rootfs);
+    expect(identity()).toBe('identity of kube2\n');
   });
 });
