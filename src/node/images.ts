@@ -139,6 +139,9 @@ export function imageArchiveTasks(ng: NodefileApi, o: ImageArchiveOptions): Task
       after: [o.containerd],
       // One definition whatever the archive's fate: the plan's reason is then the input that changed.
       version: 'image-archive 1',
+      // What the ledger says goes with the task (the images stay in the slot's store): an archive
+      // taken away, or a slot retired, leaves no record behind; imported again, it is quick.
+      retire: 'destroy' as const,
     };
     if (present) {
       return ng.task(`${o.slot}/image/${name}`, {

@@ -11,7 +11,7 @@
 // task's check is "no other slot's container is there", so a slot that takes
 // over again (a rollback, a roll forward) runs it again.
 
-import { cpSync, existsSync, mkdirSync, readdirSync, renameSync, rmSync } from 'node:fs';
+import { chmodSync, copyFileSync, existsSync, lstatSync, mkdirSync, readdirSync, readlinkSync, renameSync, rmSync, symlinkSync } from 'node:fs';
 import path from 'node:path';
 import type { NodefileApi, TaskRef } from '../nodefile/types.ts';
 import { execOf, tryExec, type Exec } from './exec.ts';
@@ -19,6 +19,7 @@ import type { Helper } from './helper.ts';
 import { containerState, type ContainerState, type RuncOptions } from './runc.ts';
 import { unitName, type Supervisor } from './supervise.ts';
 import { readSwitch, writeSwitch, type SwitchUnderWay } from './switch.ts';
+import { failpoint } from '../util/failpoint.ts';
 
 /** A slot as the takeover sees it: its name, its container's id, and where its kubelet identity is kept while it does not run. */
 export interface SlotPlace {
@@ -77,6 +78,8 @@ export function takeoverTask(ng: NodefileApi, spec: TakeoverSpec): TaskRef {
         writeSwitch(spec.marker, underWay);
       }
       for (const { place, state } of present) await stopSlot(exec, spec, place, state);
+      // The crash tests' step between the old slot stopping and the resets.
+      failpoint(`stopped:${spec.self.slot}`);
       const stopped = present.map((p) => p.place.slot).join(', ') || 'no other slot';
       if (underWay === undefined || underWay.reset) {
         ctx.log(`stopped ${stopped}; ${underWay === undefined ? 'no switch under way' : "the switch's resets were done already"}`);
@@ -185,7 +188,7 @@ export function stashIdentity(kubeletDir: string, kubeconfig: string | undefined
   const staging = `${dir}.new`;
   rmSync(staging, { recursive: true, force: true });
   mkdirSync(path.join(staging, 'pki'), { recursive: true, mode: 0o700 });
-  for (const f of files) cpSync(f.from, path.join(staging, f.name), { preserveTimestamps: true, verbatimSymlinks: true });
+  for (const f of files) copyEntry(f.from, path.join(staging, f.name));
   rmSync(dir, { recursive: true, force: true });
   renameSync(staging, dir);
   return files.length;
@@ -200,11 +203,26 @@ export function restoreIdentity(kubeletDir: string, kubeconfig: string | undefin
     return 0;
   }
   mkdirSync(path.join(kubeletDir, 'pki'), { recursive: true });
-  for (const name of names) cpSync(path.join(dir, 'pki', name), path.join(kubeletDir, 'pki', name), { preserveTimestamps: true, verbatimSymlinks: true });
+  for (const name of names) copyEntry(path.join(dir, 'pki', name), path.join(kubeletDir, 'pki', name));
   let count = names.length;
   if (kubeconfig !== undefined && existsSync(path.join(dir, 'kubeconfig'))) {
-    cpSync(path.join(dir, 'kubeconfig'), kubeconfig, { preserveTimestamps: true });
+    copyEntry(path.join(dir, 'kubeconfig'), kubeconfig);
     count++;
   }
   return count;
+}
+
+/**
+ * Copies a file with its mode, or a symlink as a link: kubelet's `-current.pem` names a path as the
+ * container sees it, which need not exist on the host.
+ */
+function copyEntry(from: string, to: string): void {
+  const stat = lstatSync(from);
+  rmSync(to, { force: true });
+  if (stat.isSymbolicLink()) {
+    symlinkSync(readlinkSync(from), to);
+    return;
+  }
+  copyFileSync(from, to);
+  chmodSync(to, stat.mode & 0o7777);
 }

@@ -30,7 +30,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { validateNodeConfig, type NodeConfigInput } from '../../graphs/node-config.ts';
 import { LocalRunner } from '../../src/execute/runner.ts';
 import type { EngineEvent } from '../../src/events.ts';
-import { applyNodefile, type ApplySummary } from '../../src/apply.ts';
+import { applyNodefile, rollbackNodefile, type ApplySummary } from '../../src/apply.ts';
 import { planNodefile, teardownNodefile } from '../../src/operations.ts';
 import type { PlanEntry } from '../../src/plan/plan.ts';
 import { containerUnit } from '../../src/node/supervise.ts';
@@ -157,10 +157,15 @@ function sharedFiles(): Record<string, string> {
 
 /**
  * Runs the nodegraph CLI on the suite's graph and state as a child process; with `killWhen`, polls it every
- * 10 ms while the CLI runs and kills the CLI with SIGKILL once it says so. How it ended: `exit N` or a signal.
+ * 10 ms with what the CLI printed so far, and kills the CLI with SIGKILL once it says so. How it ended:
+ * `exit N` or a signal; its pid (its process group's too: it leads none, so the group is the test's).
  */
-async function runCli(args: string[], killWhen?: () => boolean): Promise<{ end: string; output: string }> {
-  const child = spawn(process.execPath, [CLI, ...args, '-f', NODEFILE, '--state-dir', stateDir], { stdio: ['ignore', 'pipe', 'pipe'] });
+async function runCli(
+  args: string[],
+  killWhen?: (output: string) => boolean,
+  env: Record<string, string> = {},
+): Promise<{ end: string; output: string; pid: number }> {
+  const child = spawn(process.execPath, [CLI, ...args, '-f', NODEFILE, '--state-dir', stateDir], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
   let output = '';
   child.stdout.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
   child.stderr.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
@@ -168,14 +173,14 @@ async function runCli(args: string[], killWhen?: () => boolean): Promise<{ end: 
   if (killWhen !== undefined) {
     const deadline = Date.now() + 120_000;
     while (child.exitCode === null && child.signalCode === null && Date.now() < deadline) {
-      if (killWhen()) {
+      if (killWhen(output)) {
         child.kill('SIGKILL');
         break;
       }
       await new Promise((resolve) => setTimeout(resolve, 10));
     }
   }
-  return { end: await ended, output };
+  return { end: await ended, output, pid: child.pid ?? 0 };
 }
 
 /** The error a failed task ended with. */
@@ -781,11 +786,13 @@ describe('graphs/container-node.ts on real runc, systemd and containerd', () => 
     const p = await plan();
     // kube1 is not declared while the switch is under way; once kube2 is healthy, it is stopped in place.
     expect(p.get(`${SLOT}/container`)).toMatchObject({ action: 'destroy', verb: 'stop' });
-    expect([...p.values()].filter((e) => String(e.id).startsWith(`${SLOT}/`) && e.verb !== 'stop')).toEqual([]);
+    // Its image tasks' ledger goes (the images stay in its store): imported again if it is the target again.
+    expect(p.get(`${SLOT}/image/hello.tar`)).toMatchObject({ action: 'destroy', verb: 'destroy' });
+    expect([...p.values()].filter((e) => String(e.id).startsWith(`${SLOT}/`) && !String(e.id).startsWith(`${SLOT}/image/`) && e.verb !== 'stop')).toEqual([]);
     expect(p.get('kube2/image/hello.tar')).toMatchObject({ action: 'create', verb: 'import' });
     expect(p.get('kube2/takeover')).toMatchObject({ action: 'create', verb: `upgrade from ${SLOT}` });
     const summary = await apply('switch to the other slot');
-    expect(summary.destroyed.map(String)).toEqual(expect.arrayContaining([`${SLOT}/container`, `${SLOT}/kubelet`]));
+    expect(summary.destroyed.map(String)).toEqual(expect.arrayContaining([`${SLOT}/container`, `${SLOT}/kubelet`, `${SLOT}/image/hello.tar`]));
     expect(existsSync(path.join(root, 'var/lib/nodegraph/containers', SLOT, 'config.json')), 'kube1 kept in place').toBe(true);
     expect(statSync(path.join(slotDir, 'rootfs')).ino, 'kube1 kept prepared on the same rootfs').toBe(kube1Rootfs);
     // The shared identity was reset, and kube2's kubelet bootstrapped its own.
@@ -798,6 +805,68 @@ describe('graphs/container-node.ts on real runc, systemd and containerd', () => 
     expectHealthy();
     expect(runner.matching('images', 'import')).toHaveLength(1);
     expect(images().get('nodegraph.test/hello:1')).toBe(helloDigest);
+    expect(changes(await plan())).toEqual([]);
+  });
+
+  it('26. rollback after a good switch stops the newer slot in place and gives the older its own kubelet identity back; rolling forward again finds the newer slot in place, and a bundle change made with it reaches the older slot only once the newer is healthy', async () => {
+    expect(up, 'the node is not up (step 1 failed)').toBe(true);
+    const kube2 = node;
+    const kube1 = new Node(runcRootOf(work), SLOT);
+    const kube1Dir = path.join(root, 'var/lib/nodegraph/containers', SLOT);
+    const kube2Dir = slotDir;
+    const pki = path.join(root, 'var/lib/kubelet/pki');
+    const identity = (): string => readlinkSync(path.join(pki, 'kubelet-client-current.pem'));
+    const kube2Identity = identity();
+    // What kube1's kubelet ran with, kept with kube1 when kube2 took over.
+    const kube1Identity = readlinkSync(path.join(kube1Dir, 'identity/pki/kubelet-client-current.pem'));
+    expect(kube1Identity).not.toBe(kube2Identity);
+    const inodes = (dir: string) => ({ rootfs: statSync(path.join(dir, 'rootfs')).ino, bundle: statSync(path.join(dir, 'config.json')).ino });
+    const kube2Place = inodes(kube2Dir);
+
+    runner.reset();
+    events = [];
+    const rolled = await timed('rollback after a good switch', () => rollbackNodefile(engine()));
+    if (!rolled.ok) throw new Error(`rollback failed: ${JSON.stringify(rolled.error, null, 2)}\n${failures()}`);
+    expect(kube2.state(), 'kube2 is stopped').toBeUndefined();
+    expect(kube1.state()?.status).toBe('running');
+    node = kube1;
+    slotDir = kube1Dir;
+    expectHealthy();
+    expect(inodes(kube2Dir), 'kube2 stopped in place: rootfs and bundle kept').toEqual(kube2Place);
+    expect(identity(), "kube1's kubelet runs with its own identity again, not a new one").toBe(kube1Identity);
+    expect(readdirSync(pki).filter((n) => /^kubelet-client-\d/.test(n)), 'no new bootstrap').toHaveLength(1);
+    config = JSON.parse(readFileSync(configFile, 'utf8')) as NodeConfigInput;
+    expect(config.slot).toBe(SLOT);
+    expect(changes(await plan())).toEqual([]);
+
+    // Forward again, with a bundle change: kube2 found in place; kube1's bundle untouched until kube2 is healthy.
+    const kube1Bundle = (): { ino: number; text: string } => ({ ino: statSync(path.join(kube1Dir, 'config.json')).ino, text: readFileSync(path.join(kube1Dir, 'config.json'), 'utf8') });
+    const kube1Before = kube1Bundle();
+    writeConfig((c) => ({ ...c, slot: 'kube2', prepare: [SLOT], bundle: { ...c.bundle, annotations: { ...c.bundle?.annotations, 'org.example.e2e': 'forward' } } }));
+    let atHealthy: { ino: number; text: string } | undefined;
+    failedAt = (e) => {
+      if (e.type === 'transaction' && e.message.startsWith('healthy')) atHealthy ??= kube1Bundle();
+    };
+    let forward: ApplySummary;
+    try {
+      forward = await apply('forward again after the rollback, with a bundle change');
+    } finally {
+      failedAt = undefined;
+    }
+    expect(atHealthy, "kube1's config.json untouched until kube2 was healthy").toEqual(kube1Before);
+    expect(kube1Bundle(), 'and after it: kube1 is not declared while the switch is under way').toEqual(kube1Before);
+    expect(ran(forward)).not.toContain('kube2/rootfs');
+    expect(runner.matching('tar')).toEqual([]);
+    expect(inodes(kube2Dir).rootfs, 'the same rootfs').toBe(kube2Place.rootfs);
+    node = kube2;
+    slotDir = kube2Dir;
+    expectHealthy();
+    expect(identity(), "kube2's own identity back").toBe(kube2Identity);
+    expect(JSON.parse(readFileSync(path.join(kube2Dir, 'config.json'), 'utf8')).annotations['org.example.e2e']).toBe('forward');
+    // The switch done, kube1 is prepared again: now, not running, it gets the change.
+    expect(changes(await plan())).toEqual([`${SLOT}/bundle: update`]);
+    await apply('the prepared slot catches up');
+    expect(JSON.parse(readFileSync(path.join(kube1Dir, 'config.json'), 'utf8')).annotations['org.example.e2e']).toBe('forward');
     expect(changes(await plan())).toEqual([]);
   });
 
@@ -870,6 +939,37 @@ describe('graphs/container-node.ts on real runc, systemd and containerd', () => 
     // Through the CLI, as it was applied: in this process vitest's transform gives function actions another source text.
     const after = cli(['plan', '--detailed-exitcode']);
     expect(after.status, String(after.stdout)).toBe(0);
+  });
+
+  it('27. nodegraph killed in the takeover, between the old slot stopping and the resets, then apply --continue: the resets happen once, and the new kubelet bootstraps a certificate of its own', async () => {
+    expect(up, 'the node is not up (step 1 failed)').toBe(true);
+    const running = node;
+    const target = running.id === 'kube1' ? 'kube2' : 'kube1';
+    const next = new Node(runcRootOf(work), target);
+    const pki = path.join(root, 'var/lib/kubelet/pki');
+    const certOf = (): string => sh(['openssl', 'x509', '-noout', '-fingerprint', '-sha256', '-in', path.join(pki, 'kubelet-client-current.pem')]).stdout.trim();
+    const before = certOf();
+    const marker = path.join(root, 'var/lib/nodegraph/containers/switch.json');
+    // The target's kept identity goes, so that a reset shows as a new certificate.
+    rmSync(path.join(root, 'var/lib/nodegraph/containers', target, 'identity'), { recursive: true, force: true });
+    config = JSON.parse(readFileSync(configFile, 'utf8')) as NodeConfigInput;
+    writeConfig((c) => ({ ...c, slot: target, prepare: [running.id as 'kube1' | 'kube2'] }));
+    const killed = await timed('upgrade killed in the takeover', async () => runCli(['apply'], undefined, { NODEGRAPH_FAILPOINT: `stopped:${target}` }));
+    expect(killed.end, killed.output).toBe('SIGKILL');
+    expect(running.state(), 'the old slot was stopped').toBeUndefined();
+    expect(JSON.parse(readFileSync(marker, 'utf8'))).toEqual({ from: [running.id], to: target, reset: false });
+    expect(certOf(), 'not reset yet').toBe(before);
+    const continued = await timed('apply --continue after the kill in the takeover', async () => runCli(['apply', '--continue']));
+    expect(continued.end, continued.output).toBe('exit 0');
+    expect(continued.output).toMatch(new RegExp(`switch from ${running.id}: stopped nothing \\(stopped already\\); reset \\d+ kubelet credential files?; its kubelet bootstraps anew`));
+    expect([running, next].filter((n) => n.state()?.status === 'running').map((n) => n.id)).toEqual([target]);
+    node = next;
+    slotDir = path.join(root, 'var/lib/nodegraph/containers', target);
+    await eventually(() => expectHealthy(), 30_000);
+    await eventually(() => expect(certOf(), 'a certificate of its own').not.toBe(before), 30_000);
+    expect(existsSync(marker)).toBe(false);
+    const after = await runCli(['plan', '--detailed-exitcode']);
+    expect(after.end, after.output).toBe('exit 0');
   });
 
   /** An upgrade to the other slot made to fail by `change`: undone, the running slot running again, the shared files and the configuration as they were. */
@@ -1040,7 +1140,10 @@ describe('graphs/container-node.ts on real runc, systemd and containerd', () => 
     expect(statInside().code).not.toBe(0);
     expect(changes(await plan())).toEqual([]);
 
-    // A new rootfs: the other slot, built afresh, gets the GPU.
+    // A new rootfs: the other slot, kept in place since it last ran, destroyed and built afresh, gets the GPU.
+    const destroyed = await timed(`destroy ${fresh}/*`, () => teardownNodefile({ ...engine(), mode: 'destroy', targets: [`${fresh}/*`] }));
+    if (!destroyed.ok) throw new Error(`destroy ${fresh}/* failed: ${JSON.stringify(destroyed.error, null, 2)}`);
+    expect(existsSync(path.join(root, 'var/lib/nodegraph/containers', fresh))).toBe(false);
     writeConfig((c) => ({ ...c, slot: fresh }));
     await apply('switch to a slot built afresh on the GPU host');
     node = new Node(runcRootOf(work), fresh);

@@ -4,7 +4,7 @@
 // the new one is healthy; a new slot that does not come up is undone — the
 // old slot runs again on its untouched rootfs, the shared files as they were.
 
-import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, readlinkSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { EngineEvent } from '../../../src/events.ts';
@@ -20,6 +20,8 @@ const slotDir = (slot: string): string => path.join(rig.root, 'var/lib/nodegraph
 function bootstrapped(): void {
   mkdirSync(path.join(rig.root, 'var/lib/kubelet/pki'), { recursive: true });
   writeFileSync(path.join(rig.root, 'var/lib/kubelet/pki/kubelet-client-current.pem'), 'identity of node-a\n');
+  // As kubelet links it: a path as the container sees it, which the host need not have.
+  symlinkSync('/var/lib/kubelet/pki/kubelet-server-2026-12-05.pem', path.join(rig.root, 'var/lib/kubelet/pki/kubelet-server-current.pem'));
   writeFileSync(path.join(rig.root, 'var/lib/kubelet/kubeconfig'), 'apiVersion: v1\n');
   mkdirSync(path.join(rig.root, 'opt/cni/bin'), { recursive: true });
   writeFileSync(path.join(rig.root, 'opt/cni/bin/bridge'), 'ELF\n');
@@ -173,6 +175,7 @@ describe('switching the running slot (blue/green)', () => {
     const back = ok(await rig.apply());
     expect(back.ran.map(String)).not.toContain('kube1/rootfs');
     expect(identity()).toBe('identity of node-a\n');
+    expect(readlinkSync(path.join(rig.root, 'var/lib/kubelet/pki/kubelet-server-current.pem'))).toBe('/var/lib/kubelet/pki/kubelet-server-2026-12-05.pem');
     // kube2, no longer declared, is stopped in place with its identity; forward again, it is found there.
     rig.writeConfig((c) => ({ ...c, slot: 'kube2', prepare: ['kube1'] }));
     const forward = ok(await rig.apply());
