@@ -8,8 +8,9 @@
 // Whether those resets are due follows from the switch marker (switch.ts), not
 // from what runs when the task runs: a run cut short after the old slot
 // stopped still owes them, and a run after they were done owes none. The
-// task's check is "no other slot's container is there", so a slot that takes
-// over again (a rollback, a roll forward) runs it again.
+// task's check is "no other slot's container is there, and no switch to this
+// slot owes its resets", so a slot that takes over again (a rollback, a roll
+// forward, a run that continues a switch cut short) runs it again.
 
 import { chmodSync, copyFileSync, existsSync, lstatSync, mkdirSync, readdirSync, readlinkSync, renameSync, rmSync, symlinkSync } from 'node:fs';
 import path from 'node:path';
@@ -101,9 +102,12 @@ export function takeoverTask(ng: NodefileApi, spec: TakeoverSpec): TaskRef {
       ctx.log(`switch from ${from.join(', ')}: stopped ${stopped}; reset ${reset.length} kubelet credential file${reset.length === 1 ? '' : 's'}; ${identity}`);
       return { slot: spec.self.slot };
     },
+    // In place: no other slot's container is there, and no switch to this slot owes its resets.
     check: async (ctx) => {
       const present = await othersThere(execOf(ctx), spec);
-      return present.length === 0 || present.map((p) => `${p.place.containerId} is ${p.state.status}`).join(', ');
+      if (present.length > 0) return present.map((p) => `${p.place.containerId} is ${p.state.status}`).join(', ');
+      const marked = readSwitch(spec.marker);
+      return marked?.to !== spec.self.slot || marked.reset || `a switch from ${marked.from.join(', ')} is under way, its resets not done`;
     },
     verbs: upgradeVerbs(spec.running),
   });

@@ -211,6 +211,21 @@ export function processesRootedBelow(dir: string): number[] {
 }
 
 /** Files (anything but a directory) left at or below dir, as paths relative to it. */
+/** Processes whose environment holds `name=value` (what a run's children inherit), as pids. */
+export function processesWithEnv(name: string, value: string): number[] {
+  const wanted = `${name}=${value}`;
+  const pids: number[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      if (readFileSync(`/proc/${entry}/environ`, 'latin1').split('\0').includes(wanted)) pids.push(Number(entry));
+    } catch {
+      // gone, or not ours to read
+    }
+  }
+  return pids;
+}
+
 export function filesBelow(dir: string): string[] {
   const out: string[] = [];
   const walk = (d: string): void => {

@@ -48,6 +48,7 @@ import {
   must,
   Node,
   processesRootedBelow,
+  processesWithEnv,
   reapStaleWorkDirs,
   RecordingRunner,
   sh,
@@ -936,6 +937,9 @@ describe('graphs/container-node.ts on real runc, systemd and containerd', () => 
     node = kube1;
     slotDir = path.join(root, 'var/lib/nodegraph/containers', SLOT);
     expectHealthy();
+    // The switch done, kube2 is a prepared slot again, and catches up with the bundle it was frozen from.
+    const caughtUp = cli(['apply']);
+    expect(caughtUp.status, `${String(caughtUp.stdout)}${String(caughtUp.stderr)}`).toBe(0);
     // Through the CLI, as it was applied: in this process vitest's transform gives function actions another source text.
     const after = cli(['plan', '--detailed-exitcode']);
     expect(after.status, String(after.stdout)).toBe(0);
@@ -1234,6 +1238,90 @@ describe('graphs/container-node.ts on real runc, systemd and containerd', () => 
     const again = await runCli(['plan', '--json']);
     const entries = (JSON.parse(again.output) as { entries: { id: string; action: string }[] }).entries;
     expect(entries.filter((e) => e.action !== 'unchanged')).toEqual([]);
+  });
+
+  it('28. the random-kill campaign: nodegraph killed at a random instant of whole slot switches, then apply or apply --continue in turn; after each recovery one slot runs, healthy, with its own identity, and nothing of the killed run is left', async () => {
+    expect(up, 'the node is not up (step 1 failed)').toBe(true);
+    const trials = Number(process.env['NODEGRAPH_E2E_TRIALS'] ?? '8');
+    const seed = Number(process.env['NODEGRAPH_E2E_SEED'] ?? String(Date.now() % 100_000));
+    let state = seed;
+    // A small seeded generator (mulberry32): a failing trial can be run again with NODEGRAPH_E2E_SEED.
+    const random = (): number => {
+      state = (state + 0x6d2b79f5) | 0;
+      let t = Math.imul(state ^ (state >>> 15), 1 | state);
+      t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+      return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+    };
+    console.info(`[e2e] campaign: ${trials} trials, NODEGRAPH_E2E_SEED=${seed}`);
+    const slots = (['kube1', 'kube2'] as const).map((id) => new Node(runcRootOf(work), id));
+    const pki = path.join(root, 'var/lib/kubelet/pki');
+    const identity = (): string => readlinkSync(path.join(pki, 'kubelet-client-current.pem'));
+    // Each slot's kubelet identity as it last ran: a recovery gives the running slot its own back.
+    const identities = new Map<string, string>([[node.id, identity()]]);
+    const sharedBut = (): Record<string, string> => {
+      const { ['var/lib/kubelet/pki']: _identity, ...rest } = sharedFiles();
+      return rest;
+    };
+    const sharedBefore = sharedBut();
+    config = JSON.parse(readFileSync(configFile, 'utf8')) as NodeConfigInput;
+    const lines: string[] = [];
+    for (let trial = 1; trial <= trials; trial++) {
+      const started = Date.now();
+      const running = slots.find((n) => n.state()?.status === 'running')!;
+      const target = running.id === 'kube1' ? 'kube2' : 'kube1';
+      config = JSON.parse(readFileSync(configFile, 'utf8')) as NodeConfigInput;
+      writeConfig((c) => ({ ...c, slot: target, prepare: [running.id as 'kube1' | 'kube2'] }));
+      // Where: the moment a step of the switch shows in the live output, then a random delay into it.
+      const marks = [
+        `▶ ${target}/rootfs`,
+        `▶ ${target}/takeover`,
+        `▶ ${target}/container`,
+        `▶ ${target}/containerd`,
+        `▶ ${target}/kubelet`,
+        `▶ ${target}/verified`,
+        'waiting for the graph to be healthy',
+        'healthy: retiring',
+      ];
+      const mark = marks[Math.floor(random() * marks.length)]!;
+      const delay = Math.floor(random() * 2000);
+      const tag = `trial-${seed}-${trial}`;
+      let seenAt = 0;
+      const killed = await runCli(
+        ['apply'],
+        (output) => {
+          // eslint-disable-next-line no-control-regex
+          if (seenAt === 0 && output.replace(/\x1b\[[0-9;]*m/g, '').includes(mark)) seenAt = Date.now();
+          return seenAt !== 0 && Date.now() - seenAt >= delay;
+        },
+        { NODEGRAPH_E2E_TRIAL: tag },
+      );
+      const recovery = trial % 2 === 1 ? ['apply'] : ['apply', '--continue'];
+      const recovered = await runCli(recovery, undefined, { NODEGRAPH_E2E_TRIAL: `${tag}-recovery` });
+      const now = slots.filter((n) => n.state() !== undefined);
+      const line = `trial ${trial}/${trials}: killed ${killed.end === 'SIGKILL' ? `at "${mark}" +${delay} ms` : `never (${killed.end}, "${mark}" +${delay} ms too late)`}; recovery ${recovery.join(' ')}: ${recovered.end}, ${now.map((n) => `${n.id} ${n.state()?.status}`).join(', ') || 'no container'}; ${((Date.now() - started) / 1000).toFixed(1)} s`;
+      lines.push(line);
+      console.info(`[e2e] ${line}`);
+      expect(recovered.end, `${line}\n${recovered.output}`).toBe('exit 0');
+      // Exactly one slot's container in runc, running; its services up.
+      expect(now.map((n) => n.id), line).toHaveLength(1);
+      node = now[0]!;
+      slotDir = path.join(root, 'var/lib/nodegraph/containers', node.id);
+      expect(node.state()?.status, line).toBe('running');
+      await eventually(() => expectHealthy(), 30_000);
+      // The shared files: the configuration's as before, and the running slot's own identity.
+      expect(sharedBut(), line).toEqual(sharedBefore);
+      const known = identities.get(node.id);
+      if (known !== undefined) expect(identity(), `${line}: ${node.id}'s own identity`).toBe(known);
+      else identities.set(node.id, await eventually(() => identity(), 30_000));
+      // Nothing of the killed run is left: its process, or any process that inherited its environment.
+      expect(existsSync(`/proc/${killed.pid}`), line).toBe(false);
+      expect(processesWithEnv('NODEGRAPH_E2E_TRIAL', tag), line).toEqual([]);
+      for (const slot of slots) expect(existsSync(path.join(root, 'var/lib/nodegraph/containers', slot.id, 'rootfs.new')), line).toBe(false);
+      expect(existsSync(path.join(stateDir, 'transaction')), `${line}: no transaction folder`).toBe(false);
+      const planned = await runCli(['plan', '--detailed-exitcode']);
+      expect(planned.end, `${line}\n${planned.output}`).toBe('exit 0');
+    }
+    console.info(`[e2e] campaign (NODEGRAPH_E2E_SEED=${seed}):\n  ${lines.join('\n  ')}`);
   });
 
   it('8. destroy leaves no container, no mount, no file of the node', async () => {

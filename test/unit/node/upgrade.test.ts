@@ -183,4 +183,25 @@ describe('switching the running slot (blue/green)', () => {
     expect(statSync(path.join(slotDir('kube2'), 'rootfs')).ino).toBe(kube2Rootfs);
     expect(identity()).toBe('identity of kube2\n');
   });
+
+  it('runs the takeover of a slot kept in place again when a switch to it was cut short before its resets', async () => {
+    rig = makeRig();
+    ok(await rig.apply());
+    rig.writeConfig((c) => ({ ...c, slot: 'kube2', prepare: ['kube1'] }));
+    ok(await rig.apply());
+    rig.writeConfig((c) => ({ ...c, slot: 'kube1', prepare: ['kube2'] }));
+    ok(await rig.apply());
+    bootstrapped();
+    // Back to kube2, whose takeover has a record: a run cut short wrote the marker and stopped kube1.
+    const marker = path.join(rig.root, 'var/lib/nodegraph/containers/switch.json');
+    writeFileSync(marker, `${JSON.stringify({ from: ['kube1'], to: 'kube2', reset: false })}\n`);
+    rig.runner.containers.delete('kube1');
+    rig.writeConfig((c) => ({ ...c, slot: 'kube2', prepare: ['kube1'] }));
+    const entry = ok(await rig.plan()).plan.entries().find((e) => String(e.id) === 'kube2/takeover');
+    expect(entry?.reasons).toEqual(['check failed: a switch from kube1 is under way, its resets not done']);
+    const summary = ok(await rig.apply());
+    expect(summary.ran.map(String)).toContain('kube2/takeover');
+    expect(readFileSync(path.join(slotDir('kube1'), 'identity/pki/kubelet-client-current.pem'), 'utf8')).toBe('identity of node-a\n');
+    expect(existsSync(marker)).toBe(false);
+  });
 });
