@@ -99,7 +99,7 @@ export function takeoverTask(ng: NodefileApi, spec: TakeoverSpec): TaskRef {
       const restored = restoreIdentity(spec.kubeletDir, spec.bootstrappedKubeconfig, spec.self.identityDir);
       writeSwitch(spec.marker, { ...underWay, reset: true });
       const identity = restored === 0 ? 'its kubelet bootstraps anew' : `gave back its own kubelet identity (${restored} file${restored === 1 ? '' : 's'})`;
-      ctx.log(`switch from ${from.join(', ')}: stopped ${stopped}; reset ${reset.length} kubelet credential file${reset.length === 1 ? '' : 's'}; ${identity}`);
+      ctx.log(`switch from ${from.join(', ')}: stopped ${present.length === 0 ? 'nothing (stopped already)' : stopped}; reset ${reset.length} kubelet credential file${reset.length === 1 ? '' : 's'}; ${identity}`);
       return { slot: spec.self.slot };
     },
     // In place: no other slot's container is there, and no switch to this slot owes its resets.

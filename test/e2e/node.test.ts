@@ -965,10 +965,12 @@ describe('graphs/container-node.ts on real runc, systemd and containerd', () => 
     expect(certOf(), 'not reset yet').toBe(before);
     const continued = await timed('apply --continue after the kill in the takeover', async () => runCli(['apply', '--continue']));
     expect(continued.end, continued.output).toBe('exit 0');
-    expect(continued.output).toMatch(new RegExp(`switch from ${running.id}: stopped nothing \\(stopped already\\); reset \\d+ kubelet credential files?; its kubelet bootstraps anew`));
     expect([running, next].filter((n) => n.state()?.status === 'running').map((n) => n.id)).toEqual([target]);
     node = next;
     slotDir = path.join(root, 'var/lib/nodegraph/containers', target);
+    expect(continued.output, `the killed run:\n${killed.output}`).toMatch(
+      new RegExp(`switch from ${running.id}: stopped nothing \\(stopped already\\); reset \\d+ kubelet credential files?; its kubelet bootstraps anew`),
+    );
     await eventually(() => expectHealthy(), 30_000);
     await eventually(() => expect(certOf(), 'a certificate of its own').not.toBe(before), 30_000);
     expect(existsSync(marker)).toBe(false);
@@ -1257,7 +1259,9 @@ describe('graphs/container-node.ts on real runc, systemd and containerd', () => 
     const pki = path.join(root, 'var/lib/kubelet/pki');
     const identity = (): string => readlinkSync(path.join(pki, 'kubelet-client-current.pem'));
     // Each slot's kubelet identity as it last ran: a recovery gives the running slot its own back.
-    const identities = new Map<string, string>([[node.id, identity()]]);
+    const first = slots.find((n) => n.state()?.status === 'running');
+    expect(first, 'a slot runs as the campaign begins').toBeDefined();
+    const identities = new Map<string, string>([[first!.id, identity()]]);
     const sharedBut = (): Record<string, string> => {
       const { ['var/lib/kubelet/pki']: _identity, ...rest } = sharedFiles();
       return rest;
