@@ -22,6 +22,10 @@
 // same apply is waited for (systemd starts it at boot once enabled), never
 // restarted. A staged image archive is imported when it or the rootfs (the
 // image store) changed, never because containerd restarted.
+//
+// A slot switch: the slot switched away from is not declared until the switch
+// is done (frozen), then stopped in place (`retire: 'stop'`), so a rollback or
+// a switch back finds its rootfs, bundle and kubelet identity where they were.
 
 import { existsSync, lstatSync, mkdirSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import path from 'node:path';

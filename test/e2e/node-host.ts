@@ -226,6 +226,22 @@ export function processesWithEnv(name: string, value: string): number[] {
   return pids;
 }
 
+/** Processes in process group `pgid`, as pids (from /proc/<pid>/stat: the field after ppid). */
+export function processesInGroup(pgid: number): number[] {
+  const pids: number[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, 'latin1');
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      if (Number(fields[2]) === pgid) pids.push(Number(entry));
+    } catch {
+      // gone
+    }
+  }
+  return pids;
+}
+
 export function filesBelow(dir: string): string[] {
   const out: string[] = [];
   const walk = (d: string): void => {
