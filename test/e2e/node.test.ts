@@ -1163,7 +1163,7 @@ describe('graphs/container-node.ts on real runc, systemd and containerd', () => 
     const destroyed = await timed(`destroy ${fresh}/*`, () => teardownNodefile({ ...engine(), mode: 'destroy', targets: [`${fresh}/*`] }));
     if (!destroyed.ok) throw new Error(`destroy ${fresh}/* failed: ${JSON.stringify(destroyed.error, null, 2)}`);
     expect(existsSync(path.join(root, 'var/lib/nodegraph/containers', fresh))).toBe(false);
-    writeConfig((c) => ({ ...c, slot: fresh }));
+    writeConfig((c) => ({ ...c, slot: fresh, prepare: [] }));
     await apply('switch to a slot built afresh on the GPU host');
     node = new Node(runcRootOf(work), fresh);
     slotDir = path.join(root, 'var/lib/nodegraph/containers', fresh);
