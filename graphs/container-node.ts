@@ -480,8 +480,11 @@ function declareSlot(ng: NodefileApi, node: Node, shared: Shared, slot: Slot, ro
       rootfs,
       spec: ng.value(asJson({ id: containerId, runc: node.runc, bundle: slotDir, consoleLog: container.consoleLog, supervisor: node.supervisor })),
     },
-    // Configuration goes in before the container boots, so its services start with it.
+    // Configuration goes in before the container boots, so its services start with it; and the other
+    // slot is stopped first, even when this slot's configuration is in place already (found in place,
+    // nothing of it runs, so nothing else orders the two).
     after: [
+      takeover,
       containerdConfig,
       kubeletConfig,
       ...present(cniConfig),

@@ -178,8 +178,16 @@ describe('switching the running slot (blue/green)', () => {
     expect(readlinkSync(path.join(rig.root, 'var/lib/kubelet/pki/kubelet-server-current.pem'))).toBe('/var/lib/kubelet/pki/kubelet-server-2026-12-05.pem');
     // kube2, no longer declared, is stopped in place with its identity; forward again, it is found there.
     rig.writeConfig((c) => ({ ...c, slot: 'kube2', prepare: ['kube1'] }));
+    rig.runner.reset();
+    rig.events.length = 0;
     const forward = ok(await rig.apply());
+    const at = (type: string, id: string): number => rig.events.findIndex((e) => e.type === type && 'id' in e && e.id === id);
+    expect(at('task-done', 'kube2/takeover'), 'the takeover is done before the container starts').toBeLessThan(at('task-start', 'kube2/container'));
+    expect(at('task-done', 'kube2/takeover')).toBeGreaterThanOrEqual(0);
     expect(forward.ran.map(String)).not.toContain('kube2/rootfs');
+    // Its configuration in place, nothing of kube2 runs before its container but the takeover: kube1 stops first.
+    const order = rig.runner.events.filter((e) => e.kind === 'container-stop' || e.kind === 'container-start').map((e) => `${e.kind} ${'id' in e ? e.id : ''}`);
+    expect(order).toEqual(['container-stop kube1', 'container-start kube2']);
     expect(statSync(path.join(slotDir('kube2'), 'rootfs')).ino).toBe(kube2Rootfs);
     expect(identity()).toBe('identity of kube2\n');
   });
