@@ -39,7 +39,7 @@ import { gpuFiles, gpuTask, nvidiaTask, readGrants, NO_GRANTS } from '../src/nod
 import { HELPER_PATH, HELPER_SCRIPT, helperAt, type Helper } from '../src/node/helper.ts';
 import { makeHost, type Host } from '../src/node/host.ts';
 import { kubeletDropIn, kubeletSharedFiles, type KubeletSettings } from '../src/node/kubelet.ts';
-import { keepingLogs } from '../src/node/logs.ts';
+import { keepingLogs, keepSlotLogs } from '../src/node/logs.ts';
 import { imageArchiveTasks } from '../src/node/images.ts';
 import { kernelModulesTask, MODULES_LOAD_PATH } from '../src/node/kernel-modules.ts';
 import { containersThere, takeoverTask, type SlotPlace } from '../src/node/takeover.ts';
@@ -604,7 +604,12 @@ function declareSlot(ng: NodefileApi, node: Node, shared: Shared, slot: Slot, ro
       return kubeletState === 'active' || `kubelet in ${slot} is ${kubeletState}`;
     },
     // The node's health after a change: it must answer within the service timeout and stay so.
-    health: { within: `${config.timeouts.service}s`, stable: `${config.timeouts.healthy}s` },
+    health: {
+      within: `${config.timeouts.service}s`,
+      stable: `${config.timeouts.healthy}s`,
+      // Caught only in the health window: keep what an operator will read before the rollback stops the slot.
+      onFailure: async (ctx) => (ctx.stateDir === undefined ? undefined : `${slot}'s logs are kept in ${await keepSlotLogs(execOf(ctx), { ...slotLogs(ctx, ['containerd.service', 'kubelet.service']), stateDir: ctx.stateDir })}`),
+    },
     verbs: { create: 'verify', update: 'verify' },
   });
 }

@@ -56,6 +56,7 @@ export const taskSpecSchema = z.strictObject({
     .strictObject({
       within: z.string().refine((d) => parseDuration(d) !== undefined, DURATION_MESSAGE),
       stable: z.string().refine((d) => parseDuration(d) !== undefined, DURATION_MESSAGE).optional(),
+      onFailure: fn.optional(),
     })
     .optional(),
 });

@@ -170,6 +170,11 @@ export interface TaskSpec {
 export interface HealthSpec {
   readonly within: string;
   readonly stable?: string;
+  /**
+   * Runs once when the check does not hold, before anything is rolled back (greenboot's red.d):
+   * keep what an operator will want to read. What it returns is added to the failure.
+   */
+  readonly onFailure?: (ctx: TaskContext) => Promise<string | void> | string | void;
 }
 
 /** Settings a Nodefile gives the whole graph (`ng.settings`). */

@@ -4,6 +4,7 @@
 
 import type { TaskGraph, TaskNode } from '../graph/graph.ts';
 import { runCheck } from '../observe/check.ts';
+import { taskContext } from '../nodefile/context.ts';
 import type { ProcessRunner } from '../process-runner.ts';
 import { parseDuration } from '../util/duration.ts';
 
@@ -13,11 +14,34 @@ export function healthTasks(graph: TaskGraph): TaskNode[] {
   return graph.ordered.filter((n) => n.decl.spec.health !== undefined);
 }
 
-export async function waitHealthy(graph: TaskGraph, runner: ProcessRunner, signal: AbortSignal, jobs: number): Promise<Health> {
+export async function waitHealthy(graph: TaskGraph, runner: ProcessRunner, signal: AbortSignal, jobs: number, stateDir?: string): Promise<Health> {
   const marked = healthTasks(graph);
   if (marked.length === 0) return everyCheck(graph, runner, signal, jobs);
-  const verdicts = await Promise.all(marked.map((node) => watch(node, runner, signal)));
+  const verdicts = await Promise.all(
+    marked.map(async (node) => {
+      const verdict = await watch(node, runner, signal);
+      return verdict.ok ? verdict : { ...verdict, detail: withKept(verdict.detail, await onFailure(node, runner, stateDir)) };
+    }),
+  );
   return verdicts.find((v) => !v.ok) ?? { ok: true };
+}
+
+const withKept = (detail: string, kept: string | undefined): string => (kept === undefined || kept === '' ? detail : `${detail}; ${kept}`);
+
+/** A health task's onFailure, run once with a fresh signal (an interrupted apply still keeps what it can); what it says, or why it failed. */
+async function onFailure(node: TaskNode, runner: ProcessRunner, stateDir: string | undefined): Promise<string | undefined> {
+  const hook = node.decl.spec.health?.onFailure;
+  if (hook === undefined) return undefined;
+  const ctx = taskContext(
+    node,
+    { runner, signal: new AbortController().signal, reason: 'unhealthy', firstRun: false, forced: false, changedInputs: [], changedUpstream: [], ran: () => false, log: () => {}, stateDir },
+    [],
+  );
+  try {
+    return (await hook(ctx)) ?? undefined;
+  } catch (error) {
+    return `its onFailure failed: ${error instanceof Error ? error.message : String(error)}`;
+  }
 }
 
 /** Polls one health task: pass within `within`, then keep passing for `stable`. */

@@ -1,0 +1,50 @@
+// A health task's onFailure runs once when the graph is found unhealthy, before
+// the rollback: what it keeps survives the rollback, and what it says is in
+// the failure.
+
+import { afterEach, beforeEach, expect, test } from 'vitest';
+import { Rig } from '../support/rig.ts';
+
+let rig: Rig;
+beforeEach(() => {
+  rig = new Rig();
+});
+afterEach(() => rig.cleanup());
+
+test('onFailure keeps what the rollback would take, and the failure names it', async () => {
+  rig.nodefile(`
+  const fs = process.getBuiltinModule('node:fs');
+  const version = fs.readFileSync(ng.dir + '/version', 'utf8').trim();
+  ng.task('service', {
+    inputs: { v: ng.value(version) },
+    outputs: ['service.log'],
+    run: () => {
+      fs.writeFileSync(ng.dir + '/service.log', 'started ' + version + '\\n');
+      fs.writeFileSync(ng.dir + '/probes', '0');
+    },
+    // The bad one answers once after it starts (the apply's own check), and then no more.
+    check: () => {
+      const probes = Number(fs.existsSync(ng.dir + '/probes') ? fs.readFileSync(ng.dir + '/probes', 'utf8') : '0') + 1;
+      fs.writeFileSync(ng.dir + '/probes', String(probes));
+      return version === 'good' || probes === 1 || 'the service ' + version + ' does not answer';
+    },
+    health: {
+      within: '200ms',
+      onFailure: (ctx) => {
+        fs.mkdirSync(ctx.stateDir + '/kept', { recursive: true });
+        fs.copyFileSync(ng.dir + '/service.log', ctx.stateDir + '/kept/service.log');
+        return 'its log is kept in ' + ctx.stateDir + '/kept';
+      },
+    },
+  });
+  `);
+  rig.write('version', 'good\n');
+  expect((await rig.run(['apply', '--atomic'])).code).toBe(0);
+  rig.write('version', 'bad\n');
+  const failed = await rig.run(['apply', '--atomic']);
+  expect(failed.code).toBe(1);
+  expect(failed.stderr).toContain(`service is not healthy: its check did not pass within 200ms: the service bad does not answer; its log is kept in ${rig.path('.nodegraph/kept')}`);
+  // Rolled back: the service is the good one again, and the bad one's log is kept.
+  expect(rig.read('service.log')).toBe('started good\n');
+  expect(rig.read('.nodegraph/kept/service.log')).toBe('started bad\n');
+});
