@@ -21,6 +21,7 @@ import { observe } from './observe/observe.ts';
 import { makePlan, selectTasks, type DecidedPlan } from './plan/plan.ts';
 import { openState, type OpenState } from './state/open.ts';
 import type { Lock } from './state/lock.ts';
+import { stateKey } from './state/key.ts';
 import { appender, type Appender } from './execute/appender.ts';
 import { err, ok, type Result } from './util/result.ts';
 
@@ -195,6 +196,8 @@ export async function observeAndPlan(session: Session): Promise<Result<Observed,
     jobs: session.jobs,
     signal: session.signal,
     env: session.env,
+    // A command holding the lock makes the key when none is there yet; a read-only one does not write.
+    key: () => stateKey(session.state.dir, session.state.lock !== undefined),
   });
   if (!observations.ok) return err(await withSites(session.graph.file, observations.error));
   const plan = makePlan(session.graph, observations.value, session.state.records, {

@@ -21,10 +21,21 @@ export async function run(args: Args, io: CliIo): Promise<number> {
     const entry = observed.value.plan.entries().find((e) => e.id === id)!;
     const seen = observed.value.observations.get(id)!;
     const record = session.state.records.get(id);
-    const row = (label: string, before: ContentHash | undefined, now: ContentHash | 'missing' | undefined | string): string => {
+    const row = (label: string, before: ContentHash | string | undefined, now: ContentHash | 'missing' | undefined | string): string => {
       const nowText = now === undefined ? 'unknown' : now === 'missing' ? 'missing' : now.startsWith('sha256:') ? shortHash(now as ContentHash) : now;
       const same = before !== undefined && before === now;
-      return `    ${label.padEnd(32)} ${shortHash(before).padEnd(8)} → ${nowText.padEnd(8)}  ${same ? c.green('same') : c.yellow('differs')}`;
+      const beforeText = before === undefined || before.startsWith('sha256:') ? shortHash(before as ContentHash | undefined) : before;
+      return `    ${label.padEnd(32)} ${beforeText.padEnd(8)} → ${nowText.padEnd(8)}  ${same ? c.green('same') : c.yellow('differs')}`;
+    };
+    // A sensitive input's recorded hash is shown only when it is the current keyed digest (or a record
+    // from before keyed digests holds the plain SHA-256 of the current value): a recorded hash that
+    // differs may be the plain SHA-256 of an earlier secret, which must not be printed.
+    const recordedInput = (name: string): string | undefined => {
+      const before = record?.inputs[name];
+      const input = node.inputs[name];
+      if (before === undefined || !(input?.kind === 'env' || (input?.kind === 'value' && input.sensitive === true))) return before;
+      const now = seen.inputs.get(name);
+      return before === now || before === seen.unkeyed?.get(name) ? now : SENSITIVE_CHANGED;
     };
     const byId = new Map(observed.value.plan.entries().map((e) => [e.id, e]));
     const upstreamNow = (up: (typeof node.needs)[number]): string | undefined => {
@@ -55,7 +66,7 @@ export async function run(args: Args, io: CliIo): Promise<number> {
           reasons: entry.reasons,
           reasonDetails,
           lastApplied: record === undefined ? null : { startedAt: record.startedAt, status: record.status, durationMs: record.durationMs, ...(record.error === undefined ? {} : { error: record.error }) },
-          inputs: [...seen.inputs].map(([name, current]) => ({ name, recorded: record?.inputs[name] ?? null, current })),
+          inputs: [...seen.inputs].map(([name, current]) => ({ name, recorded: recordedInput(name) ?? null, current })),
           upstream: node.needs.map((up) => ({ id: up, recorded: record?.upstream[up] ?? null, current: upstreamNow(up) ?? null })),
           after: node.after,
           outputs: node.outputs.map((output) => ({ path: output, recorded: record?.outputs[output] ?? null, current: seen.outputs.get(output) ?? null })),
@@ -76,7 +87,7 @@ export async function run(args: Args, io: CliIo): Promise<number> {
     });
     lines.push(record === undefined ? '  never applied' : `  last applied ${record.startedAt} (${record.status}, ${record.durationMs}ms)`);
     lines.push('  inputs (recorded → current):');
-    for (const [name, hash] of seen.inputs) lines.push(row(name, record?.inputs[name], hash));
+    for (const [name, hash] of seen.inputs) lines.push(row(name, recordedInput(name), hash));
     if (node.needs.length > 0) lines.push('  upstream outputs (recorded → current):');
     for (const up of node.needs) lines.push(row(up, record?.upstream[up], upstreamNow(up)));
     if (node.after.length > 0) lines.push(`  runs after (order only): ${node.after.join(', ')}`);
@@ -89,3 +100,6 @@ export async function run(args: Args, io: CliIo): Promise<number> {
   io.stdout.write(`${result.value}\n`);
   return 0;
 }
+
+/** What `explain` shows for a sensitive input's recorded hash when it differs from the current one. */
+const SENSITIVE_CHANGED = 'changed (sensitive)';

@@ -10,7 +10,7 @@ import type { Result } from '../util/result.ts';
 
 export interface Appender {
   /** Where the record went (StateStore.append), or undefined when that is not known (a failed write). */
-  append(record: StoredRecord): Appended | undefined;
+  append(record: StoredRecord, scrub?: boolean): Appended | undefined;
   /** A record's text read back from where `append` said it went (StateStore.readBack). */
   readBack(where: Appended): string | undefined;
   sync(): void;
@@ -36,9 +36,9 @@ export function appender(store: StateStore): Appender {
     return undefined;
   };
   return {
-    append: (record) => {
+    append: (record, scrub) => {
       appended = true;
-      return failure === undefined ? remember(store.append(record)) : undefined;
+      return failure === undefined ? remember(store.append(record, scrub)) : undefined;
     },
     readBack: (where) => store.readBack(where),
     // A run that recorded nothing has nothing to make durable: a no-op writes no state.

@@ -93,8 +93,13 @@ export class Builder {
   decide(node: TaskNode): Decision {
     const { graph, records, observations, replace, planned } = this.#options;
     const plannedNow = planned?.get(node.id);
-    if (plannedNow !== undefined && plannedNow.complete && !node.needs.some(this.#hooks.ran)) return plannedNow;
-    return decide(node, () => definitionOf(node, graph.dir), observations.get(node.id)!, records, this.#upstreamOf, replace.has(node.id));
+    const decision =
+      plannedNow !== undefined && plannedNow.complete && !node.needs.some(this.#hooks.ran)
+        ? plannedNow
+        : decide(node, () => definitionOf(node, graph.dir), observations.get(node.id)!, records, this.#upstreamOf, replace.has(node.id));
+    // A record holding a secret's plain hash is replaced by its re-keyed copy, and the old line compacted away.
+    if (decision.action === 'unchanged' && decision.rekeyed !== undefined) this.#record(decision.rekeyed, true);
+    return decision;
   }
 
   /**
@@ -275,13 +280,34 @@ export class Builder {
     }
   }
 
-  #record(record: TaskRecord): void {
+  #record(record: TaskRecord, scrub = false): void {
     const { store, records } = this.#options;
     // Kept as where it went: nothing this run does reads it whole again.
-    records.setWritten(record, store.append(record), store.readBack);
+    records.setWritten(record, store.append(record, scrub || this.#supersedesSecret(record.id)), store.readBack);
     failpoint(`after:${record.id}`);
     // A state that cannot be written must not be run ahead of.
     if (store.failure !== undefined) this.#hooks.stop();
+  }
+
+  /**
+   * Whether the task's record about to be replaced holds a sensitive input's hash other
+   * than its keyed digest now: that may be the plain SHA-256 a record made before keyed
+   * digests holds, so the line is compacted away at the end of the run (StateStore.append).
+   */
+  #supersedesSecret(id: TaskId): boolean {
+    const node = this.#options.graph.get(id);
+    const observation = this.#options.observations.get(id);
+    if (node === undefined || observation === undefined) return false;
+    let previous: TaskRecord | undefined | null = null;
+    for (const name in node.inputs) {
+      const input = node.inputs[name]!;
+      if (input.kind !== 'env' && (input.kind !== 'value' || input.sensitive !== true)) continue;
+      if (previous === null) previous = this.#options.records.get(id);
+      if (previous === undefined) return false;
+      const before = Object.hasOwn(previous.inputs, name) ? previous.inputs[name] : undefined;
+      if (before !== undefined && before !== observation.inputs.get(name)) return true;
+    }
+    return false;
   }
 }
 

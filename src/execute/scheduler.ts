@@ -45,7 +45,13 @@ export async function execute(options: ExecuteOptions): Promise<ExecuteSummary> 
   // and not 50,501 (a no-op schedules none).
   let selected = options.selected;
   if (planned !== undefined && !signal.aborted) {
-    selected = selected.filter((n) => !isSettledUnchanged(planned.get(n.id)));
+    selected = selected.filter((n) => {
+      const decision = planned.get(n.id);
+      if (!isSettledUnchanged(decision)) return true;
+      // Up to date, but recorded with a secret's plain hash: its record is re-keyed (plan/decide.ts), and the old line compacted away.
+      if (decision!.rekeyed !== undefined) options.records.setWritten(decision!.rekeyed, options.store.append(decision!.rekeyed, true), options.store.readBack);
+      return false;
+    });
     summary.upToDate = options.selected.length - selected.length;
     if (selected.length === 0) return summary;
   }

@@ -11,4 +11,11 @@ export interface TaskObservation {
   readonly outputs: ReadonlyMap<string, ContentHash | 'missing'>;
   /** Undefined when the task has no check or it was not run (no record to verify). */
   readonly check?: { readonly ok: boolean; readonly detail: string };
+  /**
+   * For a task with a successful record and sensitive inputs (env inputs and values
+   * marked sensitive): each one's plain SHA-256, as records made before keyed digests
+   * hold it, so such a record is re-keyed rather than run again (plan/decide.ts).
+   * Held in memory only: never recorded nor shown.
+   */
+  readonly unkeyed?: ReadonlyMap<string, ContentHash>;
 }

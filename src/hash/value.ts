@@ -5,7 +5,7 @@
 
 import { contentHash, type ContentHash } from '../ids.ts';
 
-const { hash } = process.getBuiltinModule('node:crypto');
+const { hash, createHmac } = process.getBuiltinModule('node:crypto');
 
 const identifier = /^[A-Za-z_$][A-Za-z0-9_$]*$/;
 
@@ -121,6 +121,14 @@ export function canonicalJson(value: unknown): string {
 
 /** SHA-256 of a value's canonical JSON (see canonicalJson for what is accepted). */
 export const hashValue = (value: unknown): ContentHash => contentHash(hash('sha256', canonicalJson(value), 'hex'));
+
+/**
+ * HMAC-SHA256 under `key` (the state folder's, state/key.ts) of a value's canonical
+ * JSON: what a sensitive value or an env input is recorded and shown as. Equal values
+ * under one key give equal digests; without the key a digest tests no guess.
+ */
+export const keyedHash = (key: Uint8Array, value: unknown): ContentHash =>
+  contentHash(createHmac('sha256', key).update(canonicalJson(value)).digest('hex'));
 
 /** SHA-256 of a string's UTF-8 bytes (or of bytes): equal to `sha256sum` of a file holding them. */
 export const hashString = (text: string | Uint8Array): ContentHash => contentHash(hash('sha256', text, 'hex'));

@@ -11,7 +11,7 @@ import { TaskMap } from '../graph/task-map.ts';
 import type { FileObservation, HashCache } from '../hash/cache.ts';
 import { hashGlob } from '../hash/glob.ts';
 import { hashTree } from '../hash/tree.ts';
-import { hashValue } from '../hash/value.ts';
+import { hashValue, keyedHash } from '../hash/value.ts';
 import type { ProcessRunner } from '../process-runner.ts';
 import type { Records } from '../state/records.ts';
 import { PairMap, smallMap, WALK_MAX } from '../util/pairs.ts';
@@ -34,6 +34,8 @@ export interface ObserveOptions {
   readonly jobs: number;
   readonly signal: AbortSignal;
   readonly env: Readonly<Record<string, string | undefined>>;
+  /** The state folder's key (state/key.ts), asked for once, when a task has a sensitive input. */
+  readonly key: () => Result<Uint8Array, Failure>;
 }
 
 /** The files an observing pass stats, worked out from the graph alone. */
@@ -79,9 +81,11 @@ export function filesToObserve(nodes: readonly TaskNode[], dir: string): FilesTo
  */
 class Observed extends PairMap<string, string> implements TaskObservation {
   readonly outputs: ReadonlyMap<string, ContentHash | 'missing'>;
-  constructor(flat: readonly string[], outputs: ReadonlyMap<string, ContentHash | 'missing'>) {
+  readonly unkeyed?: ReadonlyMap<string, ContentHash>;
+  constructor(flat: readonly string[], outputs: ReadonlyMap<string, ContentHash | 'missing'>, unkeyed: ReadonlyMap<string, ContentHash> | undefined) {
     super(flat);
     this.outputs = outputs;
+    if (unkeyed !== undefined) this.unkeyed = unkeyed;
   }
 
   get inputs(): ReadonlyMap<string, ContentHash> {
@@ -146,6 +150,20 @@ export async function observe(options: ObserveOptions): Promise<Result<Map<TaskI
   // And one walk per directory: a tree several tasks read is hashed once.
   const trees = new Map<string, ContentHash>();
   const scratch: string[] = [];
+  let key: Uint8Array | undefined;
+  let keyFailed = false;
+  // A sensitive input's digest under the state's key; undefined when the key cannot be had (a failure, once).
+  const secret = (value: unknown): ContentHash | undefined => {
+    if (key === undefined && !keyFailed) {
+      const got = options.key();
+      if (got.ok) key = got.value;
+      else {
+        keyFailed = true;
+        failures.push(got.error);
+      }
+    }
+    return key === undefined ? undefined : keyedHash(key, value);
+  };
   // Files the cache knows nothing of are read below, one after another: many of them, the
   // kernel is asked to read ahead first.
   let readingAhead = false;
@@ -162,17 +180,25 @@ export async function observe(options: ObserveOptions): Promise<Result<Map<TaskI
     const inputs = scratch;
     inputs.length = 0;
     const trusted = records.status(node.id) === 'ok';
+    let unkeyed: Map<string, ContentHash> | undefined;
     for (const name in node.inputs) {
       const input = node.inputs[name]!;
       switch (input.kind) {
         case 'task':
           break;
         case 'value':
-          inputs.push(name, hashValue(input.value));
+        case 'env': {
+          const value = input.kind === 'value' ? input.value : (options.env[input.name] ?? null);
+          if (input.kind === 'value' && input.sensitive !== true) {
+            inputs.push(name, hashValue(value));
+            break;
+          }
+          const digest = secret(value);
+          if (digest === undefined) break;
+          inputs.push(name, digest);
+          if (trusted) (unkeyed ??= new Map()).set(name, hashValue(value));
           break;
-        case 'env':
-          inputs.push(name, hashValue(options.env[input.name] ?? null));
-          break;
+        }
         case 'glob':
           inputs.push(name, hashGlob(input.pattern, options.graph.dir, cache).hash);
           break;
@@ -215,15 +241,18 @@ export async function observe(options: ObserveOptions): Promise<Result<Map<TaskI
     let observation: TaskObservation;
     if (inputs.length === 0) observation = { inputs: NO_INPUTS, outputs };
     // Read from the scratch list, which it does not keep.
-    else if (inputs.length <= 2 * WALK_MAX) observation = new Observed(inputs, outputs);
-    else observation = { inputs: smallMap<string, ContentHash>(inputs.map((v, i) => ((i & 1) === 1 ? unpack(v) : v))), outputs };
+    else if (inputs.length <= 2 * WALK_MAX) observation = new Observed(inputs, outputs, unkeyed);
+    else {
+      const map = smallMap<string, ContentHash>(inputs.map((v, i) => ((i & 1) === 1 ? unpack(v) : v)));
+      observation = unkeyed === undefined ? { inputs: map, outputs } : { inputs: map, outputs, unkeyed };
+    }
     observations.set(node.id, observation);
   }
   await checking;
   if (failures.length > 0) return err(failures);
   for (const [id, check] of verdicts) {
     const current = observations.get(id)!;
-    observations.set(id, { inputs: current.inputs, outputs: current.outputs, check });
+    observations.set(id, { inputs: current.inputs, outputs: current.outputs, check, ...(current.unkeyed === undefined ? {} : { unkeyed: current.unkeyed }) });
   }
   return ok(observations);
 }

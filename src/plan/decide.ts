@@ -35,6 +35,12 @@ export interface Decision {
   readonly complete: boolean;
   /** The task was stopped by `nodegraph stop`: it runs to start what it manages, not to change it. */
   readonly stopped?: true;
+  /**
+   * For an unchanged task whose record holds a sensitive input as its plain SHA-256
+   * (written before keyed digests): the same record with those inputs' keyed digests
+   * and the fingerprint they give, for an apply to write in its place.
+   */
+  readonly rekeyed?: TaskRecord;
 }
 
 export function fingerprintOf(
@@ -127,6 +133,17 @@ export function decide(
   const record = records.get(node.id);
   if (record === undefined) return node.needs.length === 0 ? CREATE_ALONE : result('create', NEVER_RAN);
 
+  const legacy = observation.unkeyed === undefined ? undefined : unkeyedInView(observation, record);
+  if (legacy !== undefined) {
+    // The record predates keyed digests: a sensitive input whose recorded hash is the plain
+    // SHA-256 of its value now is unchanged. Decided as if observed that way; a task that
+    // need not run gets its record re-keyed (an apply writes it), one that runs records anew.
+    const decision = decide(node, definitionOf, { inputs: legacy.view, outputs: observation.outputs, ...(observation.check === undefined ? {} : { check: observation.check }) }, records, upstreamOf, false);
+    if (decision.action !== 'unchanged') return decision;
+    const inputs = Object.fromEntries(Object.entries(record.inputs).map(([name, hash]) => [name, legacy.names.has(name) ? observation.inputs.get(name)! : hash]));
+    return { ...decision, rekeyed: { ...record, inputs, fingerprint: fingerprintOf(definitionOf(), observation.inputs, upstream) } };
+  }
+
   // What changed among the task's own definition and inputs is known now.
   const reasons: ReasonDetail[] = [];
   const changedInputs: string[] = [];
@@ -179,6 +196,19 @@ export function decide(
   }
   // Most tasks of most runs end here: nothing to allocate for them but the decision.
   return drift === undefined ? result('unchanged', NO_WHY, NONE, NONE) : result('drift', both(drift), NONE, NONE);
+}
+
+/**
+ * The observation's inputs with each sensitive one whose record holds its plain SHA-256
+ * put back to that hash, and their names; undefined when the record holds none so.
+ */
+function unkeyedInView(observation: TaskObservation, record: TaskRecord): { view: Map<string, ContentHash>; names: Set<string> } | undefined {
+  let names: Set<string> | undefined;
+  for (const [name, plain] of observation.unkeyed!) if (own(record.inputs, name) === plain) (names ??= new Set()).add(name);
+  if (names === undefined) return undefined;
+  const view = new Map(observation.inputs);
+  for (const name of names) view.set(name, record.inputs[name]!);
+  return { view, names };
 }
 
 /**

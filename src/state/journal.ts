@@ -509,6 +509,8 @@ export function openJournal(lock: Lock, options: JournalOptions = {}): Result<Jo
   let loadedLines = 0;
   let appendedLines = 0;
   let dropped = 0;
+  // An append superseded a line that must not stay on disk (StateStore.append, scrub).
+  let scrub = false;
 
   const guard = (): void => {
     if (!open) throw new Error('state journal used after close()');
@@ -583,6 +585,7 @@ export function openJournal(lock: Lock, options: JournalOptions = {}): Result<Jo
     loadedLines = records.size;
     appendedLines = 0;
     dropped = 0;
+    scrub = false;
     return ok({ linesBefore, live: records.size, bytesBefore, bytesAfter: content.length });
   };
 
@@ -610,12 +613,12 @@ export function openJournal(lock: Lock, options: JournalOptions = {}): Result<Jo
     tidy(live) {
       guard();
       if (current === undefined) return err(reopenError());
-      if (dropped === 0 && version === JOURNAL_VERSION && !compactWhen({ lines: loadedLines + appendedLines, live })) return ok(undefined);
+      if (dropped === 0 && !scrub && version === JOURNAL_VERSION && !compactWhen({ lines: loadedLines + appendedLines, live })) return ok(undefined);
       const read = decodeCurrent();
       if (!read.ok) return read;
       return rewrite(read.value.decoded, read.value.bytes);
     },
-    append(record) {
+    append(record, scrubbing) {
       guard();
       const line = encodeLine(record);
       if (current === undefined) return err(reopenError());
@@ -640,6 +643,7 @@ export function openJournal(lock: Lock, options: JournalOptions = {}): Result<Jo
       try {
         writeAll(current, buf);
         needsNewline = false;
+        if (scrubbing === true) scrub = true;
         if (end !== undefined) end += buf.length;
         if (at === undefined) return ok(undefined);
         return ok({ at, bytes: line.length - 10, ...(isTombstone(record) ? {} : { head: line.toString('latin1', 9, 9 + HEAD_LENGTH) }) });

@@ -70,8 +70,10 @@ export interface StateStore {
   /**
    * Records one task's run (or a tombstone). Not durable until sync(). Says
    * where the record's text lies, for `readBack`, when the store knows.
+   * `scrub`: the lines it supersedes hold what must not stay on disk (the plain
+   * hash of a secret), so tidy() compacts them away at the end of the run.
    */
-  append(record: StoredRecord): Result<Appended | undefined, StateError>;
+  append(record: StoredRecord, scrub?: boolean): Result<Appended | undefined, StateError>;
   /**
    * The text of a record this store appended, read back from where `append`
    * said it lies; undefined when it is not there intact (its checksum is
@@ -83,7 +85,7 @@ export interface StateStore {
   sync(): Result<void, StateError>;
   /**
    * At the end of a run that wrote: compacts the journal if its last load
-   * dropped a line, found an older format, or it has grown past `live` tasks'
+   * dropped a line, found an older format, an append asked to scrub, or it has grown past `live` tasks'
    * worth (JournalOptions.compactWhen); undefined when it did not need to.
    */
   tidy(live: number): Result<CompactionStats | undefined, StateError>;

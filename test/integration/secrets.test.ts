@@ -1,0 +1,139 @@
+// Sensitive values and env inputs are recorded and shown only as an HMAC under
+// the state folder's key: nothing under .nodegraph/ and nothing `explain`
+// prints is the plain SHA-256 of a secret, which anyone could test guesses
+// against offline. Equal values still compare equal; a state written before
+// keyed digests is re-keyed without running its tasks again.
+
+import { createHash, createHmac } from 'node:crypto';
+import { readdirSync, readFileSync, statSync, writeFileSync, rmSync } from 'node:fs';
+import path from 'node:path';
+import { afterEach, beforeEach, describe, expect, test } from 'vitest';
+import { fingerprintOf } from '../../src/plan/decide.ts';
+import { encodeLine } from '../../src/state/journal.ts';
+import { decodePayload } from '../../src/state/record.ts';
+import type { ContentHash } from '../../src/ids.ts';
+import { Rig } from '../support/rig.ts';
+
+let rig: Rig;
+beforeEach(() => {
+  rig = new Rig();
+  rig.nodefile(`  ng.task('t', {
+    inputs: { password: ng.value(process.env.PASSWORD ?? '', { sensitive: true }), token: ng.env('TOKEN'), mode: ng.value('fast') },
+    run: ['sh', '-c', 'echo ran >> runs.txt'],
+  });`);
+});
+afterEach(() => rig.cleanup());
+
+const plain = (value: unknown): string => createHash('sha256').update(JSON.stringify(value)).digest('hex');
+const runs = (): number => (rig.exists('runs.txt') ? rig.read('runs.txt').split('\n').length - 1 : 0);
+
+/** Every file under the state folder, as text (binary files as latin1). */
+function stateFiles(): Map<string, string> {
+  const files = new Map<string, string>();
+  const walk = (dir: string): void => {
+    for (const entry of readdirSync(dir, { withFileTypes: true })) {
+      const full = path.join(dir, entry.name);
+      if (entry.isDirectory()) walk(full);
+      else if (entry.isFile()) files.set(path.relative(rig.dir, full), readFileSync(full, 'latin1'));
+    }
+  };
+  walk(rig.path('.nodegraph'));
+  return files;
+}
+
+/** The files under .nodegraph/ that hold `hex`. */
+const holding = (hex: string): string[] => [...stateFiles()].filter(([, text]) => text.includes(hex)).map(([name]) => name);
+
+const secrets = { PASSWORD: 'hunter3', TOKEN: 'tok-42' };
+const leaks = [plain('hunter3'), plain('tok-42')];
+
+/** Rewrites the journal as nodegraph wrote it before keyed digests: the plain SHA-256 of each secret, and no key. */
+function makeOld(): void {
+  const journal = rig.path('.nodegraph', 'state.jsonl');
+  const [header, ...lines] = readFileSync(journal, 'utf8').split('\n').filter((l) => l !== '');
+  const records = lines.map((line) => decodePayload(line.slice(9))!);
+  const out = [`${header}\n`];
+  for (const record of records) {
+    const inputs = { ...record.inputs, password: `sha256:${leaks[0]}` as ContentHash, token: `sha256:${leaks[1]}` as ContentHash };
+    const fingerprint = fingerprintOf(record.definition, new Map(Object.entries(inputs)), record.upstream);
+    out.push(encodeLine({ ...record, inputs, fingerprint }).toString('utf8'));
+  }
+  writeFileSync(journal, out.join(''));
+  rmSync(rig.path('.nodegraph', 'key'));
+}
+
+describe('secrets', () => {
+  test('are recorded and shown only as a digest under a private key', async () => {
+    expect((await rig.run(['apply'], secrets)).code).toBe(0);
+    expect(runs()).toBe(1);
+    const keyStat = statSync(rig.path('.nodegraph', 'key'));
+    expect(keyStat.mode & 0o777).toBe(0o600);
+    expect(keyStat.size).toBe(32);
+    const key = readFileSync(rig.path('.nodegraph', 'key'));
+
+    const json = await rig.run(['explain', 't', '--json'], secrets);
+    const text = await rig.run(['explain', 't'], secrets);
+    expect(json.code).toBe(0);
+    for (const leak of leaks) {
+      expect(holding(leak)).toEqual([]);
+      expect(json.stdout).not.toContain(leak);
+      expect(text.stdout).not.toContain(leak.slice(0, 8));
+    }
+    const shown = JSON.parse(json.stdout) as { inputs: { name: string; recorded: string; current: string }[] };
+    const hmac = (value: string): string => `sha256:${createHmac('sha256', key).update(JSON.stringify(value)).digest('hex')}`;
+    expect(shown.inputs.find((i) => i.name === 'password')).toEqual({ name: 'password', recorded: hmac('hunter3'), current: hmac('hunter3') });
+    expect(shown.inputs.find((i) => i.name === 'token')).toEqual({ name: 'token', recorded: hmac('tok-42'), current: hmac('tok-42') });
+    // The key itself is never printed.
+    expect(json.stdout + text.stdout).not.toContain(key.toString('hex'));
+
+    // Unchanged secrets: nothing runs. A changed one: its task runs, and the plan does not say what it was.
+    expect((await rig.run(['apply'], secrets)).code).toBe(0);
+    expect(runs()).toBe(1);
+    const plan = await rig.run(['plan'], { ...secrets, PASSWORD: 'hunter4' });
+    expect(plan.stdout).toContain('input password changed (sensitive)');
+    expect(plan.stdout).not.toContain(plain('hunter4').slice(0, 8));
+    expect((await rig.run(['apply'], { ...secrets, PASSWORD: 'hunter4' })).code).toBe(0);
+    expect(runs()).toBe(2);
+    expect((await rig.run(['apply'], { ...secrets, PASSWORD: 'hunter4', TOKEN: 'tok-43' })).code).toBe(0);
+    expect(runs()).toBe(3);
+    expect(holding(plain('hunter4'))).toEqual([]);
+    expect(holding(plain('tok-43'))).toEqual([]);
+  });
+
+  test('an old state holding their plain hashes is re-keyed without running again', async () => {
+    expect((await rig.run(['apply'], secrets)).code).toBe(0);
+    makeOld();
+    expect(holding(leaks[0]!)).toEqual(['.nodegraph/state.jsonl']);
+
+    // Read-only commands neither re-key nor print the old hashes.
+    const plan = await rig.run(['plan'], secrets);
+    expect(plan.stdout).toContain('up to date');
+    const json = await rig.run(['explain', 't', '--json'], secrets);
+    for (const leak of leaks) expect(json.stdout).not.toContain(leak);
+    expect(rig.exists('.nodegraph/key')).toBe(false);
+
+    const apply = await rig.run(['apply'], secrets);
+    expect(apply.code).toBe(0);
+    expect(runs()).toBe(1);
+    for (const leak of leaks) expect(holding(leak)).toEqual([]);
+    expect(statSync(rig.path('.nodegraph', 'key')).mode & 0o777).toBe(0o600);
+    const again = await rig.run(['plan'], secrets);
+    expect(again.stdout).toContain('up to date');
+  });
+
+  test('an old state whose secret changed runs its task, and prints neither hash', async () => {
+    expect((await rig.run(['apply'], secrets)).code).toBe(0);
+    makeOld();
+    const changed = { ...secrets, PASSWORD: 'hunter4' };
+    const text = await rig.run(['explain', 't'], changed);
+    expect(text.stdout).toContain('changed (sensitive)');
+    const json = await rig.run(['explain', 't', '--json'], changed);
+    for (const leak of [...leaks, plain('hunter4')]) {
+      expect(json.stdout).not.toContain(leak);
+      expect(text.stdout).not.toContain(leak.slice(0, 8));
+    }
+    expect((await rig.run(['apply'], changed)).code).toBe(0);
+    expect(runs()).toBe(2);
+    for (const leak of [...leaks, plain('hunter4')]) expect(holding(leak)).toEqual([]);
+  });
+});
