@@ -24,9 +24,10 @@ export type Failure =
   | { readonly reason: 'usage'; readonly message: string; readonly command?: string }
   /** `suggestion`: the nearest command, when one is near enough to be meant. */
   | { readonly reason: 'unknown-command'; readonly command: string; readonly commands: readonly string[]; readonly suggestion?: string }
-  | { readonly reason: 'unknown-option'; readonly command: string; readonly option: string; readonly suggestion?: string }
-  /** `folder`: the path is a folder, not a Nodefile. */
-  | { readonly reason: 'nodefile-not-found'; readonly path: string; readonly folder?: true }
+  /** `suggestion`: the nearest option of the command; `dryRun`: the option asks for a dry run, which is `nodegraph plan`. */
+  | { readonly reason: 'unknown-option'; readonly command: string; readonly option: string; readonly suggestion?: string; readonly dryRun?: true }
+  /** `folder`: the path is a folder, not a Nodefile; `suggestion`: a Nodefile in the same folder, which may be the one meant. */
+  | { readonly reason: 'nodefile-not-found'; readonly path: string; readonly folder?: true; readonly suggestion?: string }
   | { readonly reason: 'nodefile-syntax'; readonly path: string; readonly message: string; readonly site: SourceSite | undefined }
   | { readonly reason: 'nodefile-threw'; readonly path: string; readonly message: string; readonly site: SourceSite | undefined }
   /** `found`: what the default export is instead of a function ("a number"), when there is one. */

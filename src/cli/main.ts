@@ -119,6 +119,8 @@ export async function main(argv: readonly string[], io: CliIo): Promise<number> 
   return run({ values, positionals: parsed.positionals }, values['json'] === true ? { ...io, json: true } : io);
 }
 
+const DRY_RUN = '--dry-run';
+
 /** A parseArgs error in nodegraph's words: which option, and what is wrong with it. */
 function parseFailure(command: CommandName, error: Error & { code?: string }, nearest: (word: string, candidates: readonly string[]) => string | undefined): Failure {
   const options = optionsFor[command];
@@ -127,6 +129,10 @@ function parseFailure(command: CommandName, error: Error & { code?: string }, ne
   if (error.code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION') {
     const names = Object.keys(options).map((o) => `--${o}`);
     const suggestion = option.startsWith('--') ? nearest(option, names) : undefined;
+    // No command has --dry-run: what it (or a typo of it) asks for is `plan`.
+    if (suggestion === undefined && option.startsWith('--') && (option === DRY_RUN || nearest(option, [DRY_RUN]) !== undefined)) {
+      return { reason: 'unknown-option', command, option, dryRun: true };
+    }
     return { reason: 'unknown-option', command, option, ...(suggestion === undefined ? {} : { suggestion }) };
   }
   if (error.code === 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE') {

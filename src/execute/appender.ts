@@ -25,13 +25,14 @@ export function appender(store: StateStore): Appender {
   const remember = <T>(result: Result<T, unknown>): T | undefined => {
     if (result.ok) return result.value;
     if (failure !== undefined) return undefined;
-    const e = result.error as { reason: string; path: string; message: string };
+    const e = result.error as { reason: string; path: string; message: string; detail?: string };
     failure = e.reason === 'state-unreadable'
       ? { reason: 'state-unreadable', path: e.path, message: e.message }
       : {
           reason: 'state-dir-unwritable',
-          path: dirname(e.path),
-          message: `${e.message}; the run stopped there, and a task whose record was lost is done again next time`,
+          // An unwritable error names the folder already; a failed write names the journal in it.
+          path: e.reason === 'state-dir-unwritable' ? e.path : dirname(e.path),
+          message: `${e.detail ?? e.message}; the run stopped there, and a task whose record was lost is done again next time`,
         };
     return undefined;
   };

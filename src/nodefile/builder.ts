@@ -1,6 +1,7 @@
 // The object a Nodefile's default export receives. It records declarations
 // and their sites; checking how they fit together is graph/analyze.ts's job.
 
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Failure } from '../error.ts';
 import { taskId, type TaskId } from '../ids.ts';
@@ -221,7 +222,8 @@ export class Builder {
       const checked = validateTaskSpec(spec);
       if (checked.ok) continue;
       for (const issue of checked.error) {
-        this.#fail({ reason: 'invalid-field', task: id, field: issue.field, message: issue.message, site: site.get() });
+        const at = site.get();
+        this.#fail({ reason: 'invalid-field', task: id, field: issue.field, message: issue.message, site: (issue.key === undefined ? undefined : keySite(at, issue.key)) ?? at });
       }
     }
     this.#unchecked.length = 0;
@@ -276,6 +278,32 @@ function settingsProblem(settings: unknown): { field: string; message: string } 
   for (const [key, value] of Object.entries(settings)) {
     if (key !== 'atomic') return { field: `.${key}`, message: 'not a setting (known: atomic)' };
     if (typeof value !== 'boolean' && value !== 'always') return { field: '.atomic', message: `true, false or 'always', not ${JSON.stringify(value)}` };
+  }
+  return undefined;
+}
+
+/** Lines after a declaration's call that its keys are looked for in. */
+const KEY_SEARCH_LINES = 200;
+
+/**
+ * Where `key` is written as a property (`key:`, `'key':`, `"key":`) at or after `site`
+ * (the ng.task call), so a diagnostic points at the key rather than at the call;
+ * undefined when it is not found nearby (the spec was built elsewhere).
+ */
+function keySite(site: SourceSite | undefined, key: string): SourceSite | undefined {
+  if (site === undefined) return undefined;
+  let lines: string[];
+  try {
+    lines = readFileSync(site.file, 'utf8').split('\n');
+  } catch {
+    return undefined;
+  }
+  const escaped = key.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+  const pattern = new RegExp(`(?<![\\w$'"])(?:${escaped}|'${escaped}'|"${escaped}")\\s*:`);
+  for (let i = site.line - 1; i < Math.min(lines.length, site.line - 1 + KEY_SEARCH_LINES); i++) {
+    const from = i === site.line - 1 ? site.column - 1 : 0;
+    const match = pattern.exec(lines[i]!.slice(from));
+    if (match !== null) return { file: site.file, line: i + 1, column: from + match.index + 1 };
   }
   return undefined;
 }

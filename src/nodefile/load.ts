@@ -1,12 +1,13 @@
 // Reads a Nodefile: imports it (Node strips its types), calls its default
 // export with a Builder, and turns every way that can go wrong into a Failure.
 
-import { existsSync, realpathSync, statSync } from 'node:fs';
+import { existsSync, readdirSync, realpathSync, statSync } from 'node:fs';
 import module from 'node:module';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import type { Failure } from '../error.ts';
 import { err, ok, type Result } from '../util/result.ts';
+import { nearest } from '../util/nearest.ts';
 import { bundledDependency } from './deps.ts';
 import { Builder, type Declarations } from './builder.ts';
 import { builtinRequested, NO_READS, recordReads, type EvaluationReads } from './reads.ts';
@@ -106,7 +107,10 @@ function userSource(stateDir: string): (p: string) => boolean {
  */
 export async function loadNodefile(file: string, options: { sites?: boolean; stateDir?: string } = {}): Promise<Result<Declarations, Failure[]>> {
   const given = path.resolve(file);
-  if (!existsSync(given)) return err([{ reason: 'nodefile-not-found', path: given }]);
+  if (!existsSync(given)) {
+    const suggestion = nodefileNear(given);
+    return err([{ reason: 'nodefile-not-found', path: given, ...(suggestion === undefined ? {} : { suggestion }) }]);
+  }
   if (statSync(given).isDirectory()) return err([{ reason: 'nodefile-not-found', path: given, folder: true }]);
   // The graph's paths start from where the Nodefile really is, however -f spells it
   // (a symlinked folder, a home reached through a link): one file, one path. Recorded
@@ -190,4 +194,16 @@ function syntaxSite(error: unknown): SourceSite | undefined {
   const caret = stack.split('\n').find((l) => /^\s*\^+\s*$/.test(l));
   const file = match[1]!.startsWith('file:') ? fileURLToPath(match[1]!) : match[1]!;
   return { file, line: Number(match[2]), column: caret === undefined ? 1 : caret.indexOf('^') + 1 };
+}
+
+/** A Nodefile that lies beside the missing `file`, to suggest: the nearest name, else the first `Nodefile*` one. */
+function nodefileNear(file: string): string | undefined {
+  let names: string[];
+  try {
+    names = readdirSync(path.dirname(file)).filter((n) => /\.(?:[cm]?ts|[cm]?js)$/.test(n)).sort();
+  } catch {
+    return undefined;
+  }
+  const name = nearest(path.basename(file), names) ?? names.find((n) => /^nodefile/i.test(n));
+  return name === undefined ? undefined : path.join(path.dirname(file), name);
 }

@@ -7,6 +7,7 @@ import type { TaskSpec } from './types.ts';
 import { err, ok, type Result } from '../util/result.ts';
 import { ID_MESSAGE, ID_PATTERN } from './plain.ts';
 import { DURATION_MESSAGE, parseDuration } from '../util/duration.ts';
+import { nearest } from '../util/nearest.ts';
 
 const isFunction = (v: unknown): v is (...args: never[]) => unknown => typeof v === 'function';
 
@@ -65,19 +66,105 @@ export interface FieldIssue {
   /** Dotted path of the offending field (`inputs.archive.path`), or '' for the whole spec. */
   readonly field: string;
   readonly message: string;
+  /** For a key the spec does not know: the key as written, for a diagnostic to point at. */
+  readonly key?: string;
 }
 
+const TASK_FIELDS = Object.keys(taskSpecSchema.shape);
+
 function toIssues(error: z.ZodError): FieldIssue[] {
-  return error.issues.map((issue) => ({
-    field: issue.path.map(String).join('.'),
-    message: issue.message,
-  }));
+  return error.issues.flatMap((issue): FieldIssue[] => {
+    const at = issue.path.map(String);
+    if (issue.code !== 'unrecognized_keys') return [{ field: at.join('.'), message: issue.message }];
+    // One issue a key, named, with the field it may have meant.
+    return issue.keys.map((key) => {
+      const meant = at.length === 0 ? nearest(key, TASK_FIELDS) : undefined;
+      const of = at.length === 0 ? 'a task' : at.join('.');
+      return { field: [...at, key].join('.'), message: `not a field of ${of}${meant === undefined ? '' : `; did you mean ${meant}?`}`, key };
+    });
+  });
+}
+
+/**
+ * Where `value` is not JSON and why, in the words of the one who wrote it: the path
+ * below the value (`.when`, `[2]`, `["a b"]`, '' for the value itself) and what to
+ * write instead. Undefined when it is JSON.
+ */
+export function notJson(value: unknown): { readonly path: string; readonly message: string } | undefined {
+  const ancestors = new Set<object>();
+  const visit = (v: unknown, at: string): { path: string; message: string } | undefined => {
+    const problem = (message: string): { path: string; message: string } => ({ path: at, message });
+    switch (typeof v) {
+      case 'string':
+      case 'boolean':
+        return undefined;
+      case 'number':
+        return Number.isFinite(v) ? undefined : problem(`${String(v)} is not JSON; use null or a finite number`);
+      case 'bigint':
+        return problem('a BigInt is not JSON; use a number, or a string (its toString())');
+      case 'undefined':
+        return problem('undefined is not JSON; use null, or leave the key out');
+      case 'function':
+        return problem('a function is not JSON; use the value it returns');
+      case 'symbol':
+        return problem('a symbol is not JSON; use a string');
+    }
+    if (v === null) return undefined;
+    const object = v as object;
+    if (ancestors.has(object)) return problem('the value contains itself, which JSON cannot');
+    if (object instanceof Date) return problem('a Date is not JSON; use its toISOString()');
+    if (object instanceof Map) return problem('a Map is not JSON; use Object.fromEntries(map)');
+    if (object instanceof Set) return problem('a Set is not JSON; use an array ([...set])');
+    if (!Array.isArray(object)) {
+      const proto: unknown = Object.getPrototypeOf(object);
+      if (proto !== Object.prototype && proto !== null) {
+        const name = (object as { constructor?: { name?: unknown } }).constructor?.name;
+        return problem(`${typeof name === 'string' && name !== '' ? `a ${name}` : 'an object that is not a plain object'} is not JSON; use a plain object of its fields`);
+      }
+    }
+    ancestors.add(object);
+    try {
+      if (Array.isArray(object)) {
+        for (let i = 0; i < object.length; i++) {
+          const found = visit(object[i], `${at}[${i}]`);
+          if (found !== undefined) return found;
+        }
+        return undefined;
+      }
+      for (const [key, item] of Object.entries(object)) {
+        const found = visit(item, /^[A-Za-z_$][A-Za-z0-9_$]*$/.test(key) ? `${at}.${key}` : `${at}[${JSON.stringify(key)}]`);
+        if (found !== undefined) return found;
+      }
+      return undefined;
+    } finally {
+      ancestors.delete(object);
+    }
+  };
+  return visit(value, '');
+}
+
+/** The value inputs of a spec that are not JSON, each with its path and reason, and the field of the value. */
+function valueIssues(spec: unknown): (FieldIssue & { readonly value: string })[] {
+  const inputs = typeof spec === 'object' && spec !== null ? (spec as { inputs?: unknown }).inputs : undefined;
+  if (typeof inputs !== 'object' || inputs === null) return [];
+  const issues: (FieldIssue & { readonly value: string })[] = [];
+  for (const [name, input] of Object.entries(inputs)) {
+    if (typeof input !== 'object' || input === null || (input as { kind?: unknown }).kind !== 'value') continue;
+    const found = notJson((input as { value?: unknown }).value);
+    if (found !== undefined) issues.push({ field: `inputs.${name}.value${found.path}`, message: found.message, value: `inputs.${name}.value` });
+  }
+  return issues;
 }
 
 /** Checks one task declaration. TaskRef handles in inputs must already be normalised to plain specs. */
 export function validateTaskSpec(spec: unknown): Result<TaskSpec, FieldIssue[]> {
   const parsed = taskSpecSchema.safeParse(spec);
-  if (!parsed.success) return err(toIssues(parsed.error));
+  if (!parsed.success) {
+    // A value that is not JSON is said with its path and reason, in place of zod's "Invalid input" for it.
+    const values = valueIssues(spec);
+    const covered = (field: string): boolean => values.some((v) => field === v.value || field.startsWith(`${v.value}.`));
+    return err([...toIssues(parsed.error).filter((issue) => !covered(issue.field)), ...values.map(({ field, message }) => ({ field, message }))]);
+  }
   if (parsed.data.health !== undefined && parsed.data.check === undefined) {
     return err([{ field: 'health', message: 'a health task needs a check: health is that check passing' }]);
   }

@@ -3,6 +3,7 @@
 // refused, with the list of what changed. Pure: operations.ts reads and
 // writes the plan file.
 
+import path from 'node:path';
 import type { Failure } from '../error.ts';
 import type { ContentHash, TaskId } from '../ids.ts';
 import type { TaskGraph, TaskNode } from '../graph/graph.ts';
@@ -25,17 +26,43 @@ export interface SavedPlan {
   readonly createdAt: string;
   readonly state: ContentHash;
   readonly tasks: Readonly<Record<string, ContentHash>>;
+  /** What each task's digest in `tasks` is of, so a refusal can name what changed; absent in plans saved before it was kept. */
+  readonly observed?: Readonly<Record<string, ObservedParts>>;
   readonly plan: PlanDocument;
 }
 
-export function observedDigest(graph: TaskGraph, node: TaskNode, observation: TaskObservation): ContentHash {
-  return hashValue({
+/** What a task's observed digest covers, part by part. */
+export interface ObservedParts {
+  readonly definition: ContentHash;
+  readonly inputs: Readonly<Record<string, ContentHash>>;
+  /** The path of each file, tree and glob input, as declared: what a refusal names. */
+  readonly paths: Readonly<Record<string, string>>;
+  readonly outputs: Readonly<Record<string, ContentHash | 'missing'>>;
+  readonly check: boolean | null;
+}
+
+function observedParts(graph: TaskGraph, node: TaskNode, observation: TaskObservation): ObservedParts {
+  const paths: Record<string, string> = {};
+  for (const name in node.inputs) {
+    const input = node.inputs[name]!;
+    if (input.kind === 'file' || input.kind === 'tree') paths[name] = input.path;
+    else if (input.kind === 'glob') paths[name] = input.pattern;
+  }
+  return {
     definition: definitionOf(node, graph.dir),
     inputs: Object.fromEntries(observation.inputs),
+    paths,
     outputs: Object.fromEntries(observation.outputs),
     check: observation.check?.ok ?? null,
-  });
+  };
 }
+
+export function observedDigest(graph: TaskGraph, node: TaskNode, observation: TaskObservation): ContentHash {
+  return digestOf(observedParts(graph, node, observation));
+}
+
+const digestOf = (parts: ObservedParts): ContentHash =>
+  hashValue({ definition: parts.definition, inputs: parts.inputs, outputs: parts.outputs, check: parts.check });
 
 export function stateDigest(records: Records): ContentHash {
   const entries = [...records.values()]
@@ -53,7 +80,12 @@ export function bindPlan(
   options: { targets: readonly string[]; replace: readonly string[]; createdAt: string },
 ): SavedPlan {
   const tasks: Record<string, ContentHash> = {};
-  for (const node of selected) tasks[node.id] = observedDigest(graph, node, observations.get(node.id)!);
+  const observed: Record<string, ObservedParts> = {};
+  for (const node of selected) {
+    const parts = observedParts(graph, node, observations.get(node.id)!);
+    tasks[node.id] = digestOf(parts);
+    observed[node.id] = parts;
+  }
   return {
     format: PLAN_FORMAT,
     version: PLAN_VERSION,
@@ -63,6 +95,7 @@ export function bindPlan(
     createdAt: options.createdAt,
     state: stateDigest(records),
     tasks,
+    observed,
     plan: plan.toJSON(),
   };
 }
@@ -74,9 +107,38 @@ export function planChanges(saved: SavedPlan, current: SavedPlan): string[] {
   for (const [id, digest] of Object.entries(current.tasks)) {
     const before = saved.tasks[id];
     if (before === undefined) changes.push(`task ${id} is new`);
-    else if (before !== digest) changes.push(`task ${id}: its definition, inputs, outputs or check changed`);
+    else if (before !== digest) {
+      const named = partChanges(saved.observed?.[id], current.observed?.[id], path.dirname(current.nodefile));
+      if (named.length === 0) changes.push(`task ${id}: its definition, inputs, outputs or check changed`);
+      for (const change of named) changes.push(`task ${id}: ${change}`);
+    }
   }
   for (const id of Object.keys(saved.tasks)) if (!(id in current.tasks)) changes.push(`task ${id} is gone`);
+  return changes;
+}
+
+/** Which parts of a task's observation differ, in words; empty when that is not known (a plan saved without them). */
+function partChanges(before: ObservedParts | undefined, now: ObservedParts | undefined, dir: string): string[] {
+  if (typeof before !== 'object' || before === null || now === undefined) return [];
+  const changes: string[] = [];
+  if (before.definition !== now.definition) changes.push('its definition changed');
+  const named = (name: string): string => {
+    const p = Object.hasOwn(now.paths, name) ? now.paths[name] : Object.hasOwn(before.paths ?? {}, name) ? before.paths[name] : undefined;
+    return p === undefined ? `input ${name}` : `input ${name} (${p})`;
+  };
+  for (const name of Object.keys(now.inputs)) {
+    if (!Object.hasOwn(before.inputs ?? {}, name)) changes.push(`${named(name)} was added`);
+    else if (before.inputs[name] !== now.inputs[name]) changes.push(`${named(name)} changed`);
+  }
+  for (const name of Object.keys(before.inputs ?? {})) if (!Object.hasOwn(now.inputs, name)) changes.push(`${named(name)} was removed`);
+  for (const output of new Set([...Object.keys(before.outputs ?? {}), ...Object.keys(now.outputs)])) {
+    const was = before.outputs?.[output];
+    const is = now.outputs[output];
+    if (was === is) continue;
+    const shown = path.relative(dir, output) || output;
+    changes.push(is === 'missing' ? `output ${shown} is gone` : `output ${shown} changed`);
+  }
+  if (before.check !== now.check) changes.push(now.check === false ? 'its check fails now' : now.check === true ? 'its check passes now' : 'its check is not run now');
   return changes;
 }
 

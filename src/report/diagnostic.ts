@@ -11,6 +11,12 @@ import type { Palette } from './color.ts';
 const where = (site: SourceSite | undefined, cwd: string): string =>
   site === undefined ? '' : `${path.relative(cwd, site.file) || site.file}:${site.line}:${site.column}`;
 
+/** A path as one would type it from `cwd`: `./Nodefile.example.ts`, `../x/Nodefile.ts`. */
+const dotted = (file: string, cwd: string): string => {
+  const relative = path.relative(cwd, file);
+  return relative.startsWith('..') || path.isAbsolute(relative) ? relative : `./${relative}`;
+};
+
 function excerpt(site: SourceSite | undefined, cwd: string, c: Palette): string {
   if (site === undefined) return '';
   let line: string | undefined;
@@ -31,18 +37,34 @@ function excerpt(site: SourceSite | undefined, cwd: string, c: Palette): string 
   ].join('\n');
 }
 
+/** What stands for a dry run of a command, said to one who asked for --dry-run. */
+const DRY_RUNS: Readonly<Record<string, string>> = {
+  plan: 'plan is the dry run: it changes nothing',
+  destroy: 'nodegraph has none: destroy lists what it would remove and asks first (unless --yes)',
+  stop: 'nodegraph has none: `nodegraph status` shows what is running',
+};
+
 export function message(failure: Failure, cwd: string): string {
   switch (failure.reason) {
     case 'usage':
       return failure.command === undefined ? failure.message : `${failure.message} (see nodegraph ${failure.command} --help)`;
     case 'unknown-command':
       return `unknown command ${failure.command}${failure.suggestion === undefined ? '' : `; did you mean ${failure.suggestion}?`} (commands: ${failure.commands.join(', ')}; see nodegraph --help)`;
-    case 'unknown-option':
-      return `unknown option ${failure.option} for ${failure.command}${failure.suggestion === undefined ? '' : `; did you mean ${failure.suggestion}?`} (see nodegraph ${failure.command} --help)`;
+    case 'unknown-option': {
+      const hint =
+        failure.dryRun === true
+          ? `;${failure.option === '--dry-run' ? '' : ' did you mean --dry-run?'} ${DRY_RUNS[failure.command] ?? 'nodegraph has none: `nodegraph plan` shows what apply would do'}`
+          : failure.suggestion === undefined
+            ? ''
+            : `; did you mean ${failure.suggestion}?`;
+      return `unknown option ${failure.option} for ${failure.command}${hint} (see nodegraph ${failure.command} --help)`;
+    }
     case 'nodefile-not-found':
       return failure.folder === true
         ? `${failure.path} is a folder: name the Nodefile in it (-f ${path.join(failure.path, 'Nodefile.ts')})`
-        : `no Nodefile at ${failure.path} (use -f to name one)`;
+        : `no ${path.dirname(failure.path) === path.resolve(cwd) ? `${path.basename(failure.path)} here` : `Nodefile at ${failure.path}`}${
+            failure.suggestion === undefined ? ' (use -f to name one)' : `; did you mean ${dotted(failure.suggestion, cwd)}? (use -f to name it)`
+          }`;
     case 'nodefile-syntax':
       return `the Nodefile could not be loaded as TypeScript: ${failure.message}`;
     case 'nodefile-threw':
@@ -73,7 +95,7 @@ export function message(failure: Failure, cwd: string): string {
     case 'unknown-target':
       return `no task matches ${failure.target}${failure.suggestion === undefined ? '' : `; did you mean ${failure.suggestion}?`}`;
     case 'state-dir-unwritable':
-      return `the state directory ${failure.path} cannot be written: ${failure.message}`;
+      return `cannot write to the state folder ${failure.path}: ${failure.message}`;
     case 'state-unreadable':
       return `the state in ${failure.path} cannot be read: ${failure.message}`;
     case 'locked': {

@@ -4,14 +4,17 @@
 // 'state-unreadable', 'locked'); the extra fields only add detail.
 
 import { mkdirSync } from 'node:fs';
+import { dirname } from 'node:path';
 import { err, ok, type Result } from '../util/result.ts';
 
 /** The state directory (or a file in it) cannot be created or opened for writing. */
 export interface StateDirUnwritable {
   readonly reason: 'state-dir-unwritable';
+  /** The state folder, whichever file in it could not be written: the folder is what the user chose and can fix. */
   readonly path: string;
   /** The errno code, e.g. 'EACCES', 'ENOTDIR', 'EROFS'. */
   readonly code: string;
+  /** Why, in a few words and without a path: `permission denied (EACCES)`. */
   readonly message: string;
 }
 
@@ -38,6 +41,8 @@ export interface StateWriteFailed {
   readonly path: string;
   readonly code: string;
   readonly message: string;
+  /** Why, in a few words and without a path: `no space left on device (ENOSPC)`. */
+  readonly detail: string;
 }
 
 export type StateError = StateDirUnwritable | StateUnreadable | StateWriteFailed;
@@ -47,11 +52,19 @@ export const errnoCode = (e: unknown): string =>
 
 export const errnoMessage = (e: unknown): string => (e instanceof Error ? e.message : String(e));
 
-export const unwritable = (path: string, e: unknown): StateDirUnwritable => ({
+/** An errno failure in a few words, without the path Node's message names: `permission denied (EACCES)`. */
+export function errnoWords(e: unknown): string {
+  const text = errnoMessage(e);
+  const m = /^([A-Z][A-Z0-9]+): ([^,]+)/.exec(text);
+  return m === null ? text : `${m[2]} (${m[1]})`;
+}
+
+/** `path`, a file in the state folder (or, with `isDir`, the folder itself), could not be made or opened for writing. */
+export const unwritable = (path: string, e: unknown, isDir = false): StateDirUnwritable => ({
   reason: 'state-dir-unwritable',
-  path,
+  path: isDir ? path : dirname(path),
   code: errnoCode(e),
-  message: `cannot write the state directory ${path}: ${errnoMessage(e)}`,
+  message: errnoWords(e),
 });
 
 export const writeFailed = (path: string, e: unknown): StateWriteFailed => ({
@@ -59,6 +72,7 @@ export const writeFailed = (path: string, e: unknown): StateWriteFailed => ({
   path,
   code: errnoCode(e),
   message: `cannot write state to ${path}: ${errnoMessage(e)}`,
+  detail: errnoWords(e),
 });
 
 /** mkdir -p, with failure as a value. */
@@ -67,7 +81,7 @@ export function ensureStateDir(dir: string): Result<void, StateDirUnwritable> {
     mkdirSync(dir, { recursive: true });
     return ok(undefined);
   } catch (e) {
-    return err(unwritable(dir, e));
+    return err(unwritable(dir, e, true));
   }
 }
 

@@ -594,6 +594,7 @@ export function openJournal(lock: Lock, options: JournalOptions = {}): Result<Jo
     path,
     code: 'EBADF',
     message: `the state journal ${path} could not be reopened after compaction`,
+    detail: 'the journal could not be reopened after compaction',
   });
 
   const store: JournalStore = {

@@ -10,7 +10,7 @@ import type { Failure } from '../error.ts';
 import { fsyncDir } from '../util/fsync.ts';
 import { randomId } from '../util/random.ts';
 import { err, ok, type Result } from '../util/result.ts';
-import { errnoCode, errnoMessage } from './errors.ts';
+import { errnoCode, errnoMessage, unwritable } from './errors.ts';
 
 export const KEY_FILE = 'key';
 export const KEY_BYTES = 32;
@@ -44,7 +44,7 @@ export function stateKey(stateDir: string, create: boolean): Result<Uint8Array, 
     }
     fsyncDir(stateDir);
   } catch (e) {
-    return err({ reason: 'state-dir-unwritable', path: stateDir, message: `cannot write the state folder ${stateDir}: ${errnoMessage(e)}` });
+    return err(unwritable(stateDir, e, true));
   } finally {
     if (fd !== undefined) closeSync(fd);
     try {

@@ -1,7 +1,7 @@
 // The engine's one entry point to the state: lock (for commands that write),
 // load, and a store to append to; close() syncs, closes and unlocks.
 
-import { resolve } from 'node:path';
+import { dirname, resolve } from 'node:path';
 import { err, ok, type Result } from '../util/result.ts';
 import type { StateDirUnwritable, StateError, StateUnreadable } from './errors.ts';
 import { openJournal, readState } from './journal.ts';
@@ -53,7 +53,7 @@ export interface OpenStateOptions {
 
 /** StateWriteFailed is not among the user-facing failures; it reads as an unwritable state dir. */
 const asFailure = (e: StateError | Locked): OpenStateError =>
-  e.reason === 'state-write-failed' ? { reason: 'state-dir-unwritable', path: e.path, code: e.code, message: e.message } : e;
+  e.reason === 'state-write-failed' ? { reason: 'state-dir-unwritable', path: dirname(e.path), code: e.code, message: e.detail } : e;
 
 export function openState(stateDir: string, options: OpenStateOptions): Result<OpenState, OpenStateError> {
   if (!options.lock) {

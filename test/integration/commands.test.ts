@@ -139,7 +139,7 @@ describe('saved plans', () => {
     const stale = await rig.run(['apply', 'plan.json']);
     expect(stale.code).toBe(1);
     expect(stale.stderr).toBe(
-      `error[plan-stale]: the saved plan ${rig.path('plan.json')} no longer matches; make a new one with \`nodegraph plan --out\`:\n  - task copy: its definition, inputs, outputs or check changed\n`,
+      `error[plan-stale]: the saved plan ${rig.path('plan.json')} no longer matches; make a new one with \`nodegraph plan --out\`:\n  - task copy: input src (in.txt) changed\n`,
     );
     expect(rig.read('out/copy')).toBe('one\n');
   });

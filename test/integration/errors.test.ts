@@ -213,6 +213,62 @@ error[invalid-field]: task i: field health.within: a duration is a number and a 
   |      ^
 `,
   },
+  {
+    name: 'a value that is not JSON names the input, the path within the value, and what to write instead',
+    body: `  class Point { x = 1; }
+  ng.task('a', { inputs: { v: ng.value({ when: new Date(0) } as never) }, run: ['true'] });
+  ng.task('b', { inputs: { v: ng.value({ list: [1, 2n] } as never) }, run: ['true'] });
+  ng.task('c', { inputs: { v: ng.value({ 'a ratio': NaN }) }, run: ['true'] });
+  ng.task('d', { inputs: { v: ng.value({ make: () => 1 } as never) }, run: ['true'] });
+  ng.task('e', { inputs: { v: ng.value(new Point() as never) }, run: ['true'] });
+`,
+    expected: (f) => `error[invalid-field]: task a: field inputs.v.value.when: a Date is not JSON; use its toISOString()
+ --> ${f}:4:6
+  |
+4 |   ng.task('a', { inputs: { v: ng.value({ when: new Date(0) } as never) }, run: ['true'] });
+  |      ^
+error[invalid-field]: task b: field inputs.v.value.list[1]: a BigInt is not JSON; use a number, or a string (its toString())
+ --> ${f}:5:6
+  |
+5 |   ng.task('b', { inputs: { v: ng.value({ list: [1, 2n] } as never) }, run: ['true'] });
+  |      ^
+error[invalid-field]: task c: field inputs.v.value["a ratio"]: NaN is not JSON; use null or a finite number
+ --> ${f}:6:6
+  |
+6 |   ng.task('c', { inputs: { v: ng.value({ 'a ratio': NaN }) }, run: ['true'] });
+  |      ^
+error[invalid-field]: task d: field inputs.v.value.make: a function is not JSON; use the value it returns
+ --> ${f}:7:6
+  |
+7 |   ng.task('d', { inputs: { v: ng.value({ make: () => 1 } as never) }, run: ['true'] });
+  |      ^
+error[invalid-field]: task e: field inputs.v.value: a Point is not JSON; use a plain object of its fields
+ --> ${f}:8:6
+  |
+8 |   ng.task('e', { inputs: { v: ng.value(new Point() as never) }, run: ['true'] });
+  |      ^
+`,
+  },
+  {
+    name: 'an unknown field is pointed at where it is written, with the field it may mean',
+    body: `  ng.task('a', {
+    run: ['true'],
+    ouputs: ['out/a'],
+  } as never);
+  ng.task('b', { run: ['true'], verbs: { create: 'make', 'up date': 'x' } } as never);
+`,
+    expected: (f) => `error[invalid-field]: task a: field ouputs: not a field of a task; did you mean outputs?
+ --> ${f}:5:5
+  |
+5 |     ouputs: ['out/a'],
+  |     ^
+error[invalid-field]: task b: field verbs.up date: not a field of verbs
+ --> ${f}:7:58
+  |
+7 |   ng.task('b', { run: ['true'], verbs: { create: 'make', 'up date': 'x' } } as never);
+  |                                                          ^
+`,
+  },
 ];
 
 describe('bad input', () => {
@@ -317,13 +373,66 @@ describe('bad input', () => {
     expect(plan.stderr).toMatch(/^error\[state-unreadable\]: the state in \S+\/loop\/state\.jsonl cannot be read: .*ELOOP[^\n]*\n$/);
     const apply = await rig.run(['apply', '--state-dir', 'loop']);
     expect(apply.code).toBe(1);
-    expect(apply.stderr).toMatch(/^error\[state-dir-unwritable\]: the state directory \S+\/loop cannot be written: .*ELOOP[^\n]*\n$/);
+    expect(apply.stderr).toMatch(/^error\[state-dir-unwritable\]: cannot write to the state folder \S+\/loop: too many symbolic links encountered \(ELOOP\)\n$/);
     expect(rig.exists('out/t')).toBe(false);
   });
 
   test('no Nodefile', async () => {
     const result = await rig.run(['plan']);
     expect(result.code).toBe(1);
-    expect(result.stderr).toBe(`error[nodefile-not-found]: no Nodefile at ${rig.path('Nodefile.ts')} (use -f to name one)\n`);
+    expect(result.stderr).toBe('error[nodefile-not-found]: no Nodefile.ts here (use -f to name one)\n');
+  });
+
+  test('an option that asks for a dry run says what the dry run is', async () => {
+    const apply = await rig.run(['apply', '--dry-rnu']);
+    expect(apply.code).toBe(1);
+    expect(apply.stderr).toBe(
+      'error[unknown-option]: unknown option --dry-rnu for apply; did you mean --dry-run? nodegraph has none: `nodegraph plan` shows what apply would do (see nodegraph apply --help)\n',
+    );
+    expect((await rig.run(['plan', '--dry-run'])).stderr).toBe(
+      'error[unknown-option]: unknown option --dry-run for plan; plan is the dry run: it changes nothing (see nodegraph plan --help)\n',
+    );
+  });
+
+  test('a missing Nodefile suggests the one that is there', async () => {
+    rig.write('Nodefile.example.ts', `${header}};\n`);
+    const none = await rig.run(['plan']);
+    expect(none.code).toBe(1);
+    expect(none.stderr).toBe('error[nodefile-not-found]: no Nodefile.ts here; did you mean ./Nodefile.example.ts? (use -f to name it)\n');
+    rig.write('deploy/Nodefile.ts', `${header}};\n`);
+    const typo = await rig.run(['plan', '-f', 'deploy/Nodefil.ts']);
+    expect(typo.stderr).toBe(`error[nodefile-not-found]: no Nodefile at ${rig.path('deploy/Nodefil.ts')}; did you mean ./deploy/Nodefile.ts? (use -f to name it)\n`);
+  });
+
+  test('a state folder that cannot be written is one sentence that names the folder', async () => {
+    rig.nodefile(`ng.task('t', { outputs: ['out/t'], run: ['touch', 'out/t'] });`);
+    rig.write('blocker', 'a file where a folder should be\n');
+    const under = await rig.run(['apply', '--state-dir', 'blocker/state']);
+    expect(under.code).toBe(1);
+    expect(under.stderr).toBe(`error[state-dir-unwritable]: cannot write to the state folder ${rig.path('blocker/state')}: not a directory (ENOTDIR)\n`);
+    // The lock file cannot be made (a folder is in its place): still the folder, once.
+    rig.write('st/lock/x', '');
+    const lock = await rig.run(['apply', '--state-dir', 'st']);
+    expect(lock.stderr).toBe(`error[state-dir-unwritable]: cannot write to the state folder ${rig.path('st')}: illegal operation on a directory (EISDIR)\n`);
+    expect(rig.exists('out/t')).toBe(false);
+  });
+
+  test('a stale saved plan names the input, file and output that changed', async () => {
+    rig.write('in.txt', 'one\n');
+    rig.nodefile(`ng.task('copy', { inputs: { src: ng.file('in.txt'), level: ng.value(process.env.LEVEL ?? 'info'), token: ng.env('TOKEN') }, outputs: ['out/copy'], run: ['cp', 'in.txt', 'out/copy'] });`);
+    expect((await rig.run(['apply'])).code).toBe(0);
+    expect((await rig.run(['plan', '--out', 'plan.json'])).code).toBe(0);
+    rig.write('in.txt', 'two\n');
+    rig.write('out/copy', 'edited\n');
+    const stale = await rig.run(['apply', 'plan.json'], { LEVEL: 'debug', TOKEN: 'x' });
+    expect(stale.code).toBe(1);
+    expect(stale.stderr).toBe(
+      `error[plan-stale]: the saved plan ${rig.path('plan.json')} no longer matches; make a new one with \`nodegraph plan --out\`:
+  - task copy: input src (in.txt) changed
+  - task copy: input level changed
+  - task copy: input token changed
+  - task copy: output out/copy changed
+`,
+    );
   });
 });

@@ -100,7 +100,7 @@ test('a full disk mid-apply: the run stops, says what ran and why it stopped, an
   expect(ran).toBeGreaterThan(0);
   expect(ran).toBeLessThan(60);
   expect(got.stdout).toContain('\nexit 1\n');
-  expect(got.stderr).toMatch(/^error\[state-dir-unwritable\]: the state directory \S+\/disk\/\.nodegraph cannot be written: cannot write state to \S+\/state\.jsonl: ENOSPC: no space left on device, write; the run stopped there, and a task whose record was lost is done again next time\n/);
+  expect(got.stderr).toMatch(/^error\[state-dir-unwritable\]: cannot write to the state folder \S+\/disk\/\.nodegraph: no space left on device \(ENOSPC\); the run stopped there, and a task whose record was lost is done again next time\n/);
   // What was recorded loads; the task whose record was cut off, and those never started, are to create.
   const plan = /^Plan: (\d+) to create, 0 to update, 0 to destroy; (\d+) unchanged\.$/m.exec(got.stdout.slice(got.stdout.indexOf('\nexit 1\n')));
   expect(plan).not.toBeNull();
@@ -180,7 +180,7 @@ test('an unwritable state dir is one clear error and writes nothing', async () =
   rig.nodefile(`ng.task('t', { outputs: ['out/t'], run: ['touch', 'out/t'] });`);
   const result = await rig.run(['apply', '--state-dir', 'blocker/state']);
   expect(result.code).toBe(1);
-  expect(result.stderr).toMatch(/^error\[state-dir-unwritable\]: the state directory \S+blocker\/state cannot be written: .*ENOTDIR.*\n$/);
+  expect(result.stderr).toMatch(/^error\[state-dir-unwritable\]: cannot write to the state folder \S+blocker\/state: not a directory \(ENOTDIR\)\n$/);
   expect(rig.exists('out')).toBe(false);
 });
 
