@@ -442,6 +442,8 @@ export function listGenerations(options: EngineOptions): Result<GenerationsList,
   const store = new GenerationStore(stateDir);
   const pending = readTransaction(stateDir);
   if (!pending.ok) return pending;
+  const newer = store.newer();
+  if (newer !== undefined) return err([newer]);
   const all = store.list();
   const generations = all.map((g, i) => {
     const changed = generationChanges(all[i - 1], g);
@@ -459,6 +461,9 @@ export function listGenerations(options: EngineOptions): Result<GenerationsList,
 export async function rollbackNodefile(options: ApplyOptions & { readonly generation?: number }): Promise<Result<ApplySummary, Failure[]>> {
   const stateDir = stateDirOf(options);
   return withLock(options, async (inner) => {
+    // A generation a newer nodegraph wrote is neither read nor rolled back to (nor past).
+    const newer = new GenerationStore(stateDir).newer();
+    if (newer !== undefined) return err([newer]);
     const pending = readTransaction(stateDir);
     if (!pending.ok) return pending;
     if (pending.value !== undefined) {

@@ -52,6 +52,13 @@ export const errnoCode = (e: unknown): string =>
 
 export const errnoMessage = (e: unknown): string => (e instanceof Error ? e.message : String(e));
 
+/**
+ * What a file written by a newer nodegraph says, the journal's and a generation's
+ * alike: refused, and left as it is.
+ */
+export const newerFormatMessage = (path: string, what: string, found: number, supported: number): string =>
+  `${path} was written by a newer nodegraph (${what} format ${found}; this version reads up to ${supported}); upgrade nodegraph — the file was left untouched`;
+
 /** An errno failure in a few words, without the path Node's message names: `permission denied (EACCES)`. */
 export function errnoWords(e: unknown): string {
   const text = errnoMessage(e);

@@ -67,6 +67,7 @@ import {
   errnoCode,
   errnoMessage,
   fsyncDir,
+  newerFormatMessage,
   unwritable,
   writeFailed,
   type StateError,
@@ -184,7 +185,7 @@ const newerFormat = (path: string, found: number): StateUnreadable => ({
   kind: 'newer-format',
   found,
   supported: JOURNAL_VERSION,
-  message: `${path} was written by a newer nodegraph (state format ${found}; this version reads up to ${JOURNAL_VERSION}); upgrade nodegraph — the file was left untouched`,
+  message: newerFormatMessage(path, 'state', found, JOURNAL_VERSION),
 });
 
 export interface DecodedJournal {

@@ -23,8 +23,11 @@ import { writeDurably, fsyncFile } from '../util/durable.ts';
 
 const { createHash } = process.getBuiltinModule('node:crypto');
 import { err, ok, type Result } from '../util/result.ts';
+import { newerFormatMessage } from '../state/errors.ts';
 
 export const GENERATION_FORMAT = 'nodegraph-generation';
+/** The manifest format version, stored as `version`: a newer one is refused (GenerationStore.newer), not read. */
+export const GENERATION_VERSION = 1;
 /** How many generations are kept by default (`--keep`). */
 export const DEFAULT_KEEP = 10;
 /** Files up to this size are copied into the store; larger ones (an OS image) are hard-linked, or named by path and SHA-256. */
@@ -43,7 +46,7 @@ export interface SourceFile {
 
 export interface Generation {
   readonly format: typeof GENERATION_FORMAT;
-  readonly version: 1;
+  readonly version: typeof GENERATION_VERSION;
   readonly number: number;
   readonly createdAt: string;
   readonly status: 'pending' | 'applied' | 'failed';
@@ -204,10 +207,27 @@ export class GenerationStore {
   read(n: number): Generation | undefined {
     try {
       const parsed = JSON.parse(readFileSync(this.#manifest(n), 'utf8')) as Generation;
-      return parsed.format === GENERATION_FORMAT && parsed.number === n ? parsed : undefined;
+      return parsed.format === GENERATION_FORMAT && parsed.version <= GENERATION_VERSION && parsed.number === n ? parsed : undefined;
     } catch {
       return undefined;
     }
+  }
+
+  /** The first manifest a newer nodegraph wrote, said as a newer journal is: what reads generations refuses it. */
+  newer(): Extract<Failure, { reason: 'state-unreadable' }> | undefined {
+    for (const n of this.numbers()) {
+      let parsed: { format?: unknown; version?: unknown };
+      try {
+        parsed = JSON.parse(readFileSync(this.#manifest(n), 'utf8')) as typeof parsed;
+      } catch {
+        continue;
+      }
+      if (parsed.format === GENERATION_FORMAT && typeof parsed.version === 'number' && parsed.version > GENERATION_VERSION) {
+        const file = this.#manifest(n);
+        return { reason: 'state-unreadable', path: file, message: newerFormatMessage(file, 'generation', parsed.version, GENERATION_VERSION) };
+      }
+    }
+    return undefined;
   }
 
   list(): Generation[] {
@@ -284,7 +304,7 @@ export class GenerationStore {
     }
     const generation: Generation = {
       format: GENERATION_FORMAT,
-      version: 1,
+      version: GENERATION_VERSION,
       number: n,
       createdAt: new Date().toISOString(),
       status: extra.status,

@@ -435,4 +435,35 @@ describe('bad input', () => {
 `,
     );
   });
+
+  test('a generation written by a newer nodegraph is refused with the words of a newer journal, and left as it is', async () => {
+    rig.write('in.txt', 'one\n');
+    rig.nodefile(`ng.task('copy', { inputs: { src: ng.file('in.txt') }, outputs: ['out/copy'], run: ['cp', 'in.txt', 'out/copy'] });`);
+    expect((await rig.run(['apply'])).code).toBe(0);
+    rig.write('in.txt', 'two\n');
+    expect((await rig.run(['apply'])).code).toBe(0);
+    const manifest = rig.path('.nodegraph/generations/1.json');
+    const newer = { ...(JSON.parse(rig.read('.nodegraph/generations/1.json')) as object), version: 2 };
+    rig.write('.nodegraph/generations/1.json', JSON.stringify(newer));
+    const before = snapshot();
+    const words = (file: string, what: string, found: number, supported: number): string =>
+      `error[state-unreadable]: the state in ${file} cannot be read: ${file} was written by a newer nodegraph (${what} format ${found}; this version reads up to ${supported}); upgrade nodegraph — the file was left untouched\n`;
+    for (const command of [['generations'], ['generations', '--json'], ['rollback'], ['rollback', '1']]) {
+      const result = await rig.run(command);
+      expect(result.code).toBe(1);
+      if (command.includes('--json')) expect(JSON.parse(result.stdout)).toMatchObject({ type: 'error', failure: { reason: 'state-unreadable', path: manifest } });
+      else expect(result.stderr).toBe(words(manifest, 'generation', 2, 1));
+    }
+    expect(snapshot()).toEqual(before);
+    expect(rig.read('out/copy')).toBe('two\n');
+
+    // The journal's own refusal, for the same words.
+    const journal = rig.path('.nodegraph/state.jsonl');
+    const [, ...rest] = rig.read('.nodegraph/state.jsonl').split('\n');
+    const header = JSON.stringify({ format: 'nodegraph-state', version: 99 });
+    const { crc32 } = await import('node:zlib');
+    rig.write('.nodegraph/state.jsonl', [`${crc32(header).toString(16).padStart(8, '0')} ${header}`, ...rest].join('\n'));
+    const { JOURNAL_VERSION } = await import('../../src/state/journal.ts');
+    expect((await rig.run(['plan'])).stderr).toBe(words(journal, 'state', 99, JOURNAL_VERSION));
+  });
 });

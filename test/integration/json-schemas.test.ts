@@ -1,6 +1,6 @@
 // Every JSON format nodegraph writes, checked against the schema the package
 // ships (schemas/), on real output: plan, the events, explain, status, unlock,
-// and the error lines.
+// generations, graph, and the error lines.
 
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
@@ -19,7 +19,16 @@ afterAll(() => rig.cleanup());
 test('the package ships the schemas', () => {
   const pkg = JSON.parse(readFileSync(path.join(repo, 'package.json'), 'utf8')) as { files: string[] };
   expect(pkg.files).toContain('schemas/');
-  expect(readdirSync(dir).sort()).toEqual(['common.schema.json', 'events.schema.json', 'explain.schema.json', 'plan.schema.json', 'status.schema.json', 'unlock.schema.json']);
+  expect(readdirSync(dir).sort()).toEqual([
+    'common.schema.json',
+    'events.schema.json',
+    'explain.schema.json',
+    'generations.schema.json',
+    'graph.schema.json',
+    'plan.schema.json',
+    'status.schema.json',
+    'unlock.schema.json',
+  ]);
 });
 
 test('real output of every format validates, whatever its reasons and outcomes', async () => {
@@ -41,7 +50,7 @@ test('real output of every format validates, whatever its reasons and outcomes',
   expect(events.find((e) => e.outcome === 'failed')!.exitCode).toBe(7);
   expect(events.map((e) => e.outcome).filter(Boolean)).toEqual(expect.arrayContaining(['ran', 'failed', 'skipped']));
 
-  graph('debug');
+  graph('debug', `ng.task('later', { after: ['svc'], run: ['true'] });`);
   const plan = await rig.run(['plan', '--json'], { TOKEN: 'two' });
   const planDoc = JSON.parse(plan.stdout) as { entries: { id: string; action: string }[] };
   valid('plan', planDoc);
@@ -52,6 +61,14 @@ test('real output of every format validates, whatever its reasons and outcomes',
   for (const e of outcomes) valid('events', e);
   expect(outcomes.map((e) => e.type)).toEqual(expect.arrayContaining(['destroy-start', 'destroy-done', 'summary']));
   expect(outcomes.some((e) => e.outcome === 'up-to-date')).toBe(true);
+
+  // The graph, whole, of some targets, and with each task's status; edges of both kinds.
+  for (const args of [['graph', '--format', 'json'], ['graph', '--format', 'json', 'svc'], ['graph', '--format', 'json', '--status']]) {
+    const doc = JSON.parse((await rig.run(args, { TOKEN: 'two' })).stdout) as { tasks: { status?: string }[]; edges: { kind: string }[] };
+    valid('graph', doc);
+    if (args.includes('--status')) expect(doc.tasks.every((t) => t.status !== undefined)).toBe(true);
+    if (args.length === 3) expect(new Set(doc.edges.map((e) => e.kind))).toEqual(new Set(['input', 'after']));
+  }
 
   const explain = await rig.run(['explain', 'bad', '--json'], { TOKEN: 'two' });
   valid('explain', JSON.parse(explain.stdout));
@@ -65,6 +82,16 @@ test('real output of every format validates, whatever its reasons and outcomes',
   const atomic = lines((await rig.run(['apply', '--json', '--atomic'])).stdout) as { type: string }[];
   for (const e of atomic) valid('events', e);
   expect(atomic.map((e) => e.type)).toContain('transaction');
+
+  // The generations: none yet is a document too; then applied ones, with what changed.
+  const generations = JSON.parse((await rig.run(['generations', '--json'])).stdout) as { generations: unknown[]; current: number | null };
+  valid('generations', generations);
+  expect(generations.generations.length).toBeGreaterThan(0);
+  rig.nodefile(`ng.task('ok', { inputs: { token: ng.env('TOKEN') }, run: ['true'] });`);
+  expect((await rig.run(['apply'], { TOKEN: 'three' })).code).toBe(0);
+  const more = JSON.parse((await rig.run(['generations', '--json'])).stdout) as { generations: { env: string[] }[] };
+  valid('generations', more);
+  expect(more.generations.at(-1)!.env).toEqual(['TOKEN']);
 
   valid('unlock', JSON.parse((await rig.run(['unlock', '--json'])).stdout));
   rig.write('.nodegraph/lock', `${JSON.stringify({ pid: 999999, host: 'elsewhere.example', command: 'nodegraph apply', startedAt: '2026-01-01T00:00:00.000Z', token: 't' })}\n`);
@@ -92,4 +119,13 @@ test('a schema rejects what breaks it: a missing time, a prose-only reason, a sp
   expect(schema('events')(summary)).toBe(false);
   const entry = { id: 'a', action: 'create', verb: 'create', reasons: ['never ran'] };
   expect(schema('plan')({ format: 'nodegraph-plan-json', version: 1, entries: [entry], counts: { create: 1, update: 0, replace: 0, drift: 0, maybe: 0, destroy: 0, unchanged: 0 } })).toBe(false);
+  const task = { id: 'a', namespace: '', needs: [], after: [], outputs: [] };
+  valid('graph', { format: 'nodegraph-graph', version: 1, tasks: [task], edges: [] });
+  expect(schema('graph')({ format: 'nodegraph-graph', version: 1, tasks: [{ ...task, status: 'up to date' }], edges: [] })).toBe(false);
+  expect(schema('graph')({ format: 'nodegraph-graph', version: 1, tasks: [task], edges: [{ from: 'a', to: 'b', kind: 'after', inputs: ['x'] }] })).toBe(false);
+  const generation = { number: 1, createdAt: '2026-12-05T00:00:00.000Z', status: 'applied', files: [], env: [], ran: [], destroyed: [] };
+  const list = { format: 'nodegraph-generations', version: 1, current: 1, transaction: null, transactionHolder: null, generations: [generation] };
+  valid('generations', list);
+  expect(schema('generations')({ ...list, generations: [{ ...generation, status: 'rolled back' }] })).toBe(false);
+  expect(schema('generations')({ ...list, current: undefined })).toBe(false);
 });
