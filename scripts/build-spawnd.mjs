@@ -9,12 +9,17 @@
 // line says so, and the engine spawns task commands itself. An install never
 // fails for it.
 //
+// In a checkout it then bundles the Nodefile kit's dependencies
+// (scripts/bundle-deps.ts, which the package does not ship): this is the one
+// script a package's consumer runs too, so it is the one script the package
+// names, and every file it runs is in the package.
+//
 // Plain JavaScript: below node_modules Node strips no types.
 //
 //   node scripts/build-spawnd.mjs
 
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, renameSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, renameSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -35,8 +40,15 @@ if (built.error !== undefined || built.status !== 0) {
   rmSync(target, { force: true });
   const why = built.error !== undefined ? built.error.message : `exit ${built.status ?? built.signal}: ${built.stderr.trim().split('\n').slice(-3).join(' | ')}`;
   process.stderr.write(`nodegraph: spawnd not built (${cc}: ${why}); the engine will spawn task commands itself\n`);
-  process.exit(0);
+} else {
+  if (built.stderr.trim() !== '') process.stderr.write(built.stderr);
+  // Replaced whole: a run starting now finds the old binary or the new one, never half of one.
+  renameSync(work, target);
 }
-if (built.stderr.trim() !== '') process.stderr.write(built.stderr);
-// Replaced whole: a run starting now finds the old binary or the new one, never half of one.
-renameSync(work, target);
+
+// A checkout (the bundler script is there, which a package does not ship): its failure is the checkout's to see.
+const bundler = path.join(root, 'scripts', 'bundle-deps.ts');
+if (existsSync(bundler)) {
+  const bundled = spawnSync(process.execPath, [bundler], { stdio: 'inherit' });
+  process.exit(bundled.status ?? 1);
+}

@@ -1,4 +1,5 @@
-// `npm ci` and `npm install` run this (the `prepare` script): each package
+// `npm ci` and `npm install` run this in a checkout (from the `install` script,
+// scripts/build-spawnd.mjs; the package does not ship it): each package
 // that nodegraph's own modules import and that is made of many files — zod's
 // 95 modules, yaml's 72 — is bundled into one file under
 // node_modules/.nodegraph/deps/, with a manifest saying which installed

@@ -4,14 +4,14 @@
 // its Nodefile imports zod (95 modules), yaml (72) and smol-toml. Node's
 // loader takes a fraction of a millisecond per module: some 70 ms for the
 // three, against some 15 ms for one file each. `npm ci` bundles them
-// (scripts/bundle-deps.ts, the `prepare` script) into
+// (scripts/bundle-deps.ts, run by the checkout's `install` script) into
 // node_modules/.nodegraph/deps/, with a manifest naming the package.json each
 // bundle was made from, and its size and mtime then.
 //
 // The Nodefile loader's resolve hook (load.ts) asks here first: an import of
 // one of these packages by name, from a module of nodegraph's own (not below
 // node_modules), gets the bundle, if the package is still the one it was made
-// from. Anything else — no manifest (an installed package: npm runs no prepare
+// from. Anything else — no manifest (an installed package: it has no bundler script
 // there), a package reinstalled since, a Nodefile's own import of zod — is
 // resolved by Node as always, so a bundle is never older than what it stands for.
 

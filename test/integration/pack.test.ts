@@ -24,20 +24,46 @@ test('the packed package installs into an empty folder, builds spawnd, runs node
     const name = execFileSync('npm', ['pack', '--silent', '--pack-destination', out], { cwd: copy, env, encoding: 'utf8' }).trim().split('\n').at(-1)!;
     expect(existsSync(path.join(copy, 'dist'))).toBe(false); // postpack cleaned up after itself
     execFileSync('npm', ['init', '-y'], { cwd: home, env, stdio: 'ignore' });
-    // The project allows the package's install script (it compiles spawnd), as README's "Installing" says.
-    const project = JSON.parse(readFileSync(path.join(home, 'package.json'), 'utf8')) as Record<string, unknown>;
-    writeFileSync(path.join(home, 'package.json'), JSON.stringify({ ...project, allowScripts: { [`file:${path.join(out, name)}`]: true } }));
-    const install = spawnSync('npm', ['install', '--no-audit', '--no-fund', '--loglevel', 'warn', path.join(out, name)], { cwd: home, env, encoding: 'utf8' });
-    expect(install.status).toBe(0);
-    expect(install.stderr).not.toContain('install-scripts');
+    // Of the scripts npm runs for a project that installs the package (and lists in its warning), the
+    // package names only `install`, and ships its file.
+    const packed = JSON.parse(execFileSync('tar', ['xzOf', path.join(out, name), 'package/package.json'], { encoding: 'utf8' })) as { scripts: Record<string, string> };
+    const shipped = execFileSync('tar', ['tzf', path.join(out, name)], { encoding: 'utf8' }).split('\n');
+    const installing = Object.entries(packed.scripts).filter(([script]) => ['preinstall', 'install', 'postinstall', 'prepare'].includes(script));
+    expect(installing.map(([script]) => script)).toEqual(['install']);
+    for (const [script, command] of installing) {
+      const files = command.match(/\bscripts\/\S+/g) ?? [];
+      expect(files.length).toBeGreaterThan(0);
+      for (const file of files) expect(shipped, `${script}: ${command}`).toContain(`package/${file}`);
+    }
+    // README's install steps, as written there (the package named by its tarball here), under npm's
+    // strictest setting: an install script no allowScripts entry covers fails the install.
+    const steps = /npm 11\n[\s\S]*?\n\n((?: {4}npm .*\n)+)/.exec(readFileSync(path.join(repo, 'README.md'), 'utf8'))?.[1]?.trim().split('\n').map((l) => l.trim());
+    expect(steps).toEqual(['npm install --ignore-scripts nodegraph', 'npm install-scripts approve nodegraph', 'npm rebuild nodegraph']);
+    const strict = { ...env, npm_config_strict_allow_scripts: 'true' };
+    const unapproved = spawnSync('npm', ['install', '--no-audit', '--no-fund', path.join(out, name)], { cwd: home, env: strict, encoding: 'utf8' });
+    expect(unapproved.status).not.toBe(0);
+    expect(unapproved.stderr).toContain('ESTRICTALLOWSCRIPTS');
+    const spawndPath = path.join(home, 'node_modules/nodegraph/node_modules/.nodegraph/spawnd');
+    for (const step of steps!) {
+      // `npm install` takes the tarball; approve and rebuild name the package as installed.
+      const args = step.split(' ').slice(1).map((a, i, all) => (all[0] === 'install' && i === all.length - 1 ? path.join(out, name) : a));
+      const ran = spawnSync('npm', [...args, '--no-audit', '--no-fund', '--loglevel', 'warn'], { cwd: home, env: strict, encoding: 'utf8' });
+      expect(ran.status, `${step}: ${ran.stderr}`).toBe(0);
+      // Installed without its script, the package has no spawnd until the rebuild.
+      if (step.includes('--ignore-scripts')) expect(existsSync(spawndPath)).toBe(false);
+    }
+    // Approved, a later install runs the script without a warning.
+    const again = spawnSync('npm', ['install', '--no-audit', '--no-fund', '--loglevel', 'warn'], { cwd: home, env: strict, encoding: 'utf8' });
+    expect(again.status).toBe(0);
+    expect(again.stderr).not.toContain('install-scripts');
     const version = execFileSync(process.execPath, [path.join(home, 'node_modules/.bin/nodegraph'), '--version'], { cwd: home, encoding: 'utf8' });
     expect(version).toMatch(/^nodegraph \d+\.\d+\.\d+\n$/);
     // And as a shell runs it, through the link npm made: its launcher line starts node from the real file.
     expect(execFileSync(path.join(home, 'node_modules/.bin/nodegraph'), ['--version'], { cwd: home, env, encoding: 'utf8' })).toBe(version);
     expect(existsSync(path.join(home, 'node_modules/nodegraph/dist/lib/main.js'))).toBe(true);
 
-    // Its install script compiled spawnd (scripts/build-spawnd.mjs, from the package's native/).
-    expect(existsSync(path.join(home, 'node_modules/nodegraph/node_modules/.nodegraph/spawnd'))).toBe(true);
+    // Its install script compiled spawnd (scripts/build-spawnd.mjs, from the package's native/), run by the rebuild.
+    expect(existsSync(spawndPath)).toBe(true);
 
     // Each task records the pid of the process that started it: with spawnd, one process starts every command.
     const tasks = 200;
