@@ -185,7 +185,8 @@ export interface Observed {
   readonly plan: DecidedPlan;
 }
 
-export async function observeAndPlan(session: Session): Promise<Result<Observed, Failure[]>> {
+/** `keyed`: the observation is kept (a saved plan), so a missing state key is made, as a command holding the lock makes it. */
+export async function observeAndPlan(session: Session, options: { readonly keyed?: boolean } = {}): Promise<Result<Observed, Failure[]>> {
   const selected = selectTasks(session.graph, session.targets);
   const observations = await observe({
     graph: session.graph,
@@ -197,7 +198,7 @@ export async function observeAndPlan(session: Session): Promise<Result<Observed,
     signal: session.signal,
     env: session.env,
     // A command holding the lock makes the key when none is there yet; a read-only one does not write.
-    key: () => stateKey(session.state.dir, session.state.lock !== undefined),
+    key: () => stateKey(session.state.dir, session.state.lock !== undefined || options.keyed === true),
   });
   if (!observations.ok) return err(await withSites(session.graph.file, observations.error));
   const plan = makePlan(session.graph, observations.value, session.state.records, {

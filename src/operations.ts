@@ -70,7 +70,7 @@ export interface PlanResult {
 
 export async function planNodefile(options: EngineOptions & { readonly out?: string; readonly atomic?: boolean; readonly diff?: boolean }): Promise<Result<PlanResult, Failure[]>> {
   return withSession(options, { lock: false }, async (session) => {
-    const observed = await observeAndPlan(session);
+    const observed = await observeAndPlan(session, { keyed: options.out !== undefined });
     if (!observed.ok) return observed;
     const plan = observed.value.plan.undecided;
     const view = generationView(session, options.atomic);

@@ -10,7 +10,7 @@ import type { Failure } from '../error.ts';
 import { fsyncDir } from '../util/fsync.ts';
 import { randomId } from '../util/random.ts';
 import { err, ok, type Result } from '../util/result.ts';
-import { errnoCode, errnoMessage, unwritable } from './errors.ts';
+import { ensureStateDir, errnoCode, errnoMessage, unwritable } from './errors.ts';
 
 export const KEY_FILE = 'key';
 export const KEY_BYTES = 32;
@@ -22,13 +22,17 @@ const { randomBytes } = process.getBuiltinModule('node:crypto');
  * lock) makes it: written whole to a private temp file, then linked into place,
  * so no reader ever sees a partial key and of two makers one wins and both use
  * its key. A reader that finds none gets a key of its own for this process: no
- * record can hold a digest under a key that does not exist yet.
+ * record can hold a digest under a key that does not exist yet. A saved plan
+ * (`plan --out`) makes the key, as a writer does: its digests are compared with
+ * an apply's.
  */
 export function stateKey(stateDir: string, create: boolean): Result<Uint8Array, Failure> {
   const path = join(stateDir, KEY_FILE);
   const read = readKey(path);
   if (read !== 'missing') return read;
   if (!create) return ok(randomBytes(KEY_BYTES));
+  const dir = ensureStateDir(stateDir);
+  if (!dir.ok) return dir;
   const tmp = join(stateDir, `${KEY_FILE}.${process.pid}-${randomId().slice(0, 8)}.tmp`);
   let fd: number | undefined;
   try {

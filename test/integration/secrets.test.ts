@@ -136,4 +136,22 @@ describe('secrets', () => {
     expect(runs()).toBe(2);
     for (const leak of [...leaks, plain('hunter4')]) expect(holding(leak)).toEqual([]);
   });
+
+  test('a saved plan compares secrets under the key an apply uses, on a new project and an old state', async () => {
+    const saved = await rig.run(['plan', '--out', 'plan.json'], secrets);
+    expect(saved.code).toBe(0);
+    expect(statSync(rig.path('.nodegraph', 'key')).mode & 0o777).toBe(0o600);
+    expect(readFileSync(rig.path('plan.json'), 'latin1')).not.toContain(leaks[0]);
+    expect((await rig.run(['apply', 'plan.json'], secrets)).code).toBe(0);
+    expect(runs()).toBe(1);
+
+    makeOld();
+    expect((await rig.run(['plan', '--out', 'plan.json'], secrets)).code).toBe(0);
+    for (const leak of leaks) expect(readFileSync(rig.path('plan.json'), 'latin1')).not.toContain(leak);
+    const applied = await rig.run(['apply', 'plan.json'], secrets);
+    expect(applied.stderr).toBe('');
+    expect(applied.code).toBe(0);
+    expect(runs()).toBe(1);
+    for (const leak of leaks) expect(holding(leak)).toEqual([]);
+  });
 });
