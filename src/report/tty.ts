@@ -21,7 +21,7 @@ import type { Reporter } from './reporter.ts';
 /** Beyond this many acting tasks, plain lines: the view keeps a row for each. */
 const MAX_VIEW_TASKS = 300;
 const SPINNER = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
-const CLEAR_BELOW = '\x1b[J';
+const CLEAR_LINE = '\x1b[K';
 const HIDE_CURSOR = '\x1b[?25l';
 const SHOW_CURSOR = '\x1b[?25h';
 
@@ -49,6 +49,14 @@ interface Row {
 function fit(text: string, width: number): string {
   const chars = [...text];
   return chars.length <= width ? text : `${chars.slice(0, Math.max(0, width - 1)).join('')}…`;
+}
+
+/** How many rows of a `columns`-wide terminal `text` (whole lines, colors and all) takes up. */
+export function screenRows(text: string, columns: number): number {
+  const lines = text.split('\n');
+  if (lines.at(-1) === '') lines.pop();
+  // eslint-disable-next-line no-control-regex
+  return lines.reduce((n, l) => n + Math.max(1, Math.ceil([...l.replace(/\x1b\[[0-9;?]*[A-Za-z]/g, '')].length / Math.max(1, columns))), 0);
 }
 
 export function ttyReporter(options: TtyOptions): Reporter {
@@ -87,16 +95,26 @@ export function ttyReporter(options: TtyOptions): Reporter {
     return lines;
   };
 
-  /** Clears the live area, writes `above` (lines that stay), and draws the area again unless closing. */
+  /**
+   * Rewrites the live area in place, with `above` (lines that stay) first, and the area again unless closing.
+   * Each row is rewritten and cleared to its end, rows left over are cleared one by one, and the cursor never
+   * goes below the area: never "clear to the end of the screen", which a terminal may take for a clear of the
+   * whole screen when the area starts at its top (tmux's scroll-on-clear then pushes it into the scrollback).
+   */
   const frame = (above: string, live: boolean): void => {
-    let out = drawn > 0 ? `\r\x1b[${drawn}A${CLEAR_BELOW}` : '';
-    out += above;
-    drawn = 0;
-    if (live) {
-      const lines = liveLines();
-      out += `${lines.join('\n')}\n`;
-      drawn = lines.length;
+    let out = drawn > 0 ? `\r\x1b[${drawn}A` : '';
+    let written = 0;
+    if (above !== '') {
+      out += above.replaceAll('\n', `${CLEAR_LINE}\n`);
+      written += screenRows(above, options.columns());
     }
+    const lines = live ? liveLines() : [];
+    out += lines.map((l) => `${l}${CLEAR_LINE}\n`).join('');
+    written += lines.length;
+    // The old area's rows below the new one: cleared, then back up to the end of what was written.
+    const stale = drawn - written;
+    if (stale > 0) out += `${`${CLEAR_LINE}\x1b[B`.repeat(stale)}\x1b[${stale}A`;
+    drawn = lines.length;
     write(out);
   };
 

@@ -112,3 +112,25 @@ test.skipIf(!hasTmux)("a running command's last line shows on its row as it come
     rig = new Rig();
   }
 });
+
+// A terminal's scrollback (tmux's defaults: scroll-on-clear, 2000 lines of history) after a run with more tasks than
+// rows holds what was printed once: the plan, one line per task, the summary. A stale frame would leave status
+// lines (`[n/30] k running`) and running or queued rows behind.
+for (const rows of [24, 15]) {
+  test.skipIf(!hasTmux)(`30 tasks at 80×${rows}: the scrollback holds the plan, one line per task and the summary, no stale frame`, async () => {
+    const ids = Array.from({ length: 30 }, (_, i) => `t${String(i).padStart(2, '0')}`);
+    rig.nodefile(ids.map((id) => `ng.task('${id}', { run: { shell: 'sleep 0.1' } });`).join('\n'));
+    term = new Terminal(rig.dir, ['apply', '-j', '3'], { columns: 80, rows });
+    await term.waitFor(/^exit \d+$/m);
+    const all = term.scrollback().split('\n');
+    const first = all.findIndex((l) => l.startsWith('[1/30] '));
+    expect(all.slice(first).filter((l) => /running ·|^\S t\d\d create|^· /.test(l))).toEqual([]);
+    const settled = all.slice(first, first + 30).map((l) => l.replace(/^\[\d+\/30\] ✔ (t\d\d) \d+(\.\d)?m?s$/, '$1'));
+    expect(settled.toSorted()).toEqual(ids);
+    expect(all.slice(first + 30)).toEqual([expect.stringMatching(/^Apply: 30 ran, 0 failed, .* in \S+\.$/), 'exit 0']);
+    // Above the first task's line: the plan, whole and once (a create line per task, then its counts).
+    const plan = all.slice(0, first).filter((l) => l !== '');
+    expect(plan.filter((l) => /^\s*\+ t\d\d\b/.test(l))).toHaveLength(30);
+    expect(plan.length).toBeLessThanOrEqual(30 + 4);
+  });
+}

@@ -25,6 +25,13 @@ export class Terminal {
     return text.replace(/\s+$/, '');
   }
 
+  /** Everything the pane holds, its scrollback (tmux's history) and then its screen, trailing blanks dropped. */
+  scrollback(): string {
+    // -J joins a line the terminal wrapped, and keeps the blanks its rows end with.
+    const text = execFileSync('tmux', ['-S', this.#socket, 'capture-pane', '-p', '-J', '-S', '-'], { encoding: 'utf8' });
+    return text.replace(/ +$/gm, '').replace(/\s+$/, '');
+  }
+
   /** Waits until the screen matches, and returns it. */
   async waitFor(pattern: RegExp, ms = 20_000): Promise<string> {
     let last = '';
