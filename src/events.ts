@@ -28,9 +28,11 @@ export type EngineEvent =
       readonly exitCode?: number;
       /** For 'skipped': the upstream task that failed. */
       readonly because?: TaskId;
+      /** Where the whole output is kept (`<state>/logs/tasks/`), added by the CLI (src/report/recap.ts). */
+      readonly log?: string;
     }
   | { readonly type: 'destroy-start'; readonly id: TaskId; readonly command: string | undefined }
-  | { readonly type: 'destroy-done'; readonly id: TaskId; readonly outcome: 'destroyed' | 'failed' | 'kept' | 'skipped'; readonly error?: string; readonly output?: string; readonly because?: string }
+  | { readonly type: 'destroy-done'; readonly id: TaskId; readonly outcome: 'destroyed' | 'failed' | 'kept' | 'skipped'; readonly error?: string; readonly output?: string; readonly because?: string; readonly log?: string }
   /** A step of an atomic apply: saving, health, commit, rollback. */
   | { readonly type: 'transaction'; readonly message: string }
   | { readonly type: 'summary'; readonly command: 'apply' | 'destroy' | 'stop'; readonly counts: Readonly<Record<string, number>>; readonly durationMs: number };

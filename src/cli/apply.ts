@@ -1,7 +1,9 @@
 import { closeSync, openSync, readSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { applyNodefile } from '../apply.ts';
+import { stateDirOf } from '../engine.ts';
 import { PLAN_FORMAT } from '../plan/saved.ts';
+import { keepTaskLogs } from '../report/recap.ts';
 import type { CliIo } from './main.ts';
 import { atomicFlag, engineOptions, keepFlag, printFailures, reporterFor, str, type Args } from './shared.ts';
 
@@ -31,7 +33,8 @@ export async function run(args: Args, io: CliIo): Promise<number> {
     ...(keep === undefined ? {} : { keep }),
     continue: args.values['continue'] === true,
     targets,
-    onEvent: reporter.sink,
+    // Each task's output is kept in the state folder, and its events name the file.
+    onEvent: keepTaskLogs(stateDirOf(options), reporter.sink),
     ...(planFile === undefined ? {} : { planFile: path.resolve(io.cwd, planFile) }),
   });
   await reporter.close();

@@ -7,6 +7,7 @@ import type { EngineEvent } from '../events.ts';
 import type { Palette } from './color.ts';
 import { writePlan } from './plan-view.ts';
 import { Progress, seconds } from './progress.ts';
+import { outputTail, Recap } from './recap.ts';
 import type { Reporter } from './reporter.ts';
 
 export interface PlainOptions {
@@ -31,10 +32,26 @@ export function indent(text: string, prefix = '    '): string {
     .join('\n');
 }
 
+/** A failed or canceled task's lines under its `✖` line: its command, then the tail of its output. */
+export function failureDetail(event: { readonly command?: string; readonly output?: string; readonly log?: string }): string[] {
+  const lines: string[] = [];
+  if (event.command !== undefined) lines.push(indent(`$ ${event.command}`));
+  if (event.output !== undefined && event.output.trim() !== '') lines.push(indent(outputTail(event.output, event.log).join('\n')));
+  return lines;
+}
+
+/** `Apply: 2 ran, 1 failed, … in 1.2s.`, then the recap of what failed and what it held back. */
+export function summaryText(event: Extract<EngineEvent, { type: 'summary' }>, recap: Recap): string {
+  const parts = Object.entries(event.counts).map(([k, v]) => `${v} ${k.replaceAll('-', ' ')}`);
+  const head = `${event.command === 'apply' ? 'Apply' : event.command === 'stop' ? 'Stop' : 'Destroy'}: ${parts.join(', ')} in ${seconds(event.durationMs)}.`;
+  return [head, ...recap.lines()].map((l) => `${l}\n`).join('');
+}
+
 export function plainReporter(options: PlainOptions): Reporter {
   const { write, c } = options;
   const running = new Map<string, number>();
   const progress = new Progress();
+  const recap = new Recap();
   const every = options.aliveEvery ?? 15_000;
   const timer = setInterval(() => {
     const now = Date.now();
@@ -46,6 +63,7 @@ export function plainReporter(options: PlainOptions): Reporter {
 
   const sink = (event: EngineEvent): void => {
     progress.see(event);
+    recap.see(event);
     const n = c.dim(progress.counter());
     switch (event.type) {
       case 'plan':
@@ -68,8 +86,7 @@ export function plainReporter(options: PlainOptions): Reporter {
           if (event.output !== undefined && event.output.trim() !== '') write(`${indent(event.output)}\n`);
         } else if (event.outcome === 'failed' || event.outcome === 'canceled') {
           write(`${n} ${c.red('✖')} ${unsuccessful(event.id, event.outcome, event.error)}\n`);
-          if (event.command !== undefined) write(`${indent(`$ ${event.command}`)}\n`);
-          if (event.output !== undefined && event.output.trim() !== '') write(`${indent(event.output)}\n`);
+          for (const line of failureDetail(event)) write(`${line}\n`);
         } else if (event.outcome === 'up-to-date') {
           write(`${n} ${c.green('✔')} ${event.id} ${c.dim('up to date (what it consumes came out unchanged)')}\n`);
         } else if (event.outcome === 'skipped') {
@@ -85,17 +102,15 @@ export function plainReporter(options: PlainOptions): Reporter {
         if (event.outcome === 'destroyed') write(`${n} ${c.green('✔')} ${event.id} done\n`);
         else if (event.outcome === 'failed') {
           write(`${n} ${c.red('✖')} ${event.id} failed: ${event.error ?? ''}\n`);
-          if (event.output !== undefined && event.output.trim() !== '') write(`${indent(event.output)}\n`);
+          for (const line of failureDetail({ ...(event.output === undefined ? {} : { output: event.output }), ...(event.log === undefined ? {} : { log: event.log }) })) write(`${line}\n`);
         } else write(`${n} ${c.yellow('-')} ${event.id} kept${event.because === undefined ? '' : ` (${event.because})`}\n`);
         break;
       case 'transaction':
         write(`${c.cyan('↺')} ${event.message}\n`);
         break;
-      case 'summary': {
-        const parts = Object.entries(event.counts).map(([k, v]) => `${v} ${k.replaceAll('-', ' ')}`);
-        write(`${event.command === 'apply' ? 'Apply' : event.command === 'stop' ? 'Stop' : 'Destroy'}: ${parts.join(', ')} in ${seconds(event.durationMs)}.\n`);
+      case 'summary':
+        write(summaryText(event, recap));
         break;
-      }
     }
   };
   return { sink, close: () => clearInterval(timer) };

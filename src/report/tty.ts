@@ -13,9 +13,10 @@
 import type { EngineEvent } from '../events.ts';
 import type { TaskId } from '../ids.ts';
 import type { Palette } from './color.ts';
-import { indent, plainReporter, unsuccessful } from './plain.ts';
+import { failureDetail, plainReporter, summaryText, unsuccessful } from './plain.ts';
 import { writePlan } from './plan-view.ts';
 import { Progress, seconds } from './progress.ts';
+import { Recap } from './recap.ts';
 import type { Reporter } from './reporter.ts';
 
 /** Beyond this many acting tasks, plain lines: the view keeps a row for each. */
@@ -64,6 +65,7 @@ export function ttyReporter(options: TtyOptions): Reporter {
   const fallback = plainReporter({ write, c, showPlan: false });
   const rows = new Map<TaskId, Row>();
   let progress = new Progress();
+  const recap = new Recap();
   let drawn = 0;
   let plain = false;
   let summary: EngineEvent | undefined;
@@ -136,6 +138,7 @@ export function ttyReporter(options: TtyOptions): Reporter {
       return;
     }
     progress.see(event);
+    recap.see(event);
     switch (event.type) {
       case 'plan': {
         progress = new Progress();
@@ -189,9 +192,7 @@ export function ttyReporter(options: TtyOptions): Reporter {
           case 'failed':
           case 'canceled': {
             failures++;
-            const detail = [`${c.red('✖')} ${unsuccessful(event.id, event.outcome, event.error)}`];
-            if (event.command !== undefined) detail.push(indent(`$ ${event.command}`));
-            if (event.output !== undefined && event.output.trim() !== '') detail.push(indent(event.output));
+            const detail = [`${c.red('✖')} ${unsuccessful(event.id, event.outcome, event.error)}`, ...failureDetail(event)];
             settled(event.id, detail.join('\n'));
             break;
           }
@@ -200,8 +201,8 @@ export function ttyReporter(options: TtyOptions): Reporter {
       case 'destroy-done':
         if (event.outcome === 'destroyed') settled(event.id, `${c.green('✔')} ${event.id} destroyed`);
         else if (event.outcome === 'failed') {
-          const output = event.output !== undefined && event.output.trim() !== '' ? `\n${indent(event.output)}` : '';
-          settled(event.id, `${c.red('✖')} ${event.id} failed: ${event.error ?? ''}${output}`);
+          const detail = failureDetail({ ...(event.output === undefined ? {} : { output: event.output }), ...(event.log === undefined ? {} : { log: event.log }) });
+          settled(event.id, [`${c.red('✖')} ${event.id} failed: ${event.error ?? ''}`, ...detail].join('\n'));
         } else settled(event.id, `${c.yellow('-')} ${event.id} ${event.outcome}${event.because === undefined ? '' : ` (${event.because})`}`);
         break;
       case 'warning':
@@ -226,7 +227,7 @@ export function ttyReporter(options: TtyOptions): Reporter {
       rows.clear();
       frame(left, false);
       write(SHOW_CURSOR);
-      if (summary !== undefined) fallback.sink(summary);
+      if (summary?.type === 'summary') write(summaryText(summary, recap));
       fallback.close();
     },
   };

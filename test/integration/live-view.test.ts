@@ -68,6 +68,8 @@ export default (ng: NodefileApi) => {
       '[4/5] - next skipped (the run stopped after bad failed)',
       '[5/5] - after skipped (bad did not succeed)',
       'Apply: 2 ran, 1 failed, 2 skipped, 0 canceled, 0 up to date, 0 destroyed in T.',
+      'Failed: bad (exit 3), 1 skipped because of it; output in .nodegraph/logs/tasks/bad.log',
+      'Not started: 1 skipped because the run stopped after bad failed',
       'exit 1',
     ].join('\n'),
   );
@@ -92,6 +94,7 @@ test.skipIf(!hasTmux)('Ctrl-C: the notice is not drawn over, the canceled row an
       '    $ sleep 30',
       '[3/3] - c skipped (b did not succeed)',
       'Apply: 1 ran, 0 failed, 1 skipped, 1 canceled, 0 up to date, 0 destroyed in T.',
+      'Canceled: b, 1 skipped because of it',
       'exit 130',
     ].join('\n'),
   );
