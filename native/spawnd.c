@@ -21,6 +21,9 @@
 // followed by those bytes: code is -1 without an exit code, signal and error
 // ("ENOENT"…) are '-' when there is none, and output (stdout and stderr
 // interleaved as they came) is left out (0 bytes) when one of the two is empty.
+// A command's stdout and stderr are one pipe (its output in the order it was
+// written, whichever stream it went to): its stdout bytes are all of it, its
+// stderr bytes none.
 // While a command runs, after each read of its output, a line
 //   "o <id> <bytes>\n"
 // followed by the last (at most PROGRESS_TAIL) bytes of what was read: enough
@@ -52,7 +55,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define VERSION "6"
+#define VERSION "7"
 
 typedef struct {
   char *data;
@@ -224,27 +227,19 @@ static int start(pid_t *pid, const char *file, const char *cwd, int outw, int er
 }
 
 static void run(long id, const char *file, const char *cwd, char **argv, char **added, size_t nadded) {
-  int out[2], err[2];
+  // One pipe for stdout and stderr: the output reads in the order the command wrote it, as on a terminal.
+  int out[2];
   if (pipe2(out, O_CLOEXEC) != 0) {
     reply(id, -1, NULL, errname(errno), NULL);
     return;
   }
-  if (pipe2(err, O_CLOEXEC) != 0) {
-    int e = errno;
-    close(out[0]);
-    close(out[1]);
-    reply(id, -1, NULL, errname(e), NULL);
-    return;
-  }
   char **envp = merged_env(added, nadded);
   pid_t pid;
-  int rc = start(&pid, file, cwd, out[1], err[1], argv, envp);
+  int rc = start(&pid, file, cwd, out[1], out[1], argv, envp);
   free(envp);
   close(out[1]);
-  close(err[1]);
   if (rc != 0) {
     close(out[0]);
-    close(err[0]);
     // Node gives the negative errno as the code of a command that never started.
     reply(id, -rc, NULL, errname(rc), NULL);
     return;
@@ -255,9 +250,8 @@ static void run(long id, const char *file, const char *cwd, char **argv, char **
   c->pid = pid;
   c->group = pid;
   c->fd[0] = out[0];
-  c->fd[1] = err[0];
+  c->fd[1] = -1;
   fcntl(out[0], F_SETFL, O_NONBLOCK);
-  fcntl(err[0], F_SETFL, O_NONBLOCK);
   if (ncommands == capcommands) {
     capcommands = capcommands ? capcommands * 2 : 16;
     commands = realloc(commands, capcommands * sizeof *commands);

@@ -1,6 +1,7 @@
 // The process runner (LocalRunner): the one module that starts processes on this machine.
 // Commands run without a shell unless a task asks for one; output is buffered
-// (stdout and stderr interleaved) so it can be shown with the command when it fails.
+// so it can be shown with the command when it fails: a task's command and check
+// write stdout and stderr to one pipe (in the order written), other commands to two.
 //
 // A task's command and its check go to spawnd (native/spawnd.c), a helper that
 // starts each with posix_spawn, so that the engine does not fork itself once per
@@ -22,47 +23,107 @@ const childProcess = (): typeof import('node:child_process') => process.getBuilt
 /** How long a canceled process gets between SIGTERM and SIGKILL. */
 const KILL_AFTER_MS = 5000;
 
-/** Spawns an argv (or `sh -c` line) with the least machinery: stdin closed, stdout and stderr captured together. */
-export function spawnCommand(command: Command, options: RunOptions, killAfterMs = KILL_AFTER_MS): Promise<RunResult> {
+/**
+ * Spawns an argv (or `sh -c` line) with the least machinery: stdin closed, stdout and stderr captured. `merged`
+ * (a task's command or check): both are one socket, so the output is in the order the command wrote it, all of it
+ * in stdout, as spawnd gives it; otherwise two pipes, interleaved as they came.
+ */
+export function spawnCommand(command: Command, options: RunOptions, killAfterMs = KILL_AFTER_MS, merged = false): Promise<RunResult> {
+  if (!merged) return spawnWith(command, options, killAfterMs, undefined);
+  return onePipe().then(
+    (pair) => spawnWith(command, options, killAfterMs, pair),
+    () => spawnWith(command, options, killAfterMs, undefined),
+  );
+}
+
+interface SocketPair {
+  /** The end the command writes to (its stdout and stderr); closed here once the command has it. */
+  readonly write: import('node:net').Socket;
+  readonly read: import('node:net').Socket;
+}
+
+/**
+ * Two connected sockets, as a pipe Node cannot make: a listener on a Linux abstract socket (no file), for one
+ * connection, closed once it has it.
+ */
+function onePipe(): Promise<SocketPair> {
+  const net = process.getBuiltinModule('node:net');
+  const name = `\0nodegraph-${process.pid}-${process.getBuiltinModule('node:crypto').randomUUID()}`;
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    let read: import('node:net').Socket | undefined;
+    server.once('error', reject);
+    server.once('connection', (write) => {
+      server.close();
+      resolve({ write, read: read! });
+    });
+    server.listen(name, () => {
+      read = net.connect(name);
+      read.once('error', reject);
+    });
+  });
+}
+
+function spawnWith(command: Command, options: RunOptions, killAfterMs: number, pair: SocketPair | undefined): Promise<RunResult> {
   const [file, ...args] = 'shell' in command ? ['/bin/sh', '-c', command.shell] : command;
   const described = describeCommand(command);
   return new Promise((resolve) => {
     const chunks: Buffer[] = [];
     const out: Buffer[] = [];
     const err: Buffer[] = [];
-    const child = childProcess().spawn(file!, args, {
-      cwd: options.cwd,
-      env: options.env === undefined ? process.env : { ...process.env, ...options.env },
-      stdio: ['ignore', 'pipe', 'pipe'],
-      // A process group of its own, so that a cancel reaches what it started too (group.ts).
-      detached: true,
-    });
+    let child: ChildProcessWithoutNullStreams;
+    try {
+      child = childProcess().spawn(file!, args, {
+        cwd: options.cwd,
+        env: options.env === undefined ? process.env : { ...process.env, ...options.env },
+        stdio: pair === undefined ? ['ignore', 'pipe', 'pipe'] : ['ignore', pair.write, pair.write],
+        // A process group of its own, so that a cancel reaches what it started too (group.ts).
+        detached: true,
+      }) as ChildProcessWithoutNullStreams;
+    } catch (error) {
+      // What spawn refuses outright (a NUL byte) is thrown, as spawn throws it.
+      pair?.read.destroy();
+      throw error;
+    } finally {
+      pair?.write.destroy();
+    }
     // Its session, for the next run to end if this one is killed (src/state/processes.ts): no await since spawn().
     noteStarted(child.pid);
-    child.stdout.on('data', (d: Buffer) => {
+    const take = (into: Buffer[]) => (d: Buffer) => {
       chunks.push(d);
-      out.push(d);
+      into.push(d);
       options.onOutput?.(d.toString());
-    });
-    child.stderr.on('data', (d: Buffer) => {
-      chunks.push(d);
-      err.push(d);
-      options.onOutput?.(d.toString());
-    });
+    };
+    // Done once the process has ended and its output is all read (as Node's 'close' waits for its pipes).
+    let waiting = pair === undefined ? 1 : 2;
+    let end: { code: number | null; signal: NodeJS.Signals | null } = { code: null, signal: null };
+    const settle = (): void => {
+      if (--waiting > 0) return;
+      cancel.settled();
+      resolve(
+        finished(described, { ...end, canceled: cancel.canceled(), error: spawnFailure(spawnError?.message, options.cwd) }, {
+          stdout: Buffer.concat(out).toString(),
+          stderr: Buffer.concat(err).toString(),
+          output: Buffer.concat(chunks).toString(),
+        }),
+      );
+    };
+    if (pair === undefined) {
+      child.stdout.on('data', take(out));
+      child.stderr.on('data', take(err));
+    } else {
+      pair.read.on('data', take(out));
+      pair.read.on('error', () => {});
+      pair.read.on('close', settle);
+    }
     const cancel = cancelOnAbort(child, options.signal, killAfterMs);
     let spawnError: Error | undefined;
     child.on('error', (error) => {
       spawnError = error;
     });
     child.on('close', (code, signal) => {
-      cancel.settled();
-      resolve(
-        finished(described, { code, signal, canceled: cancel.canceled(), error: spawnFailure(spawnError?.message, options.cwd) }, {
-          stdout: Buffer.concat(out).toString(),
-          stderr: Buffer.concat(err).toString(),
-          output: Buffer.concat(chunks).toString(),
-        }),
-      );
+      end = { code, signal };
+      settle();
     });
   });
 }
@@ -136,7 +197,7 @@ interface Progress {
  * in a package, the package's root is two folders up). The version is the one native/spawnd.c says it is.
  */
 export const SPAWND = new URL('../../node_modules/.nodegraph/spawnd', import.meta.url);
-const SPAWND_VERSION = '6';
+const SPAWND_VERSION = '7';
 
 /** Whether spawnd was built: one stat, when the process's first Spawnd is made. */
 function spawndBuilt(): boolean {
@@ -244,7 +305,7 @@ function readReplies(stdout: NodeJS.ReadableStream, onReply: (reply: Reply | Pro
  * running: an idle spawnd neither keeps the engine alive nor outlives it (it exits
  * when its stdin closes).
  *
- *   unstarted ──first command──▶ starting ──"ready 6"──▶ ready
+ *   unstarted ──first command──▶ starting ──"ready 7"──▶ ready
  *       │                           │                     │
  *       └──not built──▶ dead ◀──────┴──failed, garbage────┴──died, close()
  *
@@ -287,8 +348,8 @@ export class Spawnd {
 
   run(command: Command, options: RunOptions): Promise<RunResult> {
     if (this.#state === 'ready') return this.#request(command, options);
-    if (this.#state === 'dead') return spawnCommand(command, options, this.#killAfterMs);
-    return this.ready().then((ok) => (ok ? this.#request(command, options) : spawnCommand(command, options, this.#killAfterMs)));
+    if (this.#state === 'dead') return spawnCommand(command, options, this.#killAfterMs, true);
+    return this.ready().then((ok) => (ok ? this.#request(command, options) : spawnCommand(command, options, this.#killAfterMs, true)));
   }
 
   /**
@@ -403,7 +464,7 @@ export class Spawnd {
   #request(command: Command, options: RunOptions): Promise<RunResult> {
     const [file, ...args] = 'shell' in command ? ['/bin/sh', '-c', command.shell] : command;
     // What spawn refuses (a NUL byte), spawnd's requests cannot carry: spawnCommand throws it as spawn does.
-    if (hasNul(file!, args, options)) return spawnCommand(command, options, this.#killAfterMs);
+    if (hasNul(file!, args, options)) return spawnCommand(command, options, this.#killAfterMs, true);
     const described = describeCommand(command);
     const id = this.#nextId++;
     if (this.#pending.size === 0) this.#sendEnv();
@@ -470,7 +531,7 @@ export class LocalRunner implements ProcessRunner {
   }
 
   runTask(command: Command, options: RunOptions): Promise<RunResult> {
-    return this.#spawnd === false ? spawnCommand(command, options) : this.#spawnd.run(command, options);
+    return this.#spawnd === false ? spawnCommand(command, options, KILL_AFTER_MS, true) : this.#spawnd.run(command, options);
   }
 
   readAhead(paths: readonly string[]): boolean {
