@@ -137,3 +137,52 @@ for (const rows of [24, 15]) {
     expect(plan.length).toBeLessThanOrEqual(30 + 4);
   });
 }
+
+// A failure that printed 200 lines, a third of them to stderr: the last 20 in the order written, where the rest are,
+// and a recap at the bottom; the same facts in the JSON events. Through spawnd and without it.
+const loud = `
+  const big = ng.task('gen/big', { run: { shell: 'i=1; while [ $i -le 200 ]; do if [ $((i % 3)) = 0 ]; then echo "line $i" >&2; else echo "line $i"; fi; i=$((i+1)); done; exit 2' } });
+  const use = ng.task('use', { inputs: { big }, run: ['true'] });
+  ng.task('use2', { inputs: { use }, run: ['true'] });
+`;
+const whole = Array.from({ length: 200 }, (_, i) => `line ${i + 1}\n`).join('');
+const logFile = '.nodegraph/logs/tasks/gen%2Fbig.log';
+
+test.each(['on', 'off'])('a failed task shows its command, exit code and last 20 lines, keeps the rest in its log, and the run ends with a recap (spawnd %s)', async (server) => {
+  rig.nodefile(loud);
+  const plain = await rig.run(['apply', '-k'], { NODEGRAPH_SPAWN_SERVER: server });
+  expect(plain.code).toBe(1);
+  const out = plain.stdout.slice(plain.stdout.indexOf('[1/3]')).replace(/\d+(\.\d)?m?s\b/g, 'T');
+  expect(out).toBe(
+    [
+      '[1/3] ✖ gen/big failed: exited with code 2',
+      `    $ i=1; while [ $i -le 200 ]; do if [ $((i % 3)) = 0 ]; then echo "line $i" >&2; else echo "line $i"; fi; i=$((i+1)); done; exit 2`,
+      `    … 180 earlier lines in ${logFile}`,
+      ...Array.from({ length: 20 }, (_, i) => `    line ${181 + i}`),
+      '[2/3] - use skipped (gen/big did not succeed)',
+      '[3/3] - use2 skipped (use did not succeed)',
+      'Apply: 0 ran, 1 failed, 2 skipped, 0 canceled, 0 up to date, 0 destroyed in T.',
+      `Failed: gen/big (exit 2), 2 skipped because of it; output in ${logFile}`,
+      '',
+    ].join('\n'),
+  );
+  // The log holds the whole output in the order written (stderr's lines among stdout's), the newest run only.
+  expect(rig.read(logFile)).toBe(whole);
+
+  const json = await rig.run(['apply', '-k', '--json'], { NODEGRAPH_SPAWN_SERVER: server });
+  const events = json.stdout.trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
+  expect(events.find((e) => e['type'] === 'task-done' && e['id'] === 'gen/big')).toMatchObject({ outcome: 'failed', exitCode: 2, output: whole, log: rig.path(logFile) });
+  expect(events.find((e) => e['type'] === 'summary')).toMatchObject({ failures: [{ id: 'gen/big', outcome: 'failed', what: 'exit 2', exitCode: 2, log: rig.path(logFile), skipped: ['use', 'use2'] }] });
+  expect(rig.read(logFile)).toBe(whole);
+});
+
+test.skipIf(!hasTmux)('in the live view too: the last 20 lines under the failed row, the recap under the summary', async () => {
+  rig.nodefile(loud);
+  term = new Terminal(rig.dir, ['apply'], { columns: 200, rows: 40 });
+  const end = await term.waitFor(/^exit \d+$/m);
+  const lines = end.slice(end.indexOf('[1/3]')).split('\n');
+  expect(lines[2]).toBe(`    … 180 earlier lines in ${logFile}`);
+  expect(lines.slice(3, 23)).toEqual(Array.from({ length: 20 }, (_, i) => `    line ${181 + i}`));
+  // Without -k, use2 is not started because the run stopped, not because of use.
+  expect(lines.slice(-3)).toEqual([`Failed: gen/big (exit 2), 1 skipped because of it; output in ${logFile}`, 'Not started: 1 skipped because the run stopped after gen/big failed', 'exit 1']);
+});
