@@ -106,7 +106,7 @@ export async function run(args: Args, io: CliIo): Promise<number> {
     }
     if (generation.orphanedTransaction !== null) io.stdout.write(`${c.yellow('!')} ${orphanLine(generation.orphanedTransaction, io.cwd)}\n`);
     const below = diffs === undefined ? undefined : (e: PlanEntry): readonly string[] | undefined => diffs.get(e.id)?.flatMap((d) => d.colored);
-    writePlan(plan, c, (text) => io.stdout.write(text), { verbose: args.values['verbose'] === true, ...(below === undefined ? {} : { below }) });
+    writePlan(plan, c, (text) => io.stdout.write(text), { verbose: args.values['verbose'] === true, width: io.stdout.isTTY === true ? process.stdout.columns || 80 : undefined, ...(below === undefined ? {} : { below }) });
     // What a rollback cannot give back, said where the change is reviewed.
     for (const read of generation.outside) io.stdout.write(`${c.yellow('!')} ${describeOutside(read)}\n`);
     const atomicView = generation.atomic;

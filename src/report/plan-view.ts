@@ -1,5 +1,6 @@
 // The plan as a person reads it: one line per task that would act, its
-// action and why, then a summary line.
+// action and why (wrapped under its column at the terminal's width), then a
+// summary line and a legend of the symbols used.
 
 import type { Plan, PlanEntry } from '../plan/plan.ts';
 import { unreachable } from '../util/unreachable.ts';
@@ -27,6 +28,55 @@ function symbol(entry: PlanEntry, c: Palette): string {
   }
 }
 
+/** What each symbol means, in the order the legend names them. */
+const LEGEND: readonly (readonly [string, (c: Palette) => string, string])[] = [
+  ['create', (c) => c.green('+'), 'create'],
+  ['update', (c) => c.yellow('~'), 'update'],
+  ['restart', (c) => c.yellow('R'), 'restart'],
+  ['replace', (c) => c.red('±'), 'replace'],
+  ['drift', (c) => c.red('!'), 'drifted'],
+  ['maybe', (c) => c.cyan('?'), 'known after apply'],
+  ['destroy', (c) => c.red('-'), 'destroy'],
+];
+
+const legendKey = (e: PlanEntry): string => (e.action === 'update' && e.verb === 'restart' ? 'restart' : e.action);
+
+/** `+ create  ~ update  - destroy`: the symbols the listed entries use, and only those; '' for none. */
+export function legendLine(used: ReadonlySet<string>, c: Palette): string {
+  return LEGEND.filter(([key]) => used.has(key))
+    .map(([, sym, words]) => `${sym(c)} ${words}`)
+    .join('  ');
+}
+
+/**
+ * `words` wrapped to `width` columns, each line after the first indented by `hang` spaces; a word longer than a
+ * line is cut where the line ends. Colors are added after: `words` is plain text.
+ */
+export function hangingWrap(words: string, first: number, hang: number, width: number): string[] {
+  const lines: string[] = [];
+  let line = '';
+  let room = width - first;
+  for (const word of words.split(' ')) {
+    let w = word;
+    const sep = line === '' ? '' : ' ';
+    if ([...line].length + sep.length + [...w].length <= room) {
+      line += sep + w;
+      continue;
+    }
+    if (line !== '') lines.push(line);
+    room = width - hang;
+    line = '';
+    // A word wider than a whole line (a long value): cut into lines, nothing of it lost.
+    while ([...w].length > room) {
+      lines.push([...w].slice(0, room).join(''));
+      w = [...w].slice(room).join('');
+    }
+    line = w;
+  }
+  lines.push(line);
+  return lines;
+}
+
 export function summaryLine(plan: Plan): string {
   const n = plan.counts;
   const parts = [`${n.create} to create`, `${n.update + n.drift} to update`];
@@ -51,7 +101,12 @@ export function writePlan(
   c: Palette,
   write: (text: string) => void,
   /** `below`: lines shown under an entry's line (a file input's diff). */
-  options: { verbose?: boolean; below?: (entry: PlanEntry) => readonly string[] | undefined } = {},
+  options: {
+    verbose?: boolean;
+    below?: (entry: PlanEntry) => readonly string[] | undefined;
+    /** The terminal's width: the reasons wrap at it under their column; unset (a pipe), each entry is one line. */
+    width?: number | undefined;
+  } = {},
 ): void {
   const shown = (e: PlanEntry): boolean => e.action !== 'unchanged' || options.verbose === true;
   // Loops, not Math.max(...widths): a first plan of some 150,000 tasks would overflow the stack.
@@ -69,22 +124,40 @@ export function writePlan(
     verbWidth = Math.max(verbWidth, e.verb.length);
   }
   idWidth = Math.min(48, idWidth);
+  // The reasons start in a column of their own; wrapped, they go on under it (under a narrow one, 6 columns in).
+  const column = 2 + 1 + 1 + idWidth + 2 + verbWidth + 2;
+  const width = options.width;
+  const hang = width !== undefined && column > width / 2 ? 6 : column;
+  const used = new Set<string>();
   let piece = '';
   for (const e of plan) {
     if (!shown(e)) continue;
-    const line = `  ${symbol(e, c)} ${e.id.padEnd(idWidth)}  ${e.verb.padEnd(verbWidth)}  ${c.dim(reasonsLine(e.reasons, `(all: nodegraph explain ${e.id})`))}`;
-    piece += `${line.trimEnd()}\n`;
+    if (e.action !== 'unchanged') used.add(legendKey(e));
+    // A value cut in the prose ends in `…`, a value's changes counted end in `and N more`: the line says where to
+    // read them whole, as it does for the reasons it counts.
+    const pointer = `(all: nodegraph explain ${e.id})`;
+    let reasons = reasonsLine(e.reasons, pointer);
+    if (!reasons.endsWith(pointer) && e.reasons.some((r) => r.includes('…') || / and \d+ more$/.test(r))) reasons += ` ${pointer}`;
+    const head = `  ${symbol(e, c)} ${e.id.padEnd(idWidth)}  ${e.verb.padEnd(verbWidth)}  `;
+    const start = 2 + 1 + 1 + Math.max(idWidth, e.id.length) + 2 + verbWidth + 2;
+    // Under a head that leaves the reasons no room, they start on the next line.
+    const wrapped = width === undefined ? [reasons] : width - start < 12 ? ['', ...hangingWrap(reasons, hang, hang, width)] : hangingWrap(reasons, start, hang, width);
+    piece += `${`${head}${c.dim(wrapped[0]!)}`.trimEnd()}\n`;
+    for (const more of wrapped.slice(1)) piece += `${' '.repeat(hang)}${c.dim(more)}\n`;
     for (const more of options.below?.(e) ?? []) piece += `      ${more}\n`;
     if (piece.length >= PLAN_CHUNK) {
       write(piece);
       piece = '';
     }
   }
-  write(`${piece}${summaryLine(plan)}\n`);
+  const legend = legendLine(used, c);
+  piece += `${summaryLine(plan)}\n`;
+  if (legend !== '') piece += `${c.dim(legend)}\n`;
+  write(piece);
 }
 
 /** The plan as one string, without a final newline (writePlan's pieces, joined). */
-export function renderPlan(plan: Plan, c: Palette, options: { verbose?: boolean } = {}): string {
+export function renderPlan(plan: Plan, c: Palette, options: { verbose?: boolean; width?: number } = {}): string {
   const pieces: string[] = [];
   writePlan(plan, c, (text) => pieces.push(text), options);
   return pieces.join('').slice(0, -1);

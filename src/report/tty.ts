@@ -146,7 +146,7 @@ export function ttyReporter(options: TtyOptions): Reporter {
         failures = 0;
         rows.clear();
         frame('', false);
-        writePlan(event.plan, c, write);
+        writePlan(event.plan, c, write, { width: options.columns() });
         if (progress.total - event.plan.counts.destroy > MAX_VIEW_TASKS) {
           plain = true;
           fallback.sink(event);

@@ -154,6 +154,7 @@ export default (ng: any) => {
     [
       '  + t  create  never ran',
       'Plan: 1 to create, 0 to update, 0 to destroy; 0 unchanged.',
+      '+ create',
       '! reads /proc/self/status outside the generation (a kernel interface)',
       '! reads file descriptor 0 outside the generation (not opened by path)',
       '! runs true probe while loading: what it reads is outside the generation',

@@ -22,7 +22,7 @@ test('a changed text file input as a unified diff in plan --diff, plan --diff --
   const diff = ['--- config.toml (applied)', '+++ config.toml (now)', '@@ -1,3 +1,3 @@', ' a = 1', '-level = "info"', '+level = "debug"', ' c = 3'];
   const plan = await rig.run(['plan', '--diff']);
   expect(plan.stdout.replace(/[0-9a-f]{8}→[0-9a-f]{8}/g, 'H→H')).toBe(
-    ['  ~ conf  update  input config changed H→H; input blob changed H→H', ...diff.map((l) => `      ${l}`), 'Plan: 0 to create, 1 to update, 0 to destroy; 0 unchanged.', ''].join('\n'),
+    ['  ~ conf  update  input config changed H→H; input blob changed H→H', ...diff.map((l) => `      ${l}`), 'Plan: 0 to create, 1 to update, 0 to destroy; 0 unchanged.', '~ update', ''].join('\n'),
   );
   expect((await rig.run(['plan'])).stdout).not.toContain('---');
 

@@ -27,8 +27,9 @@ test('plan, explain and plan --json say what changed in a value, key by key; sec
 
   const plan = await rig.run(['plan'], env);
   expect(plan.stdout).toBe(
-    '  ~ conf  update  input settings changed: added: (none) → 1, logLevel: "info" → "debug", mirrors["docker.io"]: ["a"] → ["a","b"] and 2 more; input password changed (sensitive); input token changed (sensitive)\n' +
-      'Plan: 0 to create, 1 to update, 0 to destroy; 0 unchanged.\n',
+    '  ~ conf  update  input settings changed: added: (none) → 1, logLevel: "info" → "debug", mirrors["docker.io"]: ["a"] → ["a","b"] and 2 more; input password changed (sensitive); input token changed (sensitive) (all: nodegraph explain conf)\n' +
+      'Plan: 0 to create, 1 to update, 0 to destroy; 0 unchanged.\n' +
+      '~ update\n',
   );
 
   const json = JSON.parse((await rig.run(['plan', '--json'], env)).stdout) as { entries: { reasonDetails: unknown[] }[] };

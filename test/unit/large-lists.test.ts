@@ -21,10 +21,11 @@ function firstPlan(): Plan {
   return listedPlan(entries);
 }
 
-test('a first plan of 200,000 tasks renders, one line a task and the summary', () => {
+test('a first plan of 200,000 tasks renders, one line a task, the summary and the legend', () => {
   const plan = firstPlan();
   const lines = renderPlan(plan, palette(false)).split('\n');
-  expect(lines).toHaveLength(MANY + 1);
+  expect(lines).toHaveLength(MANY + 2);
+  expect(lines.at(-1)).toBe('+ create');
   // Ids padded to the longest (t/199999), verbs to theirs.
   expect(lines[0]).toBe('  + t/0       create  never ran');
 });
