@@ -31,7 +31,8 @@ export type EngineEvent =
       /** Where the whole output is kept (`<state>/logs/tasks/`), added by the CLI (src/report/recap.ts). */
       readonly log?: string;
     }
-  | { readonly type: 'destroy-start'; readonly id: TaskId; readonly command: string | undefined }
+  /** `total`: how many tasks the teardown it is part of settles (a destroy without a plan counts against it). */
+  | { readonly type: 'destroy-start'; readonly id: TaskId; readonly command: string | undefined; readonly total?: number }
   | { readonly type: 'destroy-done'; readonly id: TaskId; readonly outcome: 'destroyed' | 'failed' | 'kept' | 'skipped'; readonly error?: string; readonly output?: string; readonly because?: string; readonly log?: string }
   /** A step of an atomic apply: saving, health, commit, rollback. */
   | { readonly type: 'transaction'; readonly message: string }

@@ -52,6 +52,17 @@ export async function teardown(options: TeardownOptions): Promise<TeardownSummar
   // A task whose dependent could not be torn down is kept: it is still needed.
   const blocked = new Map<TaskId, TaskId>();
 
+  // How many this teardown settles (a stop passes by what declares nothing to stop it), said with each start so a
+  // reporter counts against the whole: [1/5], [2/5], not [1/1], [2/2].
+  const total = options.order.filter((id) => {
+    const record = records.get(id);
+    if (record === undefined) return false;
+    const node = options.graph?.get(id);
+    const stop = node === undefined ? record.recipe.stop : recipeOf(node).stop;
+    const mode = options.mode === 'retire' ? (record.recipe.retire === 'stop' ? 'stop' : 'destroy') : options.mode;
+    return mode !== 'stop' || stop.length > 0;
+  }).length;
+
   for (const id of options.order) {
     const record = records.get(id);
     if (record === undefined) continue;
@@ -68,7 +79,7 @@ export async function teardown(options: TeardownOptions): Promise<TeardownSummar
     // Stopping a task that declares nothing to stop it does nothing, and says nothing.
     if (mode === 'stop' && recipe.stop.length === 0) continue;
     const commands = mode === 'stop' ? recipe.stop : [...recipe.stop, ...recipe.destroy];
-    emit({ type: 'destroy-start', id, command: commands.map((c) => describeCommand(c)).join(' && ') || undefined });
+    emit({ type: 'destroy-start', id, command: commands.map((c) => describeCommand(c)).join(' && ') || undefined, total });
     const failure = await runRecipe(id, recipe, commands, { ...options, mode }, claimed);
     if (failure !== undefined) {
       summary.failed.push(id);

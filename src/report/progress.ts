@@ -1,6 +1,6 @@
 // How far a run is, as ninja's status line counts it: `[done/total]`. The
 // total is what the plan says will act (orphans to destroy included); a
-// teardown without a plan counts what it has started.
+// teardown without a plan counts against the total its starts say.
 
 import type { EngineEvent } from '../events.ts';
 
@@ -8,6 +8,8 @@ export class Progress {
   total = 0;
   done = 0;
   running = 0;
+  /** Whether a plan said the total (an apply); without one, a teardown's starts say it. */
+  #planned = false;
   /** The first task that failed, which stops a run without -k. */
   firstFailed: string | undefined;
   readonly startedAt: number;
@@ -21,12 +23,16 @@ export class Progress {
     switch (event.type) {
       case 'plan':
         this.total = event.plan.size - event.plan.counts.unchanged;
+        this.#planned = true;
         this.done = 0;
         this.running = 0;
         this.firstFailed = undefined;
         break;
-      case 'task-start':
       case 'destroy-start':
+        if (!this.#planned && event.total !== undefined) this.total = Math.max(this.total, event.total);
+        this.running++;
+        break;
+      case 'task-start':
         this.running++;
         break;
       case 'task-done':

@@ -186,3 +186,14 @@ test.skipIf(!hasTmux)('in the live view too: the last 20 lines under the failed 
   // Without -k, use2 is not started because the run stopped, not because of use.
   expect(lines.slice(-3)).toEqual([`Failed: gen/big (exit 2), 1 skipped because of it; output in ${logFile}`, 'Not started: 1 skipped because the run stopped after gen/big failed', 'exit 1']);
 });
+
+test('destroy counts against the whole it will settle: [1/3], [2/3], [3/3]', async () => {
+  rig.nodefile(`
+    const a = ng.task('a', { run: ['true'] });
+    const b = ng.task('b', { inputs: { a }, run: ['true'] });
+    ng.task('c', { inputs: { b }, run: ['true'] });
+  `);
+  expect((await rig.run(['apply'])).code).toBe(0);
+  const destroyed = await rig.run(['destroy', '--yes']);
+  expect(destroyed.stdout.split('\n').filter((l) => l.startsWith('['))).toEqual(['[1/3] ✔ c done', '[2/3] ✔ b done', '[3/3] ✔ a done']);
+});

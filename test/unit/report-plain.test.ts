@@ -68,3 +68,16 @@ test('a task skipped because the run stopped says what stopped it', () => {
   expect(text).toBe('[1/1] ✖ a failed: exited with code 1\n[2/2] - b skipped (the run stopped after a failed)\n');
   expect(lines([{ type: 'task-done', id: taskId('b'), outcome: 'skipped', durationMs: 0 }])).toBe('[1/1] - b skipped (the run stopped first)\n');
 });
+
+test('a destroy without a plan counts against the total its starts say: [1/3], [2/3], [3/3], skipped ones too', () => {
+  const text = lines([
+    { type: 'destroy-start', id: taskId('web'), command: 'rm -rf www', total: 3 },
+    { type: 'destroy-done', id: taskId('web'), outcome: 'destroyed' },
+    { type: 'destroy-start', id: taskId('db'), command: undefined, total: 3 },
+    { type: 'destroy-done', id: taskId('db'), outcome: 'failed', error: 'exited with code 1' },
+    { type: 'destroy-done', id: taskId('net'), outcome: 'skipped', because: 'db was not torn down' },
+  ]);
+  expect(text).toBe(
+    ['▶ web rm -rf www', '[1/3] ✔ web done', '▶ db remove outputs', '[2/3] ✖ db failed: exited with code 1', '[3/3] - net kept (db was not torn down)', ''].join('\n'),
+  );
+});
