@@ -80,7 +80,7 @@ export function toDot(view: GraphView): string {
 export function toMermaid(view: GraphView): string {
   const g = toGraphology(view.graph, view.only);
   const index = new Map(g.nodes().map((id, i) => [id, `t${i}`]));
-  const lines = ['flowchart LR', '  %% legend: --> consumes (trigger edge, named after the input); -.-> runs after (order only)'];
+  const lines = ['flowchart LR'];
   for (const [ns, ids] of byNamespace(g.nodes())) {
     const indent = ns === '' ? '  ' : '    ';
     if (ns !== '') lines.push(`  subgraph ${quote(`${ns}/`)}`);
@@ -94,13 +94,18 @@ export function toMermaid(view: GraphView): string {
     const label = edgeLabel(a);
     lines.push(`  ${index.get(source)} ${a.kind === 'after' ? '-.->' : label === '' ? '-->' : `-->|${quote(label)}|`} ${index.get(target)}`);
   });
-  if (view.status !== undefined) {
-    lines.push('  subgraph legend');
-    for (const status of Object.keys(STATUS_COLOR)) lines.push(`    legend_${status}[${status}]:::${status}`);
-    lines.push('  end');
-    for (const [status, color] of Object.entries(STATUS_COLOR)) lines.push(`  classDef ${status} fill:${color}`);
-  }
+  // The legend as nodes a renderer draws (a comment it would not): the two kinds of edge, and with --status the colors.
+  lines.push('  subgraph legend', '    legend_up["upstream"]', '    legend_in["consumes it (trigger)"]', '    legend_after["runs after it (order only)"]');
+  lines.push('    legend_up -->|"input"| legend_in', '    legend_up -.-> legend_after');
+  if (view.status !== undefined) for (const status of Object.keys(STATUS_COLOR)) lines.push(`    legend_${status}[${status}]:::${status}`);
+  lines.push('  end');
+  if (view.status !== undefined) for (const [status, color] of Object.entries(STATUS_COLOR)) lines.push(`  classDef ${status} fill:${color}`);
   return lines.join('\n');
+}
+
+export function shownOutput(dir: string, output: string): string {
+  const relative = path.relative(dir, output);
+  return relative === '' || relative === '..' || relative.startsWith(`..${path.sep}`) || path.isAbsolute(relative) ? output : relative;
 }
 
 export function toJson(view: GraphView): string {
@@ -116,7 +121,7 @@ export function toJson(view: GraphView): string {
         namespace: namespaceOf(n.id),
         needs: n.needs.filter((id) => g.hasNode(id)),
         after: n.after.filter((id) => g.hasNode(id)),
-        outputs: n.outputs.map((o) => path.relative(graph.dir, o)),
+        outputs: n.outputs.map((o) => shownOutput(graph.dir, o)),
         ...(status === undefined ? {} : { status: status.get(n.id) }),
       })),
     edges: g.mapEdges((_edge, a, from, to) => ({ from, to, kind: a.kind, ...(a.kind === 'input' ? { inputs: a.inputs } : {}) })),

@@ -225,7 +225,23 @@ describe('inspection', () => {
     expect(outputs[0]!.recorded).not.toBe(outputs[0]!.current);
     expect((await rig.run(['graph'])).stdout).toContain('  "a";\n  "b";\n  "c";\n  "a" -> "b" [label="a"];\n  "b" -> "c" [style=dashed];\n');
     expect((await rig.run(['graph', '--format', 'mermaid'])).stdout).toBe(
-      'flowchart LR\n  %% legend: --> consumes (trigger edge, named after the input); -.-> runs after (order only)\n  t0["a"]\n  t1["b"]\n  t2["c"]\n  t0 -->|"a"| t1\n  t1 -.-> t2\n',
+      [
+        'flowchart LR',
+        '  t0["a"]',
+        '  t1["b"]',
+        '  t2["c"]',
+        '  t0 -->|"a"| t1',
+        '  t1 -.-> t2',
+        // The legend as nodes and edges a renderer draws, not a comment it leaves out.
+        '  subgraph legend',
+        '    legend_up["upstream"]',
+        '    legend_in["consumes it (trigger)"]',
+        '    legend_after["runs after it (order only)"]',
+        '    legend_up -->|"input"| legend_in',
+        '    legend_up -.-> legend_after',
+        '  end',
+        '',
+      ].join('\n'),
     );
   });
 
