@@ -131,10 +131,12 @@ for (const rows of [24, 15]) {
     const settled = all.slice(first, first + 30).map((l) => l.replace(/^\[\d+\/30\] ✔ (t\d\d) \d+(\.\d)?m?s$/, '$1'));
     expect(settled.toSorted()).toEqual(ids);
     expect(all.slice(first + 30)).toEqual([expect.stringMatching(/^Apply: 30 ran, 0 failed, .* in \S+\.$/), 'exit 0']);
-    // Above the first task's line: the plan, whole and once (a create line per task, then its counts).
+    // Above the first task's line: the plan, whole and once (a create line per task, its counts, its legend).
     const plan = all.slice(0, first).filter((l) => l !== '');
-    expect(plan.filter((l) => /^\s*\+ t\d\d\b/.test(l))).toHaveLength(30);
-    expect(plan.length).toBeLessThanOrEqual(30 + 4);
+    expect(plan.slice(0, 30).map((l) => l.replace(/^ {2}\+ (t\d\d) {2}create {2}never ran$/, '$1'))).toEqual(ids);
+    expect(plan.slice(30)).toEqual(['Plan: 30 to create, 0 to update, 0 to destroy; 0 unchanged.', '+ create']);
+    // In all, a line per task twice (the plan's, the outcome's) and four more: ninja leaves one per task.
+    expect(all.filter((l) => l !== '')).toHaveLength(64);
   });
 }
 
