@@ -65,11 +65,24 @@ export function shownPath(file: string, cwd = process.cwd()): string {
 }
 
 /**
+ * A line as a terminal leaves it: what follows its last carriage return (a progress bar's last state; a CRLF line
+ * whole), tabs as spaces to the next stop of 8, so that a view can count the columns it takes.
+ */
+export function asShown(line: string): string {
+  const trimmed = line.endsWith('\r') ? line.replace(/\r+$/, '') : line;
+  const last = trimmed.slice(trimmed.lastIndexOf('\r') + 1);
+  if (!last.includes('\t')) return last;
+  let out = '';
+  for (const ch of last) out += ch === '\t' ? ' '.repeat(8 - ([...out].length % 8)) : ch;
+  return out;
+}
+
+/**
  * A failed command's output as the terminal shows it: the last TAIL_LINES lines, after a line that says how many
  * came before and where they all are; a short output whole.
  */
 export function outputTail(output: string, log: string | undefined): string[] {
-  const lines = output.trimEnd().split('\n');
+  const lines = output.trimEnd().split('\n').map(asShown);
   if (lines.length <= TAIL_LINES) return lines;
   const earlier = lines.length - TAIL_LINES;
   const where = log === undefined ? '' : ` in ${shownPath(log)}`;
