@@ -56,7 +56,6 @@ function fit(text: string, width: number): string {
 export function screenRows(text: string, columns: number): number {
   const lines = text.split('\n');
   if (lines.at(-1) === '') lines.pop();
-  // eslint-disable-next-line no-control-regex
   return lines.reduce((n, l) => n + Math.max(1, Math.ceil([...l.replace(/\x1b\[[0-9;?]*[A-Za-z]/g, '')].length / Math.max(1, columns))), 0);
 }
 
