@@ -33,7 +33,8 @@ function bounded(output: string): string {
 }
 
 /**
- * Keeps the output of each task that ran a command in `<state>/logs/tasks/<id>.log` (its newest run, written whole
+ * Keeps the output of each task that ran a command in `<state>/logs/tasks/<id>.log` (its newest run that printed
+ * anything: one that printed nothing costs no file operation), written whole
  * then renamed into place) and passes its events on with `log`, the file's path. A log that cannot be written is
  * left out with a warning: the run goes on.
  */
