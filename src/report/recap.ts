@@ -34,9 +34,8 @@ function bounded(output: string): string {
 
 /**
  * Keeps the output of each task that ran a command in `<state>/logs/tasks/<id>.log` (its newest run that printed
- * anything: one that printed nothing costs no file operation), written whole
- * then renamed into place) and passes its events on with `log`, the file's path. A log that cannot be written is
- * left out with a warning: the run goes on.
+ * anything, written whole then renamed into place; a run that printed nothing costs no file operation) and passes
+ * its events on with `log`, the file's path. A log that cannot be written is left out with a warning: the run goes on.
  */
 export function keepTaskLogs(stateDir: string, sink: EventSink): EventSink {
   const dir = taskLogDir(stateDir);
