@@ -43,7 +43,8 @@ interface SocketPair {
 }
 
 /**
- * Two connected sockets, as a pipe Node cannot make: a listener on a Linux abstract socket (no file), for one
+ * Two connected sockets, one end for both of a command's streams: Node's own stdio 'pipe' is a socket pair too
+ * (libuv), so the command sees what it would. Made with a listener on a Linux abstract socket (no file), for one
  * connection, closed once it has it.
  */
 function onePipe(): Promise<SocketPair> {
