@@ -45,18 +45,26 @@ function exists(p: string): boolean {
 /** A stand-in record for a trace: its edges and teardown recipe, as the graph declares them now. */
 export function traceRecord(graph: TaskGraph, id: TaskId, recipe: TaskRecord['recipe']): TaskRecord {
   const node = graph.get(id)!;
+  return standInRecord(id, { needs: [...node.needs], after: [...node.after] }, recipe, 'a trace: found in place, never recorded');
+}
+
+/**
+ * A record for a task that never finished a run but may have left something: enough to tear it
+ * down (its edges and recipe), failed (so nothing trusts it), with `why` as its error.
+ */
+export function standInRecord(id: TaskId, edges: TaskRecord['edges'], recipe: TaskRecord['recipe'], why: string): TaskRecord {
   return {
     v: 1,
     id,
     status: 'failed',
-    error: 'a trace: found in place, never recorded',
+    error: why,
     fingerprint: NONE,
     definition: NONE,
     inputs: {},
     upstream: {},
     outputs: {},
     outputHash: NONE,
-    edges: { needs: [...node.needs], after: [...node.after] },
+    edges: { needs: [...edges.needs], after: [...edges.after] },
     recipe,
     startedAt: new Date(0).toISOString(),
     durationMs: 0,

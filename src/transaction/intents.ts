@@ -10,7 +10,8 @@
 
 import { closeSync, fsyncSync, lstatSync, mkdirSync, openSync, readFileSync, writeSync } from 'node:fs';
 import path from 'node:path';
-import { contentHash, type TaskId } from '../ids.ts';
+import type { TaskId } from '../ids.ts';
+import { standInRecord } from '../observe/traces.ts';
 import type { TaskRecord } from '../state/record.ts';
 import { fsyncDir } from '../util/fsync.ts';
 
@@ -90,24 +91,7 @@ export function mayHaveLeft(intent: Intent): boolean {
   });
 }
 
-const NONE = contentHash('0'.repeat(64));
-
 /** A stand-in record for a task whose intent is known but whose run was never recorded: enough to tear it down. */
 export function intendedRecord(intent: Intent): TaskRecord {
-  return {
-    v: 1,
-    id: intent.id,
-    status: 'failed',
-    error: 'intended: its action may have started, never recorded',
-    fingerprint: NONE,
-    definition: NONE,
-    inputs: {},
-    upstream: {},
-    outputs: {},
-    outputHash: NONE,
-    edges: { needs: [...intent.edges.needs], after: [...intent.edges.after] },
-    recipe: intent.recipe,
-    startedAt: new Date(0).toISOString(),
-    durationMs: 0,
-  };
+  return standInRecord(intent.id, intent.edges, intent.recipe, 'intended: its action may have started, never recorded');
 }
