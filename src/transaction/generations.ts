@@ -24,6 +24,7 @@ import { writeDurably, fsyncFile } from '../util/durable.ts';
 const { createHash } = process.getBuiltinModule('node:crypto');
 import { err, ok, type Result } from '../util/result.ts';
 import { newerFormatMessage } from '../state/errors.ts';
+import { writtenBy } from '../graph/written.ts';
 
 export const GENERATION_FORMAT = 'nodegraph-generation';
 /** The manifest format version, stored as `version`: a newer one is refused (GenerationStore.newer), not read. */
@@ -127,7 +128,7 @@ export function collectSources(
       files.set(absolute, (seen ?? sha256FileSync(absolute).hash).slice(HASH_PREFIX));
     }
   }
-  const written = read.files.size + read.probes.length === 0 ? undefined : outputsOf(graph);
+  const written = read.files.size + read.probes.length === 0 ? undefined : writtenBy(graph);
   // By path: reads made concurrently (readFile) come in any order, and the digest must not.
   for (const p of [...read.files.keys()].sort()) if (!files.has(p) && !written!.covers(p)) files.set(p, read.files.get(p)!);
   const probes: SourceProbe[] = [];
@@ -146,29 +147,6 @@ export function collectSources(
   }
   for (const probe of probes) digest.update(`?${probe.path}\0${probe.kind}\0${probe.entries?.join('\0') ?? ''}\n`);
   return { nodefile: graph.file, files: list, probes, env: values, digest: digest.digest('hex') };
-}
-
-/**
- * What the graph's tasks write: `covers` a path at or below an output, and
- * `touches` one that also holds an output (a folder a task's output is made
- * in, such as `out` for `out/copy`): a folder's listing leaves out both.
- */
-function outputsOf(graph: TaskGraph): { covers: (p: string) => boolean; touches: (p: string) => boolean } {
-  const outputs = new Set<string>();
-  const holders = new Set<string>();
-  for (const node of graph.ordered) {
-    for (const output of node.outputs) {
-      outputs.add(output);
-      for (let dir = path.dirname(output); !holders.has(dir) && dir !== path.dirname(dir); dir = path.dirname(dir)) holders.add(dir);
-    }
-  }
-  const covers = (p: string): boolean => {
-    for (let at = p; ; at = path.dirname(at)) {
-      if (outputs.has(at)) return true;
-      if (at === path.dirname(at)) return false;
-    }
-  };
-  return { covers, touches: (p) => holders.has(p) || covers(p) };
 }
 
 /** The generations of one state folder. */

@@ -13,6 +13,7 @@ import path from 'node:path';
 import { holds } from '../graph/analyze.ts';
 import type { TaskGraph } from '../graph/graph.ts';
 import { realPath } from '../util/realpath.ts';
+import { writtenBy } from '../graph/written.ts';
 
 export type WatchState = 'idle' | 'debouncing' | 'running' | 'queued';
 
@@ -74,7 +75,7 @@ export function watchFilter(
   const listed = new Set<string>();
   for (const probe of reads?.probes ?? []) (probe.entries === undefined ? probed : listed).add(probe.path);
   // What the tasks write is theirs: a Nodefile that reads an output at load is not run again by its own apply.
-  const outputs = read.size + probed.size + listed.size === 0 ? undefined : written(graph);
+  const outputs = read.size + probed.size + listed.size === 0 ? undefined : writtenBy(graph).touches;
   const trees: string[] = [];
   const globs: string[] = [];
   for (const node of graph.ordered) {
@@ -96,23 +97,6 @@ export function watchFilter(
     for (const pattern of globs) {
       if (path.matchesGlob(path.isAbsolute(pattern) ? file : path.relative(graph.dir, file), pattern)) return true;
     }
-    return false;
-  };
-}
-
-/** Whether a path is a task's output, lies in one, or holds one (`out` for `out/copy`): the tasks' doing, not a source's change. */
-function written(graph: TaskGraph): (file: string) => boolean {
-  const outputs = new Set<string>();
-  const holders = new Set<string>();
-  for (const node of graph.ordered) {
-    for (const output of node.outputs) {
-      outputs.add(output);
-      for (let dir = path.dirname(output); !holders.has(dir) && dir !== path.dirname(dir); dir = path.dirname(dir)) holders.add(dir);
-    }
-  }
-  return (file) => {
-    if (holders.has(file)) return true;
-    for (let at = file; at !== path.dirname(at); at = path.dirname(at)) if (outputs.has(at)) return true;
     return false;
   };
 }
