@@ -14,7 +14,8 @@ import { statSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import type { Command } from '../nodefile/types.ts';
 import { describeCommand, type ProcessRunner, type RunOptions, type RunResult } from '../process-runner.ts';
-import { noteGone, noteStarted } from '../state/processes.ts';
+import { noteGone, notePending, noteStarted } from '../state/processes.ts';
+import { failpoint } from '../util/failpoint.ts';
 import { cancelOnAbort } from './group.ts';
 
 // Loaded on the first process: a no-op that starts none should not pay for node:child_process.
@@ -74,9 +75,11 @@ function spawnWith(command: Command, options: RunOptions, killAfterMs: number, p
     const err: Buffer[] = [];
     let child: ChildProcessWithoutNullStreams;
     try {
+      // Marked before it exists, for a kill before noteStarted below (src/state/processes.ts).
+      const mark = notePending();
       child = childProcess().spawn(file!, args, {
         cwd: options.cwd,
-        env: options.env === undefined ? process.env : { ...process.env, ...options.env },
+        env: { ...process.env, ...options.env, ...mark },
         stdio: pair === undefined ? ['ignore', 'pipe', 'pipe'] : ['ignore', pair.write, pair.write],
         // A process group of its own, so that a cancel reaches what it started too (group.ts).
         detached: true,
@@ -88,6 +91,7 @@ function spawnWith(command: Command, options: RunOptions, killAfterMs: number, p
     } finally {
       pair?.write.destroy();
     }
+    failpoint('spawned');
     // Its session, for the next run to end if this one is killed (src/state/processes.ts): no await since spawn().
     noteStarted(child.pid);
     const take = (into: Buffer[]) => (d: Buffer) => {
@@ -564,8 +568,10 @@ export class LocalRunner implements ProcessRunner {
       ...(options.input === undefined ? { stdin: 'ignore' as const } : { input: options.input }),
       ...(options.output === 'ignore' ? { stdout: 'ignore' as const, stderr: 'ignore' as const, all: false } : {}),
     };
+    const marked = { ...common, env: { ...options.env, ...notePending() } };
     const subprocess =
-      'shell' in command ? execa(command.shell, { ...common, shell: '/bin/sh' }) : execa(command[0]!, command.slice(1), common);
+      'shell' in command ? execa(command.shell, { ...marked, shell: '/bin/sh' }) : execa(command[0]!, command.slice(1), marked);
+    failpoint('spawned');
     noteStarted(subprocess.pid);
     const cancel = cancelOnAbort(subprocess, options.signal, KILL_AFTER_MS);
     const result = await subprocess.finally(() => cancel.settled());

@@ -20,11 +20,13 @@
 // killed engine's spawnd stops at once and starts no request still queued.
 //
 // The record is written with write(2), not fsync'd: a kill -9 does not lose
-// what was written, and a power loss ends the processes too. The window: a
-// directly spawned command exists from spawn() until the next statement has
-// appended its line (the same synchronous call, no await between); a kill
-// landing there leaves that one command unrecorded. spawnd's line is written
-// before any command is sent to it, so spawnd's commands have no such window.
+// what was written, and a power loss ends the processes too. A directly
+// spawned command exists from spawn() until its line is appended; for a kill
+// landing there, a line `? <n>` is written before the spawn and the command's
+// environment carries NODEGRAPH_SPAWN=<engine pid>.<its start>.<n> (as systemd
+// marks a unit's processes with INVOCATION_ID): a `? <n>` with no line after it
+// is a spawn the run did not live to record, found again by that mark. spawnd's
+// line is written before any command is sent to it, so its commands need none.
 
 import { closeSync, openSync, readdirSync, readFileSync, readlinkSync, unlinkSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
@@ -136,6 +138,32 @@ export function noteStarted(pid: number | undefined, lasts = false): void {
   }
 }
 
+/** The environment variable that marks a directly spawned command (see the top). */
+export const SPAWN_MARK = 'NODEGRAPH_SPAWN';
+let spawns = 0;
+let ownStart: number | undefined;
+const markOf = (pid: number, start: number | undefined, n: number): string => `${SPAWN_MARK}=${pid}.${start ?? '?'}.${n}`;
+
+/**
+ * Called right before a direct spawn: notes in every record open that one is under way, and
+ * returns what the command's environment must carry so that the next run can find it should
+ * this one be killed before noteStarted. Empty when no record is open.
+ */
+export function notePending(): Record<string, string> {
+  if (open.size === 0) return {};
+  const n = ++spawns;
+  for (const fd of open.values()) {
+    try {
+      writeSync(fd, `? ${n}\n`);
+    } catch {
+      // as in noteStarted
+    }
+  }
+  ownStart ??= procStat(process.pid)?.start;
+  const [name, value] = markOf(process.pid, ownStart, n).split('=') as [string, string];
+  return { [name]: value };
+}
+
 /** A lasting process (noteStarted) has ended: records opened from now on leave it out. */
 export function noteGone(pid: number | undefined): void {
   if (pid !== undefined) lasting.delete(pid);
@@ -143,7 +171,14 @@ export function noteGone(pid: number | undefined): void {
 
 // ---- ending (the next holder) ----------------------------------------------
 
-function parseRecord(content: string): { holder: RecordHolder; started: { pid: number; start: number }[] } | undefined {
+interface ParsedRecord {
+  readonly holder: RecordHolder;
+  readonly started: { pid: number; start: number }[];
+  /** Spawns noted as under way (`? <n>`) with no line of their process after them. */
+  readonly pending: number[];
+}
+
+function parseRecord(content: string): ParsedRecord | undefined {
   const [first, ...lines] = content.split('\n');
   let holder: RecordHolder;
   try {
@@ -153,12 +188,48 @@ function parseRecord(content: string): { holder: RecordHolder; started: { pid: n
   }
   if (typeof holder !== 'object' || holder === null || !Number.isSafeInteger(holder.pid) || typeof holder.host !== 'string') return undefined;
   const started: { pid: number; start: number }[] = [];
+  const pending: number[] = [];
+  let under: number | undefined;
   for (const line of lines) {
     const m = /^(\d+) (\d+)$/.exec(line);
     // pid 0 and 1 are never a command of ours; a torn last line is skipped.
     if (m !== null && Number(m[1]) > 1) started.push({ pid: Number(m[1]), start: Number(m[2]) });
+    // A pid line right after `? <n>` is that spawn's; anything else means it was never recorded.
+    if (under !== undefined && m === null) pending.push(under);
+    const p = /^\? (\d+)$/.exec(line);
+    under = p === null ? undefined : Number(p[1]);
   }
-  return { holder, started };
+  if (under !== undefined) pending.push(under);
+  return { holder, started, pending };
+}
+
+function carries(pid: number, marks: ReadonlySet<string>): string | undefined {
+  let environ: string;
+  try {
+    environ = readFileSync(`/proc/${pid}/environ`, 'latin1');
+  } catch {
+    return undefined; // gone, or another user's
+  }
+  return environ.split('\0').find((entry) => marks.has(entry));
+}
+
+/**
+ * The sessions of spawns a dead run noted as under way but did not record, found by their mark:
+ * the earliest process carrying a spawn's mark is the command itself, or, once it has exited, its
+ * oldest survivor, still in the command's session unless it made one of its own.
+ */
+function unrecorded(record: ParsedRecord, procs: readonly ProcStat[]): { pid: number; start: number }[] {
+  if (record.pending.length === 0) return [];
+  const marks = new Set(record.pending.map((n) => markOf(record.holder.pid, record.holder.pidStart, n)));
+  const earliest = new Map<string, ProcStat>();
+  for (const p of procs) {
+    if (p.pid === process.pid || p.start === undefined) continue;
+    const mark = carries(p.pid, marks);
+    if (mark === undefined) continue;
+    const seen = earliest.get(mark);
+    if (seen === undefined || p.start < seen.start! || (p.start === seen.start && p.pid < seen.pid)) earliest.set(mark, p);
+  }
+  return [...earliest.values()].map((p) => ({ pid: p.session, start: p.start! }));
 }
 
 function allProcesses(): ProcStat[] {
@@ -307,8 +378,9 @@ export function endLeftovers(stateDir: string, ownToken: string, alive: (holder:
     if (record !== undefined) {
       if (alive(record.holder) !== 'dead') continue;
       const otherBoot = record.holder.bootId !== undefined && record.holder.bootId !== bootId();
-      if (!otherBoot && record.started.length > 0) {
-        const { ended, remaining } = endSessions(record.started);
+      const started = otherBoot ? [] : [...record.started, ...unrecorded(record, allProcesses())];
+      if (started.length > 0) {
+        const { ended, remaining } = endSessions(started);
         // Tried once: what would not end is reported, and not waited for again by every later run.
         if (ended.length > 0 || remaining.length > 0) runs.push({ holder: record.holder, ended, remaining });
       }

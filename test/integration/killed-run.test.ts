@@ -128,3 +128,40 @@ test('kill -9 at random instants: after each next apply, no process a killed run
   // About 3 kills in 4 land while a task runs (29 of 40 in a campaign): all 8 missing is about 3e-5.
   expect(leftRunning).toBeGreaterThan(0);
 }, 120_000);
+
+// A kill between a direct spawn and its line in the record (failpoint `spawned`): the
+// command is found by the mark its environment carries, and ended with what it started
+// in its session; what it made a session of its own for (a daemon) is machine state and kept.
+test('a command the killed run spawned but did not live to record is ended by its mark; its daemon is kept', async () => {
+  const rig = new Rig('nodegraph-killed-unrecorded-');
+  rigs.push(rig);
+  const script = [
+    '[ "$(cat round)" = 1 ] || exit 0',
+    'sleep 1000 & sleeper=$!',
+    'setsid sh -c \'echo $$ > daemon; exec sleep 1000\' &',
+    'until [ -s daemon ]; do sleep 0.01; done',
+    'echo "$$ $sleeper" > pids.new && mv pids.new pids',
+    'wait',
+  ].join('\n');
+  rig.nodefile(`ng.task('work', { inputs: { round: ng.file('round') }, run: { shell: ${JSON.stringify(script)} } });`);
+  writeFileSync(rig.path('round'), '1\n');
+  const env = { NODEGRAPH_SPAWN_SERVER: 'off' };
+  const killed = await rig.run(['apply'], { ...env, NODEGRAPH_FAILPOINT: 'spawned' });
+  expect(killed.signal).toBe('SIGKILL');
+  await until(() => rig.exists('pids'));
+  const pids = rig.read('pids').trim().split(' ').map(Number);
+  const daemon = Number(rig.read('daemon').trim());
+  strays.push(...pids, daemon);
+  expect([...pids, daemon].every(alive)).toBe(true);
+  // The record holds the spawn as under way, and no process line.
+  const [record] = readdirSync(rig.path('.nodegraph')).filter((n) => n.startsWith('processes.'));
+  expect(readFileSync(rig.path('.nodegraph', record!), 'utf8').split('\n').slice(1)).toEqual(['? 1', '']);
+
+  writeFileSync(rig.path('round'), '2\n');
+  rmSync(rig.path('daemon'));
+  const next = await rig.run(['apply'], { ...env, NODEGRAPH_FAILPOINT: '' });
+  expect(next.code).toBe(0);
+  expect(pids.filter(alive)).toEqual([]);
+  expect(alive(daemon)).toBe(true);
+  expect(next.stdout).toMatch(/^warning: ended 2 processes of the killed run \d+ /m);
+});
