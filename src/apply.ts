@@ -19,6 +19,7 @@ import { guardOf, ioOf, runTeardown, type IoCounters } from './operations.ts';
 import type { Plan } from './plan/plan.ts';
 import { bindPlan, parseSavedPlan, planChanges, type SavedPlan } from './plan/saved.ts';
 import type { ProcessRunner } from './process-runner.ts';
+import { stateKey } from './state/key.ts';
 import { acquire, borrow } from './state/lock.ts';
 import { lockWarnings } from './state/open.ts';
 import { advance, beginTransaction, commit, generationProblem, rollBack, type RollbackContext } from './transaction/atomic.ts';
@@ -157,7 +158,15 @@ async function runOnce(session: Session, options: ApplyOptions, saved: SavedPlan
     if (changes.length > 0) return { failures: [{ reason: 'plan-stale', path: options.planFile!, changes }], orphans: [] };
   }
   const whole = session.targets === undefined;
-  const sources = whole ? collectSources(session.graph, nodefileModules(), observations, session.env, nodefileReads()) : undefined;
+  let sources: Sources | undefined;
+  if (whole) {
+    // The lock is held: the key is made if missing, and manifests that hold env values in plain are sealed first.
+    const key = stateKey(stateDir, true);
+    if (!key.ok) return { failures: [key.error], orphans: [] };
+    const sealed = store.sealPlain(key.value);
+    if (!sealed.ok) return { failures: [sealed.error], orphans: [] };
+    sources = collectSources(session.graph, nodefileModules(), observations, session.env, key.value, nodefileReads());
+  }
   const setting = session.graph.settings.atomic;
   let transaction = typeof atomicity === 'object' ? atomicity.resume : undefined;
   const atomic = atomicity === 'as-set' && whole && (setting === 'always' || (options.atomic ?? setting ?? false));
@@ -393,9 +402,11 @@ async function finishTransaction(
   }
   if (options.continue === true) {
     emit({ type: 'transaction', message: `continuing the interrupted atomic apply to generation ${transaction.to}` });
+    const env = store.env(transaction.to);
+    if (!env.ok) return err([env.error]);
     const restored = store.restore(transaction.to);
     if (!restored.ok) return err([restored.error]);
-    setEnv(store.read(transaction.to)!.env);
+    setEnv(env.value);
     const applied = await applyWhole({ ...options, env: process.env }, undefined, { resume: { ...transaction, phase: 'apply' } });
     return applied.ok ? ok({ applied: applied.value, recovered: recovered('committed') }) : applied;
   }
@@ -474,11 +485,14 @@ export async function rollbackNodefile(options: ApplyOptions & { readonly genera
     const current = store.current();
     const target = options.generation ?? store.list().filter((g) => g.status === 'applied' && current !== undefined && g.number < current).at(-1)?.number;
     if (target === undefined) return err([{ reason: 'generation-missing', number: (current ?? 1) - 1, known: store.numbers() }]);
+    // Its env values are opened before anything is restored: one that does not open changes nothing.
+    const env = store.env(target);
+    if (!env.ok) return err([env.error]);
     const restored = store.restore(target);
     if (!restored.ok) return err([restored.error]);
     const generation = store.read(target)!;
     options.onEvent?.({ type: 'transaction', message: `rollback to generation ${target}: ${restored.value.length === 0 ? 'its sources are in place' : `restored ${restored.value.map((p) => path.relative(path.dirname(generation.nodefile), p) || p).join(', ')}`}` });
-    setEnv(generation.env);
+    setEnv(env.value);
     return await applyWhole({ ...inner, nodefile: generation.nodefile, env: process.env }, undefined, 'as-set');
   });
 }

@@ -183,16 +183,16 @@ export async function rollBack(context: RollbackContext, begun: Transaction, cau
   }
 
   if (transaction.from !== null) {
-    const restored = store.restore(transaction.from);
+    const env = store.env(transaction.from);
+    const restored = env.ok ? store.restore(transaction.from) : env;
     if (!restored.ok) left.push(generationProblem(restored.error));
-    else {
+    else if (env.ok) {
       const rel = restored.value.map((p) => path.relative(path.dirname(store.read(transaction.from!)!.nodefile), p) || p);
       emit({
         type: 'transaction',
         message: `rollback: applying generation ${transaction.from} again${rel.length === 0 ? '' : ` (restored ${rel.join(', ')} from it)`}`,
       });
-      const generation = store.read(transaction.from)!;
-      const applied = await context.reapply(generation.env, signal);
+      const applied = await context.reapply(env.value, signal);
       if (!applied.ok) left.push(`generation ${transaction.from} did not apply again: ${applied.error}`);
       else {
         const health = await context.healthy(applied.value, signal);

@@ -4,7 +4,8 @@
 // modules it imports, the file inputs no task writes, the other files its
 // evaluation read (src/nodefile/reads.ts) — by path and SHA-256, what the
 // evaluation found where it only looked (a path absent, a folder's entries),
-// and the values of its `env` inputs; the sources' content lies in
+// and its `env` inputs, each as a keyed digest and its value sealed under the
+// state's key (state/seal.ts), never in plain; the sources' content lies in
 // `generations/objects/<sha256>`, one copy however many generations share it.
 // `generations/current` names the generation the machine is at.
 //
@@ -16,7 +17,10 @@ import path from 'node:path';
 import type { Failure } from '../error.ts';
 import type { TaskGraph } from '../graph/graph.ts';
 import { join } from '../graph/analyze.ts';
-import { HASH_PREFIX, type TaskId } from '../ids.ts';
+import { HASH_PREFIX, type ContentHash, type TaskId } from '../ids.ts';
+import { keyedHash } from '../hash/value.ts';
+import { seal, unseal } from '../state/seal.ts';
+import { stateKey } from '../state/key.ts';
 import type { TaskObservation } from '../hash/observation.ts';
 import { sha256FileSync } from '../hash/file.ts';
 import { writeDurably, fsyncFile } from '../util/durable.ts';
@@ -27,8 +31,11 @@ import { newerFormatMessage } from '../state/errors.ts';
 import { writtenBy } from '../graph/written.ts';
 
 export const GENERATION_FORMAT = 'nodegraph-generation';
-/** The manifest format version, stored as `version`: a newer one is refused (GenerationStore.newer), not read. */
-export const GENERATION_VERSION = 1;
+/**
+ * The manifest format version, stored as `version`: a newer one is refused
+ * (GenerationStore.newer), not read. Version 1 held env values in plain; 2 seals them.
+ */
+export const GENERATION_VERSION = 2;
 /** How many generations are kept by default (`--keep`). */
 export const DEFAULT_KEEP = 10;
 /** Files up to this size are copied into the store; larger ones (an OS image) are hard-linked, or named by path and SHA-256. */
@@ -47,7 +54,7 @@ export interface SourceFile {
 
 export interface Generation {
   readonly format: typeof GENERATION_FORMAT;
-  readonly version: typeof GENERATION_VERSION;
+  readonly version: 1 | typeof GENERATION_VERSION;
   readonly number: number;
   readonly createdAt: string;
   readonly status: 'pending' | 'applied' | 'failed';
@@ -57,13 +64,19 @@ export interface Generation {
   readonly files: readonly SourceFile[];
   /** What the evaluation found where it looked without reading (absent in manifests older than these). */
   readonly probes?: readonly SourceProbe[];
-  /** `env` inputs: name → value (null when unset). */
-  readonly env: Readonly<Record<string, string | null>>;
+  /** `env` inputs: name → its sealed value (null when unset); a plain string in a version 1 manifest. */
+  readonly env: Readonly<Record<string, SealedEnv | string | null>>;
   /** Of the Nodefile, the files (path and content), the probes and env values: equal sources, equal digest. */
   readonly digest: string;
   /** Tasks that ran in the apply that made it. */
   readonly ran: readonly string[];
   readonly destroyed: readonly string[];
+}
+
+/** An env input's value at rest: its HMAC under the state's key (what is compared) and the value sealed (what is set again). */
+export interface SealedEnv {
+  readonly digest: ContentHash;
+  readonly sealed: string;
 }
 
 /**
@@ -90,7 +103,7 @@ export interface Sources {
   readonly nodefile: string;
   readonly files: readonly { readonly path: string; readonly sha256: string }[];
   readonly probes: readonly SourceProbe[];
-  readonly env: Readonly<Record<string, string | null>>;
+  readonly env: Readonly<Record<string, SealedEnv | null>>;
   readonly digest: string;
 }
 
@@ -102,7 +115,8 @@ const HEX = /^[0-9a-f]{64}$/;
 /**
  * The sources of `graph`: the Nodefile and `modules` (hashed here), each file
  * input that no task writes (hashed by observing, which a whole-graph apply
- * did for every task), each `env` input's value, and what the evaluation
+ * did for every task), each `env` input's value (sealed under `key`, the
+ * state's), and what the evaluation
  * `read` — except what the graph's tasks write: an output read at load is the
  * tasks' to make again, not a source to put back.
  */
@@ -111,6 +125,7 @@ export function collectSources(
   modules: readonly string[],
   observations: ReadonlyMap<TaskId, TaskObservation>,
   env: Readonly<Record<string, string | undefined>>,
+  key: Uint8Array,
   read: EvaluationSources = NOTHING_READ,
 ): Sources {
   const files = new Map<string, string>();
@@ -136,25 +151,42 @@ export function collectSources(
     if (files.has(probe.path) || written!.covers(probe.path)) continue;
     probes.push(probe.entries === undefined ? probe : { ...probe, entries: probe.entries.filter((e) => !written!.touches(join(probe.path, e))) });
   }
-  const values: Record<string, string | null> = {};
-  for (const name of [...names].sort()) values[name] = env[name] ?? null;
-  const list: { path: string; sha256: string }[] = [];
-  // One streamed digest of every path and content: a no-op compares it with the current generation's.
-  const digest = createHash('sha256').update(`${graph.file}\n${JSON.stringify(values)}\n`);
-  for (const [p, sha256] of files) {
-    list.push({ path: p, sha256 });
-    digest.update(`${p}\0${sha256}\n`);
-  }
+  const values: Record<string, SealedEnv | null> = {};
+  for (const name of [...names].sort()) values[name] = sealEnv(key, name, env[name]);
+  const list = [...files].map(([p, sha256]) => ({ path: p, sha256 }));
+  return { nodefile: graph.file, files: list, probes, env: values, digest: sourcesDigest(graph.file, values, list, probes) };
+}
+
+function sealEnv(key: Uint8Array, name: string, value: string | null | undefined): SealedEnv | null {
+  return value === undefined || value === null ? null : { digest: keyedHash(key, value), sealed: seal(key, name, value) };
+}
+
+/**
+ * One streamed digest of every path and content, and of the env values by
+ * their keyed digests (a plain SHA-256 of them would test a guess offline): a
+ * no-op compares it with the current generation's.
+ */
+function sourcesDigest(
+  nodefile: string,
+  env: Readonly<Record<string, SealedEnv | null>>,
+  files: readonly { readonly path: string; readonly sha256: string }[],
+  probes: readonly SourceProbe[],
+): string {
+  const digests = Object.fromEntries(Object.entries(env).map(([name, value]) => [name, value?.digest ?? null]));
+  const digest = createHash('sha256').update(`${nodefile}\n${JSON.stringify(digests)}\n`);
+  for (const file of files) digest.update(`${file.path}\0${file.sha256}\n`);
   for (const probe of probes) digest.update(`?${probe.path}\0${probe.kind}\0${probe.entries?.join('\0') ?? ''}\n`);
-  return { nodefile: graph.file, files: list, probes, env: values, digest: digest.digest('hex') };
+  return digest.digest('hex');
 }
 
 /** The generations of one state folder. */
 export class GenerationStore {
   readonly dir: string;
+  readonly #stateDir: string;
   readonly #copyLimit: number;
 
   constructor(stateDir: string, options: { readonly copyLimit?: number } = {}) {
+    this.#stateDir = stateDir;
     this.dir = path.join(stateDir, 'generations');
     this.#copyLimit = options.copyLimit ?? COPY_LIMIT;
   }
@@ -369,6 +401,63 @@ export class GenerationStore {
   }
 
   /**
+   * The env values generation `n` was applied with, opened with the state's
+   * key: what a rollback sets again. A value that does not open (the key was
+   * replaced, the manifest damaged) is an error, before anything changes.
+   */
+  env(n: number): Result<Record<string, string | null>, GenerationError> {
+    const generation = this.read(n);
+    if (generation === undefined) return err({ reason: 'generation-missing', number: n, known: this.numbers() });
+    const values: Record<string, string | null> = {};
+    let key: Uint8Array | undefined;
+    for (const [name, value] of Object.entries(generation.env)) {
+      if (value === null || typeof value === 'string') {
+        values[name] = value;
+        continue;
+      }
+      if (key === undefined) {
+        const got = stateKey(this.#stateDir, false);
+        if (!got.ok) return err({ reason: 'generation-damaged', number: generation.number, path: this.#manifest(generation.number), message: `its env values cannot be opened: ${got.error.reason === 'state-unreadable' ? got.error.message : got.error.reason}` });
+        key = got.value;
+      }
+      const opened = unseal(key, name, value.sealed);
+      if (opened === undefined) {
+        return err({ reason: 'generation-damaged', number: generation.number, path: this.#manifest(generation.number), message: `its value of ${name} does not open with the state key ${path.join(this.#stateDir, 'key')} (the key was replaced, or the manifest damaged)` });
+      }
+      values[name] = opened;
+    }
+    return ok(values);
+  }
+
+  /**
+   * Rewrites each version 1 manifest, which held its env values in plain, as
+   * version 2 with them sealed under `key` and its digest recomputed from their
+   * keyed digests; then `current` names the new digest. Called by a writer
+   * holding the lock. Each rewrite is atomic, and one cut short is finished by the next.
+   */
+  sealPlain(key: Uint8Array): Result<void, GenerationError> {
+    for (const n of this.numbers()) {
+      const generation = this.read(n);
+      if (generation === undefined || generation.version !== 1) continue;
+      const env: Record<string, SealedEnv | null> = {};
+      for (const [name, value] of Object.entries(generation.env)) env[name] = typeof value === 'string' ? sealEnv(key, name, value) : value;
+      const digest = sourcesDigest(generation.nodefile, env, generation.files, generation.probes ?? []);
+      const written = this.#write({ ...generation, version: GENERATION_VERSION, env, digest });
+      if (!written.ok) return written;
+    }
+    const current = this.#current();
+    const manifest = current === undefined ? undefined : this.read(current.number);
+    if (manifest !== undefined && manifest.digest !== current!.digest) {
+      try {
+        this.setCurrent(manifest);
+      } catch (error) {
+        return err({ reason: 'generation-write-failed', path: path.join(this.dir, 'current'), message: (error as Error).message });
+      }
+    }
+    return ok(undefined);
+  }
+
+  /**
    * Puts generation `n`'s sources back at their paths (verified first: a
    * damaged generation changes nothing). Only files whose content differs are
    * written, each atomically. A file its evaluation found absent is removed
@@ -472,8 +561,12 @@ export function generationChanges(before: Generation | undefined, after: Generat
   const looked = new Map((before.probes ?? []).map((p) => [p.path, probeText(p)]));
   // A file read before and absent now is said once, by "(gone)" above.
   for (const p of after.probes ?? []) if (looked.get(p.path) !== probeText(p) && !old.has(p.path)) files.push(`${rel(p.path)} (${p.kind === 'absent' ? 'absent' : p.entries !== undefined ? 'listed' : p.kind})`);
-  const env = [...new Set([...Object.keys(before.env), ...Object.keys(after.env)])].filter((k) => before.env[k] !== after.env[k]);
+  const env = [...new Set([...Object.keys(before.env), ...Object.keys(after.env)])].filter((k) => envText(before.env[k]) !== envText(after.env[k]));
   return { files, env };
 }
+
+/** What an env value is compared by: its keyed digest (a version 1 manifest's: its plain value). */
+const envText = (value: SealedEnv | string | null | undefined): string | undefined =>
+  value === undefined ? undefined : value === null ? 'unset' : typeof value === 'string' ? `plain:${value}` : value.digest;
 
 const probeText = (p: SourceProbe): string => `${p.kind}:${p.entries?.join('/') ?? ''}`;

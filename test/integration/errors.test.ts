@@ -443,7 +443,8 @@ describe('bad input', () => {
     rig.write('in.txt', 'two\n');
     expect((await rig.run(['apply'])).code).toBe(0);
     const manifest = rig.path('.nodegraph/generations/1.json');
-    const newer = { ...(JSON.parse(rig.read('.nodegraph/generations/1.json')) as object), version: 2 };
+    const { GENERATION_VERSION } = await import('../../src/transaction/generations.ts');
+    const newer = { ...(JSON.parse(rig.read('.nodegraph/generations/1.json')) as object), version: GENERATION_VERSION + 1 };
     rig.write('.nodegraph/generations/1.json', JSON.stringify(newer));
     const before = snapshot();
     const words = (file: string, what: string, found: number, supported: number): string =>
@@ -452,7 +453,7 @@ describe('bad input', () => {
       const result = await rig.run(command);
       expect(result.code).toBe(1);
       if (command.includes('--json')) expect(JSON.parse(result.stdout)).toMatchObject({ type: 'error', failure: { reason: 'state-unreadable', path: manifest } });
-      else expect(result.stderr).toBe(words(manifest, 'generation', 2, 1));
+      else expect(result.stderr).toBe(words(manifest, 'generation', GENERATION_VERSION + 1, GENERATION_VERSION));
     }
     expect(snapshot()).toEqual(before);
     expect(rig.read('out/copy')).toBe('two\n');

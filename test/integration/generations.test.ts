@@ -43,8 +43,8 @@ test('each settled whole-graph apply records a generation, a no-op or a targeted
   const json = JSON.parse((await rig.run(['generations', '--json'])).stdout) as { format: string; version: number; current: number; generations: { number: number; status: string }[] };
   expect(json).toMatchObject({ format: 'nodegraph-generations', version: 1, current: 3, transaction: null });
   expect(json.generations.map((g) => `${g.number} ${g.status}`)).toEqual(['1 applied', '2 applied', '3 applied']);
-  // The env value is kept, as the issue asks, beside the sources.
-  expect(JSON.parse(rig.read('.nodegraph/generations/1.json')).env).toEqual({ NG_TEST_VALUE: 'x' });
+  // The env value is kept beside the sources, sealed (secrets.test.ts opens it again).
+  expect(JSON.parse(rig.read('.nodegraph/generations/1.json')).env).toEqual({ NG_TEST_VALUE: { digest: expect.stringMatching(/^sha256:/), sealed: expect.stringMatching(/^aes-256-gcm:/) } });
 
   set(4);
   expect((await rig.run(['apply', '--keep', '2'], { NG_TEST_VALUE: 'y' })).code).toBe(0);

@@ -155,3 +155,99 @@ describe('secrets', () => {
     for (const leak of leaks) expect(holding(leak)).toEqual([]);
   });
 });
+
+describe('at rest', () => {
+  // A task that writes its env input's value (printing nothing: a task's own log is its output, not nodegraph's).
+  const project = (): void => {
+    rig.nodefile(`  ng.task('t', {
+    inputs: { password: ng.value(process.env.PASSWORD ?? '', { sensitive: true }), token: ng.env('TOKEN') },
+    outputs: ['out/token'],
+    run: ['sh', '-c', 'mkdir -p out && printf %s "$TOKEN" > out/token'],
+  });`);
+  };
+  const plainValues = ['hunter3', 'tok-42', 'tok-43'];
+  /** The files under .nodegraph/ and the saved plan that hold any plain value, or its base64. */
+  const plainHolders = (): string[] => {
+    const files = stateFiles();
+    if (rig.exists('plan.json')) files.set('plan.json', rig.read('plan.json'));
+    const needles = plainValues.flatMap((v) => [v, Buffer.from(v).toString('base64')]);
+    return [...files].filter(([, text]) => needles.some((n) => text.includes(n))).map(([name]) => name);
+  };
+  const generation = (n: number): { version: number; env: Record<string, unknown>; digest: string; nodefile: string; files: { path: string; sha256: string }[] } =>
+    JSON.parse(rig.read(`.nodegraph/generations/${n}.json`));
+
+  test('nothing under the state folder nor in a saved plan holds a secret or an env value in plain; rollback sets the env value again', async () => {
+    project();
+    expect((await rig.run(['plan', '--out', 'plan.json'], { PASSWORD: 'hunter3', TOKEN: 'tok-42' })).code).toBe(0);
+    expect((await rig.run(['apply', 'plan.json'], { PASSWORD: 'hunter3', TOKEN: 'tok-42' })).code).toBe(0);
+    expect((await rig.run(['apply'], { PASSWORD: 'hunter3', TOKEN: 'tok-43' })).code).toBe(0);
+    expect(rig.read('out/token')).toBe('tok-43');
+    expect(plainHolders()).toEqual([]);
+    expect(generation(1)).toMatchObject({ version: 2, env: { TOKEN: { digest: expect.stringMatching(/^sha256:[0-9a-f]{64}$/), sealed: expect.stringMatching(/^aes-256-gcm:/) } } });
+    expect(statSync(rig.path('.nodegraph/generations/1.json')).mode & 0o777).toBe(0o600);
+    const listed = await rig.run(['generations', '--json']);
+    expect(listed.stdout).toContain('"env":["TOKEN"]');
+    for (const value of plainValues) expect(listed.stdout).not.toContain(value);
+
+    const back = await rig.run(['rollback'], { PASSWORD: 'hunter3', TOKEN: 'tok-43' });
+    expect(back.stderr).toBe('');
+    expect(back.code).toBe(0);
+    expect(rig.read('out/token')).toBe('tok-42');
+    expect(plainHolders()).toEqual([]);
+  });
+
+  test('the sources digest is keyed: the same sources under another state key give another digest', async () => {
+    project();
+    expect((await rig.run(['apply'], { TOKEN: 'tok-42' })).code).toBe(0);
+    const first = rig.read('.nodegraph/generations/current');
+    rmSync(rig.path('.nodegraph'), { recursive: true });
+    expect((await rig.run(['apply'], { TOKEN: 'tok-42' })).code).toBe(0);
+    const second = rig.read('.nodegraph/generations/current');
+    expect(first).toMatch(/^1 [0-9a-f]{64}\n$/);
+    expect(second).toMatch(/^1 [0-9a-f]{64}\n$/);
+    expect(second).not.toBe(first);
+  });
+
+  test('manifests that hold env values in plain are read, rolled back to, and sealed by the next writer', async () => {
+    project();
+    expect((await rig.run(['apply'], { TOKEN: 'tok-42' })).code).toBe(0);
+    expect((await rig.run(['apply'], { TOKEN: 'tok-43' })).code).toBe(0);
+    // As a version 1 manifest was: the values in plain, the digest a SHA-256 over them.
+    for (const [n, value] of [[1, 'tok-42'], [2, 'tok-43']] as const) {
+      const g = generation(n);
+      const digest = createHash('sha256').update(`${g.nodefile}\n${JSON.stringify({ TOKEN: value })}\n`);
+      for (const f of g.files) digest.update(`${f.path}\0${f.sha256}\n`);
+      const old = { ...g, version: 1, env: { TOKEN: value }, digest: digest.digest('hex') };
+      writeFileSync(rig.path(`.nodegraph/generations/${n}.json`), `${JSON.stringify(old)}\n`);
+      if (n === 2) writeFileSync(rig.path('.nodegraph/generations/current'), `2 ${old.digest}\n`);
+    }
+    expect(plainHolders()).toEqual(['.nodegraph/generations/1.json', '.nodegraph/generations/2.json']);
+    const listed = await rig.run(['generations']);
+    expect(listed.stdout).toMatch(/^ +1 .*env: TOKEN.*\n\* +2 .*env: TOKEN.*\n$/);
+
+    // A no-op apply seals them, and records no new generation.
+    expect((await rig.run(['apply'], { TOKEN: 'tok-43' })).code).toBe(0);
+    expect(plainHolders()).toEqual([]);
+    expect(rig.read('.nodegraph/generations/current')).toBe(`2 ${generation(2).digest}\n`);
+    expect([generation(1).version, generation(2).version]).toEqual([2, 2]);
+
+    const back = await rig.run(['rollback'], { TOKEN: 'tok-43' });
+    expect(back.code).toBe(0);
+    expect(rig.read('out/token')).toBe('tok-42');
+  });
+
+  test('a rollback whose env values do not open under the state key is refused, and changes nothing', async () => {
+    project();
+    expect((await rig.run(['apply'], { TOKEN: 'tok-42' })).code).toBe(0);
+    expect((await rig.run(['apply'], { TOKEN: 'tok-43' })).code).toBe(0);
+    writeFileSync(rig.path('.nodegraph/key'), Buffer.alloc(32, 7));
+    const before = rig.read('.nodegraph/generations/current');
+    const back = await rig.run(['rollback'], { TOKEN: 'tok-43' });
+    expect(back.stderr).toBe(
+      `error[generation-damaged]: generation 1 is damaged, and was not applied: ${rig.path('.nodegraph/generations/1.json')}: its value of TOKEN does not open with the state key ${rig.path('.nodegraph/key')} (the key was replaced, or the manifest damaged)\n`,
+    );
+    expect(back.code).toBe(1);
+    expect(rig.read('out/token')).toBe('tok-43');
+    expect(rig.read('.nodegraph/generations/current')).toBe(before);
+  });
+});

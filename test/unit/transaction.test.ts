@@ -4,6 +4,7 @@ import path from 'node:path';
 import { expect, test } from 'vitest';
 import { parseDuration } from '../../src/util/duration.ts';
 import { generationChanges, type Generation } from '../../src/transaction/generations.ts';
+import type { ContentHash } from '../../src/ids.ts';
 import { restorePreserved, savePreserved } from '../../src/transaction/preserve.ts';
 import { describeTree } from '../support/tree.ts';
 
@@ -16,7 +17,7 @@ test('durations: a number and a unit', () => {
   for (const bad of ['10', 's', '10 sec', '-1s', '']) expect(parseDuration(bad)).toBeUndefined();
 });
 
-const generation = (files: Record<string, string>, env: Record<string, string | null> = {}): Generation => ({
+const generation = (files: Record<string, string>, env: Generation['env'] = {}): Generation => ({
   format: 'nodegraph-generation',
   version: 1,
   number: 1,
@@ -35,6 +36,11 @@ test('what changed between two generations: files by content, relative to the No
   const after = generation({ '/p/Nodefile.ts': 'a', '/p/conf.json': 'B', '/p/new.json': 'd' }, { A: '1', B: 'x' });
   expect(generationChanges(before, after)).toEqual({ files: ['conf.json', 'new.json', '../etc/old.json (gone)'], env: ['B'] });
   expect(generationChanges(undefined, after).files).toEqual(['Nodefile.ts', 'conf.json', 'new.json']);
+  // Sealed values compare by their keyed digest: sealed twice (another IV), one value is unchanged.
+  const sealed = (digest: string, sealed: string) => ({ digest: `sha256:${digest}` as ContentHash, sealed });
+  const one = generation({}, { A: sealed('1', 'aes-256-gcm:x'), B: sealed('2', 'aes-256-gcm:y') });
+  const two = generation({}, { A: sealed('1', 'aes-256-gcm:z'), B: sealed('3', 'aes-256-gcm:y') });
+  expect(generationChanges(one, two).env).toEqual(['B']);
 });
 
 test('a preserved tree is given back whole: changed, added, removed and retyped entries; an absent path is removed again', () => {
