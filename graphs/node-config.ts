@@ -10,7 +10,6 @@ import { cniSettingsSchema } from '../src/node/cni.ts';
 import { taintSchema } from '../src/node/kubelet.ts';
 import { binarySourceSchema } from '../src/node/provision.ts';
 import { hooksSchema, mountSchema } from '../src/node/bundle.ts';
-import { err, ok, type Result } from '../src/util/result.ts';
 
 export const SLOTS = ['kube1', 'kube2'] as const;
 export type Slot = (typeof SLOTS)[number];
@@ -144,12 +143,13 @@ export const nodeConfigSchema = z.strictObject({
 export type NodeConfig = z.output<typeof nodeConfigSchema>;
 export type NodeConfigInput = z.input<typeof nodeConfigSchema>;
 
-export function validateNodeConfig(input: unknown): Result<NodeConfig, string[]> {
+/** The configuration, or every problem with it, one line each. */
+export function validateNodeConfig(input: unknown): { ok: true; value: NodeConfig } | { ok: false; error: string[] } {
   const parsed = nodeConfigSchema.safeParse(input);
-  if (!parsed.success) return err(parsed.error.issues.map((i) => `${i.path.join('.') || '(config)'}: ${i.message}`));
+  if (!parsed.success) return { ok: false, error: parsed.error.issues.map((i) => `${i.path.join('.') || '(config)'}: ${i.message}`) };
   const config = parsed.data;
-  if (config.prepare.includes(config.slot)) return err([`prepare: ${config.slot} is the running slot`]);
-  return ok(config);
+  if (config.prepare.includes(config.slot)) return { ok: false, error: [`prepare: ${config.slot} is the running slot`] };
+  return { ok: true, value: config };
 }
 
 /** The id runc knows a slot's container by. */

@@ -3,7 +3,7 @@
 // its switch ends in unreachable(), so a new failure nobody renders does not
 // compile.
 
-import type { SourceSite } from './nodefile/types.ts';
+import type { SourceSite } from './types.ts';
 
 export interface CycleEdge {
   readonly from: string;

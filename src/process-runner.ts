@@ -2,7 +2,7 @@
 // (observe/) and actions (execute/) both run through. LocalRunner
 // (execute/runner.ts) is the real one; tests swap in fakes.
 
-import type { Command } from './nodefile/types.ts';
+import type { Command } from './types.ts';
 
 export interface RunOptions {
   readonly cwd: string;

@@ -4,7 +4,7 @@ import { applyNodefile } from '../apply.ts';
 import { stateDirOf } from '../engine.ts';
 import { PLAN_FORMAT } from '../plan/saved.ts';
 import { keepTaskLogs } from '../report/recap.ts';
-import type { CliIo } from './main.ts';
+import type { CliIo } from './output.ts';
 import { atomicFlag, engineOptions, keepFlag, printFailures, reporterFor, str, type Args } from './shared.ts';
 
 export async function run(args: Args, io: CliIo): Promise<number> {

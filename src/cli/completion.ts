@@ -2,8 +2,8 @@
 // command table, so a new command or option completes without editing it.
 // Task ids come from `nodegraph graph --format json` at the moment of asking.
 
-import { COMMANDS, SUMMARY, type CommandName } from './help.ts';
-import { optionsFor, type CliIo } from './main.ts';
+import { COMMANDS, optionsFor, SUMMARY, type CommandName } from './help.ts';
+import type { CliIo } from './output.ts';
 import { printFailures, type Args } from './shared.ts';
 
 const SHELLS = ['bash', 'zsh', 'fish'] as const;

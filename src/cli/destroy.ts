@@ -1,7 +1,7 @@
 import { createInterface } from 'node:readline/promises';
 import type { TaskId } from '../ids.ts';
 import { teardownNodefile } from '../operations.ts';
-import type { CliIo } from './main.ts';
+import type { CliIo } from './output.ts';
 import { engineOptions, printFailures, reporterFor, type Args } from './shared.ts';
 
 export async function run(args: Args, io: CliIo, mode: 'stop' | 'destroy' = 'destroy'): Promise<number> {

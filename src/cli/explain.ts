@@ -5,7 +5,7 @@ import { reasonText } from '../plan/reasons.ts';
 import { palette, type Palette } from '../report/color.ts';
 import { textChanges } from '../transaction/text-inputs.ts';
 import { ok } from '../util/result.ts';
-import type { CliIo } from './main.ts';
+import type { CliIo } from './output.ts';
 import { engineOptions, paletteFor, printFailures, type Args } from './shared.ts';
 
 export async function run(args: Args, io: CliIo): Promise<number> {

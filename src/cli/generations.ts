@@ -1,7 +1,7 @@
 import { listGenerations } from '../apply.ts';
 import { stateDirOf } from '../engine.ts';
 import { runningHolder } from '../state/lock.ts';
-import type { CliIo } from './main.ts';
+import type { CliIo } from './output.ts';
 import { underWayLine } from './transaction-lines.ts';
 import { engineOptions, paletteFor, printFailures, type Args } from './shared.ts';
 

@@ -4,7 +4,7 @@ import { toGraphology, type EdgeAttributes } from '../graph/export.ts';
 import type { TaskGraph } from '../graph/graph.ts';
 import type { TaskId } from '../ids.ts';
 import { ok } from '../util/result.ts';
-import type { CliIo } from './main.ts';
+import type { CliIo } from './output.ts';
 import { engineOptions, printFailures, str, type Args } from './shared.ts';
 import { statusOf, type TaskStatus } from './status.ts';
 

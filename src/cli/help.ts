@@ -1,10 +1,45 @@
-// Help text for every command. Kept apart so `--help` loads no engine code.
-// A command is one entry in COMMANDS, SUMMARY, HELP, EXIT_CODES and ENV; the
+// Help text and options for every command. Kept apart so `--help` loads no engine code.
+// A command is one entry in COMMANDS, optionsFor, SUMMARY, HELP, EXIT_CODES and ENV; the
 // README's command table repeats SUMMARY's commands and EXIT_CODES word for
 // word (test/integration/cli-reference.test.ts holds them together).
 
+import type { ParseArgsConfig } from 'node:util';
+
 export const COMMANDS = ['plan', 'apply', 'destroy', 'stop', 'status', 'explain', 'graph', 'unlock', 'watch', 'generations', 'rollback', 'completion'] as const;
 export type CommandName = (typeof COMMANDS)[number];
+
+const common = {
+  file: { type: 'string', short: 'f' },
+  'state-dir': { type: 'string' },
+  json: { type: 'boolean' },
+  help: { type: 'boolean', short: 'h' },
+} as const satisfies ParseArgsConfig['options'];
+
+/** The options each command parses (parseArgs' table; shell completion reads it too). */
+export const optionsFor: Record<CommandName, NonNullable<ParseArgsConfig['options']>> = {
+  plan: { ...common, atomic: { type: 'boolean' }, 'no-atomic': { type: 'boolean' }, diff: { type: 'boolean' }, out: { type: 'string' }, 'detailed-exitcode': { type: 'boolean' }, replace: { type: 'string', multiple: true }, jobs: { type: 'string', short: 'j' }, verbose: { type: 'boolean', short: 'v' } },
+  apply: {
+    ...common,
+    jobs: { type: 'string', short: 'j' },
+    'keep-going': { type: 'boolean', short: 'k' },
+    replace: { type: 'string', multiple: true },
+    plan: { type: 'string' },
+    atomic: { type: 'boolean' },
+    'no-atomic': { type: 'boolean' },
+    continue: { type: 'boolean' },
+    keep: { type: 'string' },
+  },
+  destroy: { ...common, yes: { type: 'boolean', short: 'y' }, traces: { type: 'boolean' } },
+  stop: { ...common },
+  status: { ...common, jobs: { type: 'string', short: 'j' }, 'detailed-exitcode': { type: 'boolean' } },
+  explain: { ...common },
+  graph: { ...common, format: { type: 'string' }, status: { type: 'boolean' } },
+  unlock: { ...common, force: { type: 'boolean' } },
+  watch: { ...common, jobs: { type: 'string', short: 'j' }, debounce: { type: 'string' } },
+  generations: { ...common },
+  rollback: { ...common, jobs: { type: 'string', short: 'j' }, 'no-atomic': { type: 'boolean' }, keep: { type: 'string' } },
+  completion: { help: common.help },
+};
 
 /** One line each, for `nodegraph --help`. */
 export const SUMMARY: Record<CommandName, string> = {

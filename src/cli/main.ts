@@ -2,10 +2,9 @@
 // `--version` loads nothing else), and owns the exit code and Ctrl-C.
 
 import { readFileSync } from 'node:fs';
-import type { ParseArgsConfig } from 'node:util';
 import type { Failure } from '../error.ts';
-import { COMMANDS, commandHelp, mainHelp, type CommandName } from './help.ts';
-import { outputOf, type Output } from './output.ts';
+import { COMMANDS, commandHelp, mainHelp, optionsFor, type CommandName } from './help.ts';
+import { outputOf, type CliIo } from './output.ts';
 
 // Built-ins that every run uses are taken with process.getBuiltinModule, here
 // and in the engine's modules, not imported: an ES import of a built-in builds
@@ -18,50 +17,8 @@ import { outputOf, type Output } from './output.ts';
 // behind a glob input, loads it itself).
 const { parseArgs } = process.getBuiltinModule('node:util');
 
-export interface CliIo {
-  readonly stdout: Output;
-  readonly stderr: Output;
-  readonly env: NodeJS.ProcessEnv;
-  readonly cwd: string;
-  readonly signal: AbortSignal;
-  /** --json was given: errors also go to stdout, as JSON lines (see printFailures). */
-  readonly json?: boolean;
-}
-
 const version = (): string =>
   (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
-
-const common = {
-  file: { type: 'string', short: 'f' },
-  'state-dir': { type: 'string' },
-  json: { type: 'boolean' },
-  help: { type: 'boolean', short: 'h' },
-} as const satisfies ParseArgsConfig['options'];
-
-export const optionsFor: Record<CommandName, NonNullable<ParseArgsConfig['options']>> = {
-  plan: { ...common, atomic: { type: 'boolean' }, 'no-atomic': { type: 'boolean' }, diff: { type: 'boolean' }, out: { type: 'string' }, 'detailed-exitcode': { type: 'boolean' }, replace: { type: 'string', multiple: true }, jobs: { type: 'string', short: 'j' }, verbose: { type: 'boolean', short: 'v' } },
-  apply: {
-    ...common,
-    jobs: { type: 'string', short: 'j' },
-    'keep-going': { type: 'boolean', short: 'k' },
-    replace: { type: 'string', multiple: true },
-    plan: { type: 'string' },
-    atomic: { type: 'boolean' },
-    'no-atomic': { type: 'boolean' },
-    continue: { type: 'boolean' },
-    keep: { type: 'string' },
-  },
-  destroy: { ...common, yes: { type: 'boolean', short: 'y' }, traces: { type: 'boolean' } },
-  stop: { ...common },
-  status: { ...common, jobs: { type: 'string', short: 'j' }, 'detailed-exitcode': { type: 'boolean' } },
-  explain: { ...common },
-  graph: { ...common, format: { type: 'string' }, status: { type: 'boolean' } },
-  unlock: { ...common, force: { type: 'boolean' } },
-  watch: { ...common, jobs: { type: 'string', short: 'j' }, debounce: { type: 'string' } },
-  generations: { ...common },
-  rollback: { ...common, jobs: { type: 'string', short: 'j' }, 'no-atomic': { type: 'boolean' }, keep: { type: 'string' } },
-  completion: { help: common.help },
-};
 
 type Run = (args: { values: Record<string, unknown>; positionals: string[] }, io: CliIo) => Promise<number>;
 

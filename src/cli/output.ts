@@ -10,6 +10,16 @@
 
 const { fstatSync, statSync, writeSync } = process.getBuiltinModule('node:fs');
 
+export interface CliIo {
+  readonly stdout: Output;
+  readonly stderr: Output;
+  readonly env: NodeJS.ProcessEnv;
+  readonly cwd: string;
+  readonly signal: AbortSignal;
+  /** --json was given: errors also go to stdout, as JSON lines (see printFailures). */
+  readonly json?: boolean;
+}
+
 export interface Output {
   write(text: string): void;
   /** A terminal (colour and the live view are for terminals only). */

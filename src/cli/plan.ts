@@ -6,7 +6,7 @@ import type { PlanEntry } from '../plan/plan.ts';
 import { palette } from '../report/color.ts';
 import { writePlan } from '../report/plan-view.ts';
 import type { TextChange } from '../transaction/text-inputs.ts';
-import type { CliIo } from './main.ts';
+import type { CliIo } from './output.ts';
 import { orphanLine, underWayLine } from './transaction-lines.ts';
 import { atomicFlag, engineOptions, paletteFor, printFailures, printJsonFailures, str, type Args } from './shared.ts';
 

@@ -1,5 +1,5 @@
 import { rollbackNodefile } from '../apply.ts';
-import type { CliIo } from './main.ts';
+import type { CliIo } from './output.ts';
 import { engineOptions, keepFlag, printFailures, reporterFor, type Args } from './shared.ts';
 
 export async function run(args: Args, io: CliIo): Promise<number> {

@@ -7,7 +7,7 @@ import type { Failure } from '../error.ts';
 import { colorEnabled, palette, type Palette } from '../report/color.ts';
 import { renderFailure } from '../report/diagnostic.ts';
 import type { Reporter } from '../report/reporter.ts';
-import type { CliIo } from './main.ts';
+import type { CliIo } from './output.ts';
 
 export interface Args {
   readonly values: Record<string, unknown>;

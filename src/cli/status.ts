@@ -6,11 +6,12 @@ import type { PlanEntry } from '../plan/plan.ts';
 import { reasonsLine } from '../plan/reasons.ts';
 import { liveHolder } from '../state/open.ts';
 import { readLock } from '../state/lock.ts';
-import { STOPPED, type TaskRecord } from '../state/record.ts';
+import type { TaskRecord } from '../state/record.ts';
+import { STOPPED } from '../types.ts';
 import { ok } from '../util/result.ts';
 import { findTraces } from '../observe/traces.ts';
 import type { TaskId } from '../ids.ts';
-import type { CliIo } from './main.ts';
+import type { CliIo } from './output.ts';
 import { engineOptions, paletteFor, printFailures, type Args } from './shared.ts';
 
 export const TASK_STATUSES = ['applied', 'running', 'stale', 'drifted', 'failed', 'stopped', 'absent', 'trace', 'orphan'] as const;

@@ -1,4 +1,4 @@
-import type { CliIo } from './main.ts';
+import type { CliIo } from './output.ts';
 import { run as teardown } from './destroy.ts';
 import type { Args } from './shared.ts';
 

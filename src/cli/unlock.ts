@@ -1,6 +1,6 @@
 import { stateDirOf } from '../engine.ts';
 import { forceUnlock, liveHolder } from '../state/open.ts';
-import type { CliIo } from './main.ts';
+import type { CliIo } from './output.ts';
 import { engineOptions, printFailures, type Args } from './shared.ts';
 
 export async function run(args: Args, io: CliIo): Promise<number> {

@@ -3,7 +3,7 @@ import { nodefileModules, nodefileReads } from '../nodefile/load.ts';
 import { applyNodefile } from '../apply.ts';
 import { plainReporter } from '../report/plain.ts';
 import { watchLoop } from '../watch/watcher.ts';
-import type { CliIo } from './main.ts';
+import type { CliIo } from './output.ts';
 import { engineOptions, paletteFor, printFailures, reporterFor, str, type Args } from './shared.ts';
 
 export async function run(args: Args, io: CliIo): Promise<number> {

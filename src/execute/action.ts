@@ -3,7 +3,7 @@
 
 import type { TaskNode } from '../graph/graph.ts';
 import { canonicalJson } from '../hash/value.ts';
-import { taskContext, type ContextOptions } from '../nodefile/context.ts';
+import { taskContext, type ContextOptions } from '../observe/context.ts';
 import type { Json, TaskFunction } from '../nodefile/types.ts';
 import type { EventSink } from '../events.ts';
 import { describeCommand } from '../process-runner.ts';

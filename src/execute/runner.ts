@@ -12,7 +12,7 @@
 import type { ChildProcessWithoutNullStreams } from 'node:child_process';
 import { statSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import type { Command } from '../nodefile/types.ts';
+import type { Command } from '../types.ts';
 import { describeCommand, type ProcessRunner, type RunOptions, type RunResult } from '../process-runner.ts';
 import { noteGone, notePending, noteStarted } from '../state/processes.ts';
 import { failpoint } from '../util/failpoint.ts';

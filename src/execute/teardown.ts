@@ -11,7 +11,8 @@
 import type { OutputGuard } from '../graph/analyze.ts';
 import type { TaskGraph } from '../graph/graph.ts';
 import type { TaskId } from '../ids.ts';
-import { STOPPED, type TaskRecord } from '../state/record.ts';
+import type { TaskRecord } from '../state/record.ts';
+import { STOPPED } from '../types.ts';
 import type { RecordTable } from '../state/records.ts';
 import { removePath } from '../util/mounts.ts';
 import type { Appender } from './appender.ts';

@@ -8,6 +8,7 @@ import type { TaskId } from '../ids.ts';
 import type { Declarations, DeclaredTask } from '../nodefile/builder.ts';
 import type { InputSpec } from '../nodefile/types.ts';
 import { flat } from '../util/flat.ts';
+import { holds, join, needsNormalising } from '../util/paths.ts';
 import { realPath } from '../util/realpath.ts';
 import { err, ok, type Result } from '../util/result.ts';
 import { TaskGraph, topologicalOrder, type TaskNode } from './graph.ts';
@@ -261,14 +262,6 @@ export class OutputGuard {
 /** Where `p` really is; `p` itself when it does not exist. */
 const real = (p: string): string => realPath(p) ?? p;
 
-/** Whether `folder` is `p` or a folder above it (both absolute and normalised). */
-export function holds(folder: string, p: string): boolean {
-  if (folder.length > p.length || !p.startsWith(folder)) return false;
-  return folder.length === p.length || folder === '/' || p.charCodeAt(folder.length) === 47;
-}
-
-const needsNormalising = /(^|\/)\.\.?(\/|$)|\/\/|\/$/;
-
 /**
  * The first path segments of the declared outputs, so that a file input
  * outside all of them (most of a build's sources) is known to be nobody's
@@ -315,12 +308,6 @@ class OutputRoots {
     }
     return false;
   }
-}
-
-/** path.resolve for the common case of a plain relative path, without its cost. */
-export function join(dir: string, p: string): string {
-  if (p.startsWith('/') || needsNormalising.test(p)) return path.resolve(dir, p);
-  return flat(dir === '/' ? `/${p}` : `${dir}/${p}`);
 }
 
 /** Finds one loop and lists every edge of it, upstream to downstream. */

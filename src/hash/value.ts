@@ -144,3 +144,15 @@ export function hashParts(parts: readonly string[]): ContentHash {
   for (const part of parts) text += `${part.length}:${part}\n`;
   return contentHash(hash('sha256', text, 'hex'));
 }
+
+/**
+ * One digest of a task's outputs, as a record and an observation both compute it: of
+ * every output's absolute path and hash, sorted by path. The paths count: a project
+ * copied elsewhere with its state has the same definitions but other outputs.
+ */
+export function outputsDigest(outputs: Iterable<readonly [string, string]>): ContentHash {
+  const sorted = [...outputs].sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
+  const parts: string[] = [];
+  for (const [path, hash] of sorted) parts.push(path, hash);
+  return hashParts(parts);
+}

@@ -3,14 +3,9 @@
 // from nodegraph at run time and loads from any folder.
 
 import type { TaskId } from '../ids.ts';
+import type { Argv, Command, Json } from '../types.ts';
 
-/** An argv, run without a shell. */
-export type Argv = readonly string[];
-
-/** A command: an argv, or an explicit shell line when the task asks for one. */
-export type Command = Argv | { readonly shell: string };
-
-export type Json = null | boolean | number | string | readonly Json[] | { readonly [key: string]: Json };
+export type { Argv, Command, Json, SourceSite } from '../types.ts';
 
 /** The part of an AbortSignal a task needs, for a project whose types declare none (no DOM lib, no @types/node). */
 export interface AbortSignalLike {
@@ -23,13 +18,6 @@ export interface AbortSignalLike {
 
 /** AbortSignal wherever the project's types declare it (DOM lib, @types/node), so it can be passed on (to fetch, say); else AbortSignalLike. */
 export type Signal = typeof globalThis extends { readonly AbortSignal: { readonly prototype: infer S } } ? S : AbortSignalLike;
-
-/** Where in the Nodefile something was declared. */
-export interface SourceSite {
-  readonly file: string;
-  readonly line: number;
-  readonly column: number;
-}
 
 // ---- inputs ---------------------------------------------------------------
 

@@ -2,7 +2,7 @@
 // with a TaskContext — and gives its verdict as a value.
 
 import type { TaskNode } from '../graph/graph.ts';
-import { taskContext } from '../nodefile/context.ts';
+import { taskContext } from './context.ts';
 import type { CheckFunction, Command } from '../nodefile/types.ts';
 import { describeCommand, type ProcessRunner } from '../process-runner.ts';
 

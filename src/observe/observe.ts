@@ -5,7 +5,7 @@
 
 import type { Failure } from '../error.ts';
 import { contentHash, HASH_PREFIX, type ContentHash, type TaskId } from '../ids.ts';
-import { join } from '../graph/analyze.ts';
+import { join } from '../util/paths.ts';
 import type { TaskGraph, TaskNode } from '../graph/graph.ts';
 import { TaskMap } from '../graph/task-map.ts';
 import type { FileObservation, HashCache } from '../hash/cache.ts';

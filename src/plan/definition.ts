@@ -6,7 +6,7 @@ import path from 'node:path';
 import type { ContentHash } from '../ids.ts';
 import type { TaskNode } from '../graph/graph.ts';
 import { canonicalJson, hashString } from '../hash/value.ts';
-import type { Command, TaskFunction } from '../nodefile/types.ts';
+import type { Command } from '../types.ts';
 
 export function definitionOf(node: TaskNode, root: string): ContentHash {
   return hashString(definitionText(node, root));
@@ -39,7 +39,8 @@ function relative(root: string, p: string): string {
   return path.relative(root, p);
 }
 
-function describeRun(run: Command | TaskFunction, version: string | undefined): unknown {
+/** A function run is known by its source text, unless the task names a version. */
+function describeRun(run: Command | ((...args: never[]) => unknown), version: string | undefined): unknown {
   if (typeof run === 'function') return { function: version ?? run.toString() };
   return run;
 }

@@ -4,7 +4,8 @@
 import type { TaskId } from '../ids.ts';
 import type { TaskGraph, TaskNode } from '../graph/graph.ts';
 import { TaskMap } from '../graph/task-map.ts';
-import { STOPPED, type TaskRecord } from '../state/record.ts';
+import type { TaskRecord } from '../state/record.ts';
+import { STOPPED } from '../types.ts';
 import type { Records } from '../state/records.ts';
 import { decide, type Action, type Decision, type TaskObservation, type UpstreamState } from './decide.ts';
 import { definitionOf } from './definition.ts';

@@ -2,7 +2,7 @@
 // attribute change: pure, from the JSON recorded at the last apply and the
 // JSON declared now.
 
-import type { Json } from '../nodefile/types.ts';
+import type { Json } from '../types.ts';
 import { canonicalJson } from '../hash/value.ts';
 import type { ValueChange } from './reasons.ts';
 

@@ -4,7 +4,7 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Failure } from '../error.ts';
-import type { SourceSite } from '../nodefile/types.ts';
+import type { SourceSite } from '../types.ts';
 import { unreachable } from '../util/unreachable.ts';
 import type { Palette } from './color.ts';
 

@@ -4,15 +4,10 @@
 // record whose shape it did not check.
 
 import { contentHash, HASH_PREFIX, type ContentHash, type TaskId } from '../ids.ts';
-import { hashParts } from '../hash/value.ts';
-import type { Json } from '../nodefile/types.ts';
+import { outputsDigest } from '../hash/value.ts';
+import type { Json } from '../types.ts';
 
-/**
- * The error a record carries when `nodegraph stop` stopped its task (status
- * 'failed', the rest of the record kept): the next apply starts it again, and
- * plan and status say why (plan/decide.ts, cli/status.ts).
- */
-export const STOPPED = 'stopped';
+export { outputsDigest };
 
 /** The longest canonical JSON of a value input that a record keeps (to show its change key by key). */
 export const VALUE_RECORDED_MAX = 4096;
@@ -224,18 +219,6 @@ export function canonical(record: StoredRecord): StoredRecord {
 export const HEAD_LENGTH = 1 + 3 * 65 + 1;
 /** Where each digest's 64 hex digits start in a payload: fingerprint, output hash, outputs digest. */
 export const DIGEST_AT = [2, 67, 132] as const;
-
-/**
- * One digest of a task's outputs, as a record and an observation both compute it: of
- * every output's absolute path and hash, sorted by path. The paths count: a project
- * copied elsewhere with its state has the same definitions but other outputs.
- */
-export function outputsDigest(outputs: Iterable<readonly [string, string]>): ContentHash {
-  const sorted = [...outputs].sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
-  const parts: string[] = [];
-  for (const [path, hash] of sorted) parts.push(path, hash);
-  return hashParts(parts);
-}
 
 /** A record's fixed fields as its line has them: HEAD_LENGTH characters, up to its id. */
 export function headText(r: TaskRecord): string {

@@ -16,7 +16,7 @@ import { copyFileSync, existsSync, linkSync, lstatSync, mkdirSync, readdirSync, 
 import path from 'node:path';
 import type { Failure } from '../error.ts';
 import type { TaskGraph } from '../graph/graph.ts';
-import { join } from '../graph/analyze.ts';
+import { join } from '../util/paths.ts';
 import { HASH_PREFIX, type ContentHash, type TaskId } from '../ids.ts';
 import { keyedHash } from '../hash/value.ts';
 import { seal, unseal } from '../state/seal.ts';

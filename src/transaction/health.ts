@@ -4,7 +4,7 @@
 
 import type { TaskGraph, TaskNode } from '../graph/graph.ts';
 import { runCheck } from '../observe/check.ts';
-import { taskContext } from '../nodefile/context.ts';
+import { taskContext } from '../observe/context.ts';
 import type { ProcessRunner } from '../process-runner.ts';
 import { parseDuration } from '../util/duration.ts';
 

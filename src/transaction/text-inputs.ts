@@ -5,7 +5,7 @@
 
 import { readFileSync } from 'node:fs';
 import type { TaskNode } from '../graph/graph.ts';
-import { join } from '../graph/analyze.ts';
+import { join } from '../util/paths.ts';
 import { HASH_PREFIX } from '../ids.ts';
 import type { TaskRecord } from '../state/record.ts';
 import { GenerationStore } from './generations.ts';

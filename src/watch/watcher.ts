@@ -10,7 +10,7 @@
 
 import { watch, type FSWatcher } from 'chokidar';
 import path from 'node:path';
-import { holds } from '../graph/analyze.ts';
+import { holds } from '../util/paths.ts';
 import type { TaskGraph } from '../graph/graph.ts';
 import { realPath } from '../util/realpath.ts';
 import { writtenBy } from '../graph/written.ts';

@@ -6,7 +6,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { expect, test } from 'vitest';
 import { COMMANDS, ENV, EXIT_CODES, commandHelp, mainHelp, type CommandName } from '../../src/cli/help.ts';
-import { optionsFor } from '../../src/cli/main.ts';
+import { optionsFor } from '../../src/cli/help.ts';
 import { repo } from '../support/rig.ts';
 
 const COMMON = new Set(['file', 'state-dir', 'json', 'help']);

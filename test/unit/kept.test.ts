@@ -3,7 +3,7 @@
 
 import fc from 'fast-check';
 import { expect, test } from 'vitest';
-import { holds } from '../../src/graph/analyze.ts';
+import { holds } from '../../src/util/paths.ts';
 import type { TaskId } from '../../src/ids.ts';
 import { Claimed, keptBecause } from '../../src/execute/kept.ts';
 

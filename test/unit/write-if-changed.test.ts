@@ -5,7 +5,7 @@ import { chmodSync, chownSync, lstatSync, mkdtempSync, readFileSync, readlinkSyn
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, expect, test } from 'vitest';
-import { writeIfChanged } from '../../src/nodefile/context.ts';
+import { writeIfChanged } from '../../src/observe/context.ts';
 
 let dir: string;
 beforeEach(() => {

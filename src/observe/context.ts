@@ -7,7 +7,7 @@ import path from 'node:path';
 import type { TaskId } from '../ids.ts';
 import type { ProcessRunner } from '../process-runner.ts';
 import { realPath } from '../util/realpath.ts';
-import type { Argv, ExecOptions, ExecResult, InputSpec, TaskContext } from './types.ts';
+import type { Argv, ExecOptions, ExecResult, InputSpec, TaskContext } from '../nodefile/types.ts';
 
 /** The task a context is for, as the graph holds it (a TaskNode is one). */
 export interface ContextTask {

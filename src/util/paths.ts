@@ -1,0 +1,20 @@
+// Absolute paths joined and compared as strings, without path.resolve's cost
+// for the common case of a plain relative path.
+
+import path from 'node:path';
+import { flat } from './flat.ts';
+
+/** A path with `.` or `..` segments, a doubled or a trailing slash: path.resolve must normalise it. */
+export const needsNormalising = /(^|\/)\.\.?(\/|$)|\/\/|\/$/;
+
+/** path.resolve(dir, p), for an absolute, normalised `dir`. */
+export function join(dir: string, p: string): string {
+  if (p.startsWith('/') || needsNormalising.test(p)) return path.resolve(dir, p);
+  return flat(dir === '/' ? `/${p}` : `${dir}/${p}`);
+}
+
+/** Whether `folder` is `p` or a folder above it (both absolute and normalised). */
+export function holds(folder: string, p: string): boolean {
+  if (folder.length > p.length || !p.startsWith(folder)) return false;
+  return folder.length === p.length || folder === '/' || p.charCodeAt(folder.length) === 47;
+}
