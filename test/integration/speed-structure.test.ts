@@ -32,27 +32,24 @@ const graph = `
   }
 `;
 
-const settle = (): Promise<void> => new Promise((r) => setTimeout(r, 400));
+// A clock a minute ahead: every file written so far is older than the hash
+// cache's racy margin (hash/cache.ts), so what a run hashes it keeps.
+const later = (): bigint => (BigInt(Date.now()) + 60_000n) * 1_000_000n;
 
 test('a no-op reads no content, stats each input and output file once, decodes no state record, and writes no state', async () => {
   for (let i = 0; i < TASKS; i++) rig.write(`in/${i}.txt`, `${i}\n`);
   rig.write('in/header.h', 'h\n');
   const nodefile = rig.nodefile(graph);
-  const first = await applyNodefile({ nodefile, jobs: 4 });
+  const first = await applyNodefile({ nodefile, jobs: 4, now: later });
   if (!first.ok) throw new Error(JSON.stringify(first.error));
   expect(first.value.ran.length).toBe(TASKS);
   expect(first.value.io.recordsDecoded).toBe(0);
-
-  // Files written moments ago are "racy" to the hash cache (they could change
-  // again within the clock's tick): one more run re-reads them, then they settle.
-  await settle();
-  await applyNodefile({ nodefile });
 
   const journal = path.join(rig.dir, '.nodegraph/state.jsonl');
   const cache = path.join(rig.dir, '.nodegraph/hashcache');
   const stamps = (files: string[]): string[] => files.map((f) => statSync(f)).map((s) => `${s.size} ${s.mtimeMs} ${s.ino}`);
   const before = stamps([journal, cache]);
-  const noop = await applyNodefile({ nodefile });
+  const noop = await applyNodefile({ nodefile, now: later });
   if (!noop.ok) throw new Error(JSON.stringify(noop.error));
   expect(noop.value.ran).toEqual([]);
   expect(noop.value.io.contentReads).toBe(0);
@@ -87,11 +84,9 @@ test('a tree that several tasks read is walked once per run', async () => {
       ng.task('pack/' + i, { inputs: { src: ng.tree('tree') }, outputs: ['out/' + i + '.tar'], run: ['tar', '-cf', 'out/' + i + '.tar', 'tree'] });
     }
   `);
-  const first = await applyNodefile({ nodefile });
+  const first = await applyNodefile({ nodefile, now: later });
   expect(first.ok && first.value.ran.length).toBe(3);
-  await settle();
-  await applyNodefile({ nodefile });
-  const noop = await applyNodefile({ nodefile });
+  const noop = await applyNodefile({ nodefile, now: later });
   if (!noop.ok) throw new Error(JSON.stringify(noop.error));
   expect(noop.value.ran).toEqual([]);
   // The folder's stat as the input, its five files once for the tree hash, and the three outputs.
@@ -219,8 +214,6 @@ test('a build asks the runner to read ahead the inputs the hash cache knows noth
   for (let i = 0; i < n; i++) rig.write(`in/${i}.txt`, `${i}\n`);
   rig.write('in/header.h', 'h\n');
   const nodefile = rig.nodefile(graph.replace(`i < ${TASKS}`, `i < ${n}`));
-  // Older than the hash cache's racy margin, so that what the first run hashes it keeps.
-  await settle();
   // The real runner (spawnd), with what it is asked to read ahead written down.
   const real = new LocalRunner();
   const asked: string[][] = [];
@@ -229,13 +222,13 @@ test('a build asks the runner to read ahead the inputs the hash cache knows noth
     runTask: (command, options) => real.runTask(command, options),
     readAhead: (paths) => (asked.push([...paths]), real.readAhead(paths)),
   };
-  const first = await applyNodefile({ nodefile, jobs: 4, runner });
+  const first = await applyNodefile({ nodefile, jobs: 4, runner, now: later });
   expect(first.ok && first.value.ran.length).toBe(n);
   // Each leaf once, and the header the tasks share once, in the order observe reads them.
   expect(asked).toEqual([[...Array.from({ length: n }, (_, i) => [rig.path(`in/${i}.txt`), ...(i === 0 ? [rig.path('in/header.h')] : [])]).flat()]]);
   // Every task runs again (its output is gone), but every input is in the cache now.
   rmSync(rig.path('out'), { recursive: true });
-  const second = await applyNodefile({ nodefile, jobs: 4, runner });
+  const second = await applyNodefile({ nodefile, jobs: 4, runner, now: later });
   expect(second.ok && second.value.ran.length).toBe(n);
   expect(asked).toHaveLength(1);
 });
