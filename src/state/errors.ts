@@ -74,6 +74,15 @@ export const unwritable = (path: string, e: unknown, isDir = false): StateDirUnw
   message: errnoWords(e),
 });
 
+/** The journal at `path` could not be opened or read. */
+export const readFailed = (path: string, e: unknown): StateUnreadable => ({
+  reason: 'state-unreadable',
+  path,
+  kind: 'io',
+  code: errnoCode(e),
+  message: `cannot read ${path}: ${errnoMessage(e)}`,
+});
+
 export const writeFailed = (path: string, e: unknown): StateWriteFailed => ({
   reason: 'state-write-failed',
   path,

@@ -10,22 +10,27 @@ const { crc32 } = process.getBuiltinModule('node:zlib');
 
 export const NEWLINE = 0x0a;
 const SPACE = 0x20;
+/** A line's layout: the checksum's hex digits, then a space, then the payload from PAYLOAD_AT, then a newline. */
+export const CHECKSUM_DIGITS = 8;
+export const PAYLOAD_AT = CHECKSUM_DIGITS + 1;
+/** Bytes of a line that are not its payload: the checksum, the space and the newline. */
+export const FRAMING_BYTES = PAYLOAD_AT + 1;
 
 /** Frames a payload as a journal line. */
 export function frame(payload: string): Buffer {
   const bytes = Buffer.from(payload, 'utf8');
-  const line = Buffer.allocUnsafe(bytes.length + 10);
-  line.write(crc32(bytes).toString(16).padStart(8, '0'), 0, 'latin1');
-  line[8] = SPACE;
-  bytes.copy(line, 9);
+  const line = Buffer.allocUnsafe(bytes.length + FRAMING_BYTES);
+  line.write(crc32(bytes).toString(16).padStart(CHECKSUM_DIGITS, '0'), 0, 'latin1');
+  line[CHECKSUM_DIGITS] = SPACE;
+  bytes.copy(line, PAYLOAD_AT);
   line[line.length - 1] = NEWLINE;
   return line;
 }
 
-/** The 8 hex digits at buf[at..at+8] as a number, or -1. */
-function hex8(buf: Buffer, at: number): number {
+/** The checksum's hex digits at buf[at..] as a number, or -1. */
+function checksumAt(buf: Buffer, at: number): number {
   let n = 0;
-  for (let i = at; i < at + 8; i++) {
+  for (let i = at; i < at + CHECKSUM_DIGITS; i++) {
     const c = buf[i]!;
     const d = c >= 0x30 && c <= 0x39 ? c - 0x30 : c >= 0x61 && c <= 0x66 ? c - 0x57 : -1;
     if (d < 0) return -1;
@@ -34,14 +39,15 @@ function hex8(buf: Buffer, at: number): number {
   return n;
 }
 
-/** Whether buf[start..end) is a framed line whose checksum matches its payload (from start + 9). */
+/** Whether buf[start..end) (a line without its newline) is framed and its checksum matches its payload. */
 export function verified(buf: Buffer, start: number, end: number): boolean {
-  if (end - start < 10 || buf[start + 8] !== SPACE) return false;
-  const want = hex8(buf, start);
-  return want >= 0 && crc32(buf.subarray(start + 9, end)) === want;
+  if (end - start < FRAMING_BYTES || buf[start + CHECKSUM_DIGITS] !== SPACE) return false;
+  const want = checksumAt(buf, start);
+  return want >= 0 && crc32(buf.subarray(start + PAYLOAD_AT, end)) === want;
 }
 
-export const verifiedPayload = (buf: Buffer, start: number, end: number): string | undefined => (verified(buf, start, end) ? buf.toString('utf8', start + 9, end) : undefined);
+export const verifiedPayload = (buf: Buffer, start: number, end: number): string | undefined =>
+  verified(buf, start, end) ? buf.toString('utf8', start + PAYLOAD_AT, end) : undefined;
 
 /** Where a journal's bytes are read from: the file (by its fd) or, in tests, a buffer. */
 export interface JournalSource {

@@ -229,6 +229,7 @@ const OK = 0x6f; // o
 const FAILED = 0x66; // f
 const TOMBSTONE = 0x78; // x
 const SPACE = 0x20;
+const JSON_START = 0x7b; // `{`: a record's JSON follows its id
 
 /** A record line's payload as it is written; the record is checked first (validForAppend). */
 export function encodePayload(record: StoredRecord): string {
@@ -264,7 +265,7 @@ export function lineKind(buf: Uint8Array, start: number, end: number): { kind: '
   if (buf[start + HEAD_LENGTH - 1] !== SPACE) return undefined;
   let idEnd = start + HEAD_LENGTH;
   while (idEnd < end && buf[idEnd]! > SPACE) idEnd++;
-  if (idEnd === start + HEAD_LENGTH || buf[idEnd] !== SPACE || buf[idEnd + 1] !== 0x7b) return undefined;
+  if (idEnd === start + HEAD_LENGTH || buf[idEnd] !== SPACE || buf[idEnd + 1] !== JSON_START) return undefined;
   return { kind: 'record', idStart: start + HEAD_LENGTH, idEnd };
 }
 

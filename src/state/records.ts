@@ -18,8 +18,8 @@
 
 import { HASH_PREFIX, type ContentHash, type TaskId } from '../ids.ts';
 import { decodePayload, DIGEST_AT, HEAD_LENGTH, outputsDigest, type TaskRecord } from './record.ts';
-import type { Appended, StateWarning } from './store.ts';
-import type { JournalSource } from './journal.ts';
+import type { JournalSource } from './lines.ts';
+import type { Appended, StateWarning } from './types.ts';
 
 /** What the planner, the executor and the commands read of the state. */
 export interface Records {
