@@ -9,7 +9,7 @@
 // OpenSSL's SHA-256 (SHA-NI where the CPU has it) does the hashing.
 // bench/hash.ts compares these with `sha256sum`.
 
-import { closeSync, openSync, readSync } from 'node:fs';
+import { closeSync, constants, fstatSync, openSync, readSync, type BigIntStats } from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
 import type { Hash } from 'node:crypto';
 import { contentHash, type ContentHash } from '../ids.ts';
@@ -122,3 +122,41 @@ export async function sha256HandleAsync(handle: FileHandle): Promise<FileDigest>
   }
   return { hash: contentHash(digest.digest('hex')), bytes };
 }
+
+/** A file's content digest, and an fstat of the file read taken after reading it: the stat is of the very file read. */
+export interface HashedFile {
+  readonly digest: FileDigest;
+  readonly after: BigIntStats;
+}
+
+/** O_NONBLOCK: if a fifo took the file's place since the stat, open must not wait for a writer. */
+const OPEN_FLAGS = constants.O_RDONLY | constants.O_NONBLOCK;
+
+/** Reads `size` bytes of `file`, not up to EOF (a file that grew fails a size check after), and fstats it. */
+export function hashAndStat(file: string, size: number): HashedFile {
+  const fd = openSync(file, OPEN_FLAGS);
+  try {
+    const digest = sha256FdSync(fd, size);
+    return { digest, after: fstatSync(fd, { bigint: true }) };
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** As hashAndStat, the whole file read off the main thread. */
+export async function hashAndStatAsync(file: string): Promise<HashedFile> {
+  // node:fs/promises only when a large file needs it: a no-op does not load it.
+  const handle = await process.getBuiltinModule('node:fs/promises').open(file, OPEN_FLAGS);
+  try {
+    const digest = await sha256HandleAsync(handle);
+    return { digest, after: await handle.stat({ bigint: true }) };
+  } finally {
+    await handle.close();
+  }
+}
+
+/** Errors from opening or reading a path that was a regular file at its stat and is no longer. */
+export const changedUnderUs = (error: unknown): boolean => {
+  const code = (error as NodeJS.ErrnoException | undefined)?.code;
+  return code === 'ENOENT' || code === 'ENOTDIR' || code === 'EISDIR' || code === 'ELOOP' || code === 'EAGAIN' || code === 'ENXIO';
+};
