@@ -192,7 +192,7 @@ async function runOnce(session: Session, options: ApplyOptions, saved: SavedPlan
   const destroyed: TaskId[] = [];
   const orphans: TaskId[] = [];
   // A whole-graph plan lists the orphans, dependents first: no second search of 50,000 records for them.
-  if (plan.counts.destroy > 0) {
+  if (plan.counts.destroy + plan.counts.stop > 0) {
     for (const e of plan) if (e.action === 'destroy') orphans.push(e.id);
     // Blue/green: an atomic apply retires what it no longer declares only once the new generation is healthy.
     if (transaction === undefined) {

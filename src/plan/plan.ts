@@ -30,6 +30,8 @@ export interface PlanCounts {
   readonly drift: number;
   readonly maybe: number;
   readonly destroy: number;
+  /** Orphans with `retire: 'stop'`: stopped and kept in place, not destroyed. */
+  readonly stop: number;
   readonly unchanged: number;
 }
 
@@ -218,7 +220,7 @@ export function makePlan(
     return outputHash === undefined ? PENDING : { settled: true, outputHash, ran: false };
   };
   let recorded = 0;
-  const counts = { create: 0, update: 0, replace: 0, drift: 0, maybe: 0, destroy: 0, unchanged: 0 };
+  const counts = { create: 0, update: 0, replace: 0, drift: 0, maybe: 0, destroy: 0, stop: 0, unchanged: 0 };
 
   for (const node of nodes) {
     const observation = observations.get(node.id);
@@ -234,9 +236,9 @@ export function makePlan(
   // Every record belongs to a declared task when as many were met above as there are: no orphans to look for.
   if ((options.targets === undefined || options.targets.size === 0) && recorded < records.size) {
     for (const id of orphansOf(graph, records)) {
-      counts.destroy++;
       orphans.push(id);
       const retired = records.get(id)?.recipe.retire === 'stop';
+      counts[retired ? 'stop' : 'destroy']++;
       columns.add('destroy', retired ? 'stop' : 'destroy', retired ? ORPHAN_KEPT : ORPHAN, retired ? ORPHAN_KEPT_DETAILS : ORPHAN_DETAILS);
     }
   }
@@ -297,10 +299,10 @@ export function teardownOrder(ids: readonly TaskId[], records: RecordReader): Ta
 /** A plan of these entries, counted (a plan read back as data, or made in a test); details left out are none. */
 export function listedPlan(entries: readonly (Omit<PlanEntry, 'reasonDetails'> & { readonly reasonDetails?: readonly ReasonDetail[] })[]): Plan {
   const columns = new PlanColumns(entries.length);
-  const counts = { create: 0, update: 0, replace: 0, drift: 0, maybe: 0, destroy: 0, unchanged: 0 };
+  const counts = { create: 0, update: 0, replace: 0, drift: 0, maybe: 0, destroy: 0, stop: 0, unchanged: 0 };
   for (const e of entries) {
     columns.add(e.action, e.verb, e.reasons, e.reasonDetails ?? NO_REASONS);
-    counts[e.action]++;
+    counts[e.action === 'destroy' && e.verb === 'stop' ? 'stop' : e.action]++;
   }
   return new PlanTable(columns, (i) => entries[i]!.id, counts);
 }

@@ -20,7 +20,7 @@ function symbol(entry: PlanEntry, c: Palette): string {
     case 'maybe':
       return c.cyan('?');
     case 'destroy':
-      return c.red('-');
+      return entry.verb === 'stop' ? c.yellow('S') : c.red('-');
     case 'unchanged':
       return ' ';
     default:
@@ -37,9 +37,11 @@ const LEGEND: readonly (readonly [string, (c: Palette) => string, string])[] = [
   ['drift', (c) => c.red('!'), 'drifted'],
   ['maybe', (c) => c.cyan('?'), 'known after apply'],
   ['destroy', (c) => c.red('-'), 'destroy'],
+  ['stop', (c) => c.yellow('S'), 'stop and keep'],
 ];
 
-const legendKey = (e: PlanEntry): string => (e.action === 'update' && e.verb === 'restart' ? 'restart' : e.action);
+const legendKey = (e: PlanEntry): string =>
+  (e.action === 'update' && e.verb === 'restart') || (e.action === 'destroy' && e.verb === 'stop') ? e.verb : e.action;
 
 /** `+ create  ~ update  - destroy`: the symbols the listed entries use, and only those; '' for none. */
 export function legendLine(used: ReadonlySet<string>, c: Palette): string {
@@ -84,6 +86,7 @@ export function summaryLine(plan: Plan): string {
   if (n.replace > 0) parts.push(`${n.replace} to replace`);
   if (n.maybe > 0) parts.push(`${n.maybe} known after apply`);
   parts.push(`${n.destroy} to destroy`);
+  if (n.stop > 0) parts.push(`${n.stop} to stop and keep`);
   return `Plan: ${parts.join(', ')}; ${n.unchanged} unchanged.`;
 }
 

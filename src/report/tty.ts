@@ -146,7 +146,7 @@ export function ttyReporter(options: TtyOptions): Reporter {
         rows.clear();
         frame('', false);
         writePlan(event.plan, c, write, { width: options.columns() });
-        if (progress.total - event.plan.counts.destroy > MAX_VIEW_TASKS) {
+        if (progress.total - event.plan.counts.destroy - event.plan.counts.stop > MAX_VIEW_TASKS) {
           plain = true;
           fallback.sink(event);
           return;

@@ -161,7 +161,7 @@ describe('saved plans', () => {
       format: 'nodegraph-plan-json',
       version: 1,
       entries: [{ id: 'a', action: 'create', verb: 'create', reasons: ['never ran'], reasonDetails: [{ kind: 'never-ran' }] }],
-      counts: { create: 1, update: 0, replace: 0, drift: 0, maybe: 0, destroy: 0, unchanged: 0 },
+      counts: { create: 1, update: 0, replace: 0, drift: 0, maybe: 0, destroy: 0, stop: 0, unchanged: 0 },
       generation: { current: null, atomic: null, interrupted: null, underWay: null, orphanedTransaction: null, outside: [] },
     });
   });
@@ -272,7 +272,7 @@ describe('inspection', () => {
       time: expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/),
       plan: {
         entries: [{ id: 'a', action: 'create', verb: 'create', reasons: ['never ran'], reasonDetails: [{ kind: 'never-ran' }] }],
-        counts: { create: 1, update: 0, replace: 0, drift: 0, maybe: 0, destroy: 0, unchanged: 0 },
+        counts: { create: 1, update: 0, replace: 0, drift: 0, maybe: 0, destroy: 0, stop: 0, unchanged: 0 },
       },
     });
   });

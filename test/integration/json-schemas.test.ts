@@ -118,7 +118,7 @@ test('a schema rejects what breaks it: a missing time, a prose-only reason, a sp
   const summary = { v: 1, type: 'summary', time: event.time, command: 'apply', counts: { 'up to date': 1 }, durationMs: 3 };
   expect(schema('events')(summary)).toBe(false);
   const entry = { id: 'a', action: 'create', verb: 'create', reasons: ['never ran'] };
-  expect(schema('plan')({ format: 'nodegraph-plan-json', version: 1, entries: [entry], counts: { create: 1, update: 0, replace: 0, drift: 0, maybe: 0, destroy: 0, unchanged: 0 } })).toBe(false);
+  expect(schema('plan')({ format: 'nodegraph-plan-json', version: 1, entries: [entry], counts: { create: 1, update: 0, replace: 0, drift: 0, maybe: 0, destroy: 0, stop: 0, unchanged: 0 } })).toBe(false);
   const task = { id: 'a', namespace: '', needs: [], after: [], outputs: [] };
   valid('graph', { format: 'nodegraph-graph', version: 1, tasks: [task], edges: [] });
   expect(schema('graph')({ format: 'nodegraph-graph', version: 1, tasks: [{ ...task, status: 'up to date' }], edges: [] })).toBe(false);

@@ -24,8 +24,9 @@ test("an orphan with retire: 'stop' is stopped in place, kept, and found in plac
 
   rig.nodefile(slot(false));
   const plan = await rig.run(['plan']);
-  expect(plan.stdout).toMatch(/- b\/service +stop +orphan: no longer in the Nodefile, stopped and kept in place/);
+  expect(plan.stdout).toMatch(/S b\/service +stop +orphan: no longer in the Nodefile, stopped and kept in place/);
   expect(plan.stdout).not.toMatch(/b\/rootfs/);
+  expect(plan.stdout).toContain('Plan: 0 to create, 0 to update, 0 to destroy, 1 to stop and keep; 1 unchanged.\nS stop and keep\n');
   const retired = await rig.run(['apply']);
   expect(retired.code).toBe(0);
   expect(rig.read('stops')).toBe('stopped\n');

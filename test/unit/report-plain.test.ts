@@ -35,7 +35,7 @@ test("what a command printed follows its line, as ninja shows it; a function's c
 });
 
 test('each settled task is counted against what the plan says will act, as ninja counts: [done/total]', () => {
-  const counts = { create: 38, update: 1, replace: 0, drift: 0, maybe: 0, destroy: 1, unchanged: 500 };
+  const counts = { create: 38, update: 1, replace: 0, drift: 0, maybe: 0, destroy: 1, stop: 0, unchanged: 500 };
   const plan = { size: 540, counts, [Symbol.iterator]: () => [][Symbol.iterator](), entries: () => [], toJSON: () => ({ entries: [], counts }) };
   let out = '';
   const reporter = plainReporter({ write: (s: string) => (out += s), c: palette(false), showPlan: false });
