@@ -240,14 +240,15 @@ describe('a plan in columns', () => {
     { id: taskId('svc'), action: 'update', verb: 'restart', reasons: ['input conf changed'], reasonDetails: [{ kind: 'input-changed', input: 'conf', from: '01', to: '02' }] },
     { id: taskId('b'), action: 'maybe', verb: 'may update', reasons: ['known after svc'], reasonDetails: [{ kind: 'known-after', task: 'svc' }] },
     { id: taskId('gone'), action: 'destroy', verb: 'destroy', reasons: ['orphan: no longer in the Nodefile'], reasonDetails: [{ kind: 'orphan' }] },
+    { id: taskId('kept'), action: 'destroy', verb: 'stop', reasons: ['orphan: no longer in the Nodefile, stopped and kept in place'], reasonDetails: [{ kind: 'orphan', kept: true }] },
   ];
 
   test('gives back each entry as it was added, its own verb included, and counts them', () => {
     const plan = listedPlan(entries);
-    expect(plan.size).toBe(4);
+    expect(plan.size).toBe(5);
     expect(plan.entries()).toEqual(entries);
     expect([...plan]).toEqual(entries);
-    expect(plan.counts).toEqual({ create: 0, update: 1, replace: 0, drift: 0, maybe: 1, destroy: 1, unchanged: 1 });
+    expect(plan.counts).toEqual({ create: 0, update: 1, replace: 0, drift: 0, maybe: 1, destroy: 1, stop: 1, unchanged: 1 });
     expect(JSON.parse(JSON.stringify(plan))).toEqual({ entries, counts: plan.counts });
   });
 
