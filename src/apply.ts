@@ -23,7 +23,7 @@ import { stateKey } from './state/key.ts';
 import { acquire, borrow } from './state/lock.ts';
 import { lockWarnings } from './state/open.ts';
 import { advance, beginTransaction, commit, generationProblem, rollBack, type RollbackContext } from './transaction/atomic.ts';
-import { collectSources, DEFAULT_KEEP, generationChanges, GenerationStore, type Sources } from './transaction/generations.ts';
+import { collectSources, describeRestored, DEFAULT_KEEP, generationChanges, GenerationStore, type Sources } from './transaction/generations.ts';
 import { waitHealthy } from './transaction/health.ts';
 import { IntentLog, type Intent } from './transaction/intents.ts';
 import { readTransaction, transactionDir, type Transaction } from './transaction/record.ts';
@@ -491,7 +491,8 @@ export async function rollbackNodefile(options: ApplyOptions & { readonly genera
     const restored = store.restore(target);
     if (!restored.ok) return err([restored.error]);
     const generation = store.read(target)!;
-    options.onEvent?.({ type: 'transaction', message: `rollback to generation ${target}: ${restored.value.length === 0 ? 'its sources are in place' : `restored ${restored.value.map((p) => path.relative(path.dirname(generation.nodefile), p) || p).join(', ')}`}` });
+    const changed = describeRestored(restored.value, path.dirname(generation.nodefile));
+    options.onEvent?.({ type: 'transaction', message: `rollback to generation ${target}: ${changed === '' ? 'its sources are in place' : changed}` });
     setEnv(env.value);
     return await applyWhole({ ...inner, nodefile: generation.nodefile, env: process.env }, undefined, 'as-set');
   });

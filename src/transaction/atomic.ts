@@ -15,7 +15,7 @@ import type { TaskId } from '../ids.ts';
 import { teardownOrder } from '../plan/plan.ts';
 import type { Records, RecordTable } from '../state/records.ts';
 import { err, ok, type Result } from '../util/result.ts';
-import { GenerationStore, type Sources } from './generations.ts';
+import { describeRestored, GenerationStore, type Sources } from './generations.ts';
 import type { Health } from './health.ts';
 import { intendedRecord, mayHaveLeft, readIntents, type Intent } from './intents.ts';
 import { readPreserved, restorePreserved, savePreserved } from './preserve.ts';
@@ -187,11 +187,8 @@ export async function rollBack(context: RollbackContext, begun: Transaction, cau
     const restored = env.ok ? store.restore(transaction.from) : env;
     if (!restored.ok) left.push(generationProblem(restored.error));
     else if (env.ok) {
-      const rel = restored.value.map((p) => path.relative(path.dirname(store.read(transaction.from!)!.nodefile), p) || p);
-      emit({
-        type: 'transaction',
-        message: `rollback: applying generation ${transaction.from} again${rel.length === 0 ? '' : ` (restored ${rel.join(', ')} from it)`}`,
-      });
+      const changed = describeRestored(restored.value, path.dirname(store.read(transaction.from)!.nodefile));
+      emit({ type: 'transaction', message: `rollback: applying generation ${transaction.from} again${changed === '' ? '' : ` (${changed})`}` });
       const applied = await context.reapply(env.value, signal);
       if (!applied.ok) left.push(`generation ${transaction.from} did not apply again: ${applied.error}`);
       else {

@@ -468,10 +468,11 @@ export class GenerationStore {
    * Folders are not made or emptied.
    * Returns the paths it rewrote or removed.
    */
-  restore(n: number): Result<string[], GenerationError> {
+  restore(n: number): Result<Restored, GenerationError> {
     const verified = this.verify(n);
     if (!verified.ok) return verified;
     const written: string[] = [];
+    const removed: string[] = [];
     try {
       for (const file of verified.value.files) {
         if (file.stored === 'path') continue;
@@ -488,12 +489,12 @@ export class GenerationStore {
       for (const probe of absent) {
         if (!held.has(`${probe.path}\0${currentSha256(probe.path)}`)) continue;
         rmSync(probe.path);
-        written.push(probe.path);
+        removed.push(probe.path);
       }
     } catch (error) {
-      return err({ reason: 'generation-write-failed', path: written.at(-1) ?? this.dir, message: (error as Error).message });
+      return err({ reason: 'generation-write-failed', path: removed.at(-1) ?? written.at(-1) ?? this.dir, message: (error as Error).message });
     }
-    return ok(written);
+    return ok({ written, removed });
   }
 
   /** Path and SHA-256 of every file the kept generations other than `n` hold in the store. */
@@ -570,3 +571,16 @@ const envText = (value: SealedEnv | string | null | undefined): string | undefin
   value === undefined ? undefined : value === null ? 'unset' : typeof value === 'string' ? `plain:${value}` : value.digest;
 
 const probeText = (p: SourceProbe): string => `${p.kind}:${p.entries?.join('/') ?? ''}`;
+
+/** What restoring a generation's sources changed: files written back, files it did not have removed. */
+export interface Restored {
+  readonly written: readonly string[];
+  readonly removed: readonly string[];
+}
+
+/** `restored a, b; removed c`, paths relative to `base`; '' when nothing changed. */
+export function describeRestored(r: Restored, base: string): string {
+  const rel = (ps: readonly string[]): string => ps.map((p) => path.relative(base, p) || p).join(', ');
+  const parts = [...(r.written.length > 0 ? [`restored ${rel(r.written)}`] : []), ...(r.removed.length > 0 ? [`removed ${rel(r.removed)}`] : [])];
+  return parts.join('; ');
+}

@@ -63,7 +63,7 @@ test('a failed atomic apply rolls back completely: the outputs and the files the
   rig.write('greeting.txt', 'bonjour\n');
   const failed = await rig.run(['apply', '--atomic']);
   expect(failed.code).toBe(1);
-  expect(failed.stdout).toContain('rollback: applying generation 1 again (restored greeting.txt, settings.json from it)');
+  expect(failed.stdout).toContain('rollback: applying generation 1 again (restored greeting.txt, settings.json)');
   expect(failed.stderr).toBe(
     'error[atomic-apply-failed]: render failed: rolled back to generation 1, and the rollback succeeded; the failed change is kept as generation 2 (`nodegraph rollback 2` applies it again)\n',
   );
@@ -85,7 +85,7 @@ test('rollback N gives back generation N: its outputs and the files it read; a f
 
   const back = await rig.run(['rollback', '1']);
   expect(back.stderr).toBe('');
-  expect(back.stdout).toContain('rollback to generation 1: restored settings.json, local.json');
+  expect(back.stdout).toContain('rollback to generation 1: restored settings.json; removed local.json');
   expect(rig.read('out/v')).toBe('one hello -\n');
   expect(rig.read('settings.json')).toBe('{"mode": "one"}\n');
   // Generation 2 holds local.json: removing it loses nothing, and rolling forward gives it back.
