@@ -5,11 +5,15 @@ import { stateDirOf } from '../engine.ts';
 import { PLAN_FORMAT } from '../plan/saved.ts';
 import { keepTaskLogs } from '../report/recap.ts';
 import type { CliIo } from './output.ts';
+import { applyMetricsRun, metricsTarget, recordMetrics } from './metrics.ts';
 import { atomicFlag, engineOptions, keepFlag, printFailures, reporterFor, str, type Args } from './shared.ts';
 
 export async function run(args: Args, io: CliIo): Promise<number> {
+  const startedAt = Date.now();
   const options = engineOptions(args, io, 'apply');
   if ('reason' in options) return printFailures([options], io);
+  const metrics = metricsTarget(args, io, 'apply');
+  if (typeof metrics === 'object') return printFailures([metrics], io);
   // `apply PLANFILE`, as Terraform has it: one positional that is a plan file. A
   // task named like a file that exists (nginx.conf, say) is still a task: only a
   // file that begins as `plan --out` writes them is taken for a plan.
@@ -38,6 +42,7 @@ export async function run(args: Args, io: CliIo): Promise<number> {
     ...(planFile === undefined ? {} : { planFile: path.resolve(io.cwd, planFile) }),
   });
   await reporter.close();
+  if (metrics !== undefined) recordMetrics(metrics, stateDirOf(options), applyMetricsRun('apply', startedAt, result, io.signal.aborted), io);
   if (!result.ok) return printFailures(result.error, io);
   const s = result.value;
   if (s.canceled.length > 0 || io.signal.aborted) return 130;

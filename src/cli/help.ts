@@ -28,16 +28,17 @@ export const optionsFor: Record<CommandName, NonNullable<ParseArgsConfig['option
     'no-atomic': { type: 'boolean' },
     continue: { type: 'boolean' },
     keep: { type: 'string' },
+    'metrics-file': { type: 'string' },
   },
   destroy: { ...common, yes: { type: 'boolean', short: 'y' }, traces: { type: 'boolean' } },
   stop: { ...common },
-  status: { ...common, jobs: { type: 'string', short: 'j' }, 'detailed-exitcode': { type: 'boolean' } },
+  status: { ...common, jobs: { type: 'string', short: 'j' }, 'detailed-exitcode': { type: 'boolean' }, 'metrics-file': { type: 'string' } },
   explain: { ...common },
   graph: { ...common, format: { type: 'string' }, status: { type: 'boolean' } },
   unlock: { ...common, force: { type: 'boolean' } },
   watch: { ...common, jobs: { type: 'string', short: 'j' }, debounce: { type: 'string' } },
   generations: { ...common },
-  rollback: { ...common, jobs: { type: 'string', short: 'j' }, 'no-atomic': { type: 'boolean' }, keep: { type: 'string' } },
+  rollback: { ...common, jobs: { type: 'string', short: 'j' }, 'no-atomic': { type: 'boolean' }, keep: { type: 'string' }, 'metrics-file': { type: 'string' } },
   completion: { help: common.help },
 };
 
@@ -80,16 +81,16 @@ const RUN_ENV = ['NODEGRAPH_SPAWN_SERVER', ...COLOR_ENV, 'CI', 'PATH'] as const;
 /** The environment variables a command reads itself (a Nodefile's `ng.env` inputs read their own). */
 export const ENV: Record<CommandName, readonly string[]> = {
   plan: RUN_ENV.filter((v) => v !== 'CI'),
-  apply: RUN_ENV,
+  apply: [...RUN_ENV, 'NODEGRAPH_METRICS_FILE'],
   destroy: RUN_ENV,
   stop: RUN_ENV,
-  status: RUN_ENV.filter((v) => v !== 'CI'),
+  status: [...RUN_ENV.filter((v) => v !== 'CI'), 'NODEGRAPH_METRICS_FILE'],
   explain: RUN_ENV.filter((v) => v !== 'CI'),
   graph: [],
   unlock: [],
   watch: RUN_ENV.filter((v) => v !== 'CI'),
   generations: [],
-  rollback: RUN_ENV,
+  rollback: [...RUN_ENV, 'NODEGRAPH_METRICS_FILE'],
   completion: [],
 };
 
@@ -99,6 +100,7 @@ const ENV_MEANING: Record<string, string> = {
   FORCE_COLOR: 'colour even when not on a terminal (`0` or `false`: never)',
   TERM: '`dumb`: no colour',
   CI: 'set: plain lines even on a terminal',
+  NODEGRAPH_METRICS_FILE: 'the metrics file when --metrics-file is not given (empty: none)',
   PATH: 'where task commands and checks are looked up (the command\'s own `env` may change it)',
 };
 
@@ -145,6 +147,8 @@ Options:
       --no-atomic      not atomic, whatever the Nodefile's ng.settings say
       --continue       finish an interrupted atomic apply's change instead of rolling it back
       --keep N         generations to keep (default 10)
+      --metrics-file FILE  after the run, write metrics for node_exporter's textfile
+                       collector to FILE (see Environment; README: Metrics)
 ${COMMON}
 An interrupted atomic apply (kill -9, power loss, a second Ctrl-C) is rolled
 back before anything else, unless --continue.
@@ -176,6 +180,8 @@ finds it in place), or orphan; then a summary line, and who holds the state lock
 Options:
       --detailed-exitcode  exit 0 when every task is applied, 2 when one is not, 1 on error
   -j, --jobs N             checks to run at once (default: the number of cores)
+      --metrics-file FILE  after the run, write metrics for node_exporter's textfile
+                           collector to FILE, tasks by status among them
 ${COMMON}`,
   explain: `Usage: nodegraph explain [options] ID
 
@@ -228,6 +234,8 @@ Options:
   -j, --jobs N         tasks to run at once
       --no-atomic      do not undo a rollback that fails
       --keep N         generations to keep (default 10)
+      --metrics-file FILE  after the run, write metrics for node_exporter's textfile
+                       collector to FILE
 ${COMMON}`,
   completion: `Usage: nodegraph completion bash|zsh|fish
 

@@ -1,10 +1,15 @@
 import { rollbackNodefile } from '../apply.ts';
 import type { CliIo } from './output.ts';
+import { stateDirOf } from '../engine.ts';
+import { applyMetricsRun, metricsTarget, recordMetrics } from './metrics.ts';
 import { engineOptions, keepFlag, printFailures, reporterFor, type Args } from './shared.ts';
 
 export async function run(args: Args, io: CliIo): Promise<number> {
+  const startedAt = Date.now();
   const options = engineOptions(args, io, 'rollback');
   if ('reason' in options) return printFailures([options], io);
+  const metrics = metricsTarget(args, io, 'rollback');
+  if (typeof metrics === 'object') return printFailures([metrics], io);
   const [word, ...extra] = args.positionals;
   if (extra.length > 0) return printFailures([{ reason: 'usage', message: 'rollback takes at most one generation number' }], io);
   const number = word === undefined ? undefined : Number(word);
@@ -23,6 +28,7 @@ export async function run(args: Args, io: CliIo): Promise<number> {
     onEvent: reporter.sink,
   });
   await reporter.close();
+  if (metrics !== undefined) recordMetrics(metrics, stateDirOf(options), applyMetricsRun('rollback', startedAt, result, io.signal.aborted), io);
   if (!result.ok) return printFailures(result.error, io);
   if (io.signal.aborted) return 130;
   if (result.value.failed.length > 0) return 1;

@@ -12,6 +12,7 @@ import { ok } from '../util/result.ts';
 import { findTraces } from '../observe/traces.ts';
 import type { TaskId } from '../ids.ts';
 import type { CliIo } from './output.ts';
+import { metricsTarget, recordMetrics } from './metrics.ts';
 import { engineOptions, paletteFor, printFailures, type Args } from './shared.ts';
 
 export const TASK_STATUSES = ['applied', 'running', 'stale', 'drifted', 'failed', 'stopped', 'absent', 'trace', 'orphan'] as const;
@@ -64,8 +65,11 @@ function lockLine(lock: LockStatus): string {
 }
 
 export async function run(args: Args, io: CliIo): Promise<number> {
+  const startedAt = Date.now();
   const options = engineOptions(args, io, 'status');
   if ('reason' in options) return printFailures([options], io);
+  const metrics = metricsTarget(args, io, 'status');
+  if (typeof metrics === 'object') return printFailures([metrics], io);
   const result = await withSession(options, { lock: false }, async (session) => {
     const observed = await observeAndPlan(session);
     if (!observed.ok) return observed;
@@ -77,12 +81,16 @@ export async function run(args: Args, io: CliIo): Promise<number> {
     const tasks = observed.value.plan.entries().map((e) => ({ entry: e, status: statusOf(e, records.get(e.id), { stops: stops(e.id), trace: traces.has(e.id) }) }));
     return ok({ generation: generation.value, tasks });
   });
-  if (!result.ok) return printFailures(result.error, io);
+  if (!result.ok) {
+    if (metrics !== undefined) recordMetrics(metrics, stateDirOf(options), { command: 'status', outcome: 'error', startedAt, endedAt: Date.now(), tasks: {} }, io);
+    return printFailures(result.error, io);
+  }
   const { tasks, generation } = result.value;
   const counts = Object.fromEntries(TASK_STATUSES.map((s) => [s, 0])) as Record<TaskStatus, number>;
   for (const r of tasks) counts[r.status]++;
   const lock = lockStatus(stateDirOf(options));
   const settled = counts.applied + counts.running === tasks.length;
+  if (metrics !== undefined) recordMetrics(metrics, stateDirOf(options), { command: 'status', outcome: settled ? 'success' : 'unsettled', startedAt, endedAt: Date.now(), tasks: counts }, io);
   const code = args.values['detailed-exitcode'] === true && !settled ? 2 : 0;
   const { current, interrupted, underWay, orphanedTransaction } = generation;
   // What holds of the state as a whole sits beside the tasks: the generation and the lock.

@@ -6,10 +6,11 @@ import { closeSync, fsyncSync, openSync, renameSync, rmSync, writeSync } from 'n
 import path from 'node:path';
 import { fsyncDir } from './fsync.ts';
 
-export function writeDurably(file: string, content: string | Uint8Array): void {
+/** `mode`: a new file's (0600: the state's files are the owner's alone). */
+export function writeDurably(file: string, content: string | Uint8Array, mode = 0o600): void {
   const temp = path.join(path.dirname(file), `.${path.basename(file)}.${process.pid}.tmp`);
   try {
-    const fd = openSync(temp, 'w', 0o600);
+    const fd = openSync(temp, 'w', mode);
     try {
       const bytes = typeof content === 'string' ? Buffer.from(content) : content;
       for (let at = 0; at < bytes.length; ) at += writeSync(fd, bytes, at, bytes.length - at);
