@@ -7,6 +7,7 @@ import { cpSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, rea
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, expect, test } from 'vitest';
+import { parse as parseYaml } from 'yaml';
 import { collect, repo } from '../support/rig.ts';
 
 export const SEA = path.join(repo, 'dist', 'nodegraph');
@@ -147,4 +148,55 @@ test('the example Nodefile plans from a copy with no node_modules', () => {
   expect(planned.stderr).toBe('');
   expect(planned.stdout).toContain('Plan: 7 to create, 0 to update, 0 to destroy; 0 unchanged.');
   expect(planned.status).toBe(0);
+});
+
+/** The YAML blocks of docs/kubernetes.md, parsed. */
+function kubernetesDoc(): Record<string, unknown>[] {
+  const text = readFileSync(path.join(repo, 'docs', 'kubernetes.md'), 'utf8');
+  const blocks = [...text.matchAll(/^```yaml\n([\s\S]*?)^```$/gm)].map((m) => m[1]!);
+  expect(blocks.length).toBe(2);
+  return blocks.map((b) => parseYaml(b, { strict: true, uniqueKeys: true }) as Record<string, unknown>);
+}
+
+test("docs/kubernetes.md: the Plan parses and asks for one node at a time, cordon, drain, the version as the images' tag; its command line runs", () => {
+  const [plan, job] = kubernetesDoc() as [
+    { apiVersion: string; kind: string; spec: { version: string; concurrency: number; cordon: boolean; drain: { force: boolean }; upgrade: { image: string; command: string[]; args: string[]; envs: { name: string; value: string }[] }; prepare: { image: string } } },
+    { kind: string; spec: { template: { spec: { containers: { image: string }[]; initContainers: { image: string }[] } } } },
+  ];
+  expect(plan.apiVersion).toBe('upgrade.cattle.io/v1');
+  expect(plan.kind).toBe('Plan');
+  expect(plan.spec.concurrency).toBe(1);
+  expect(plan.spec.cordon).toBe(true);
+  expect(plan.spec.drain.force).toBe(true);
+  expect(plan.spec.version).toMatch(/^[0-9a-f]{16}$/);
+  // The job's images are the Plan's, tagged with its version.
+  expect(job.kind).toBe('Job');
+  expect(job.spec.template.spec.initContainers[0]!.image).toBe(`${plan.spec.prepare.image}:${plan.spec.version}`);
+  expect(job.spec.template.spec.containers[0]!.image).toBe(`${plan.spec.upgrade.image}:${plan.spec.version}`);
+  // Against the host root: chroot, then the executable's own arguments.
+  expect(plan.spec.upgrade.command).toEqual(['chroot', '/host']);
+  const [exe, ...args] = plan.spec.upgrade.args;
+  expect(args.slice(0, 2)).toEqual(['apply', '--atomic']);
+
+  // The same command line here, each absolute path moved below a folder standing for the host's root,
+  // the Nodefile in place of the container node's graph (it needs runc and root).
+  const host = path.join(dir, 'host');
+  const moved = (p: string): string => (path.isAbsolute(p) ? path.join(host, p) : p);
+  const nodefile = moved(args[args.indexOf('-f') + 1]!);
+  mkdirSync(path.dirname(nodefile), { recursive: true });
+  writeFileSync(nodefile, NODEFILE);
+  mkdirSync(path.dirname(moved(args[args.indexOf('--metrics-file') + 1]!)), { recursive: true });
+  mkdirSync(path.dirname(moved(exe!)), { recursive: true });
+  cpSync(SEA, moved(exe!));
+  const planEnv = Object.fromEntries(plan.spec.upgrade.envs.map((e) => [e.name, moved(e.value)]));
+  for (const round of ['converges', 'has nothing to do']) {
+    const ran = spawnSync(moved(exe!), args.map(moved), { cwd: host, env: { ...env, ...planEnv }, encoding: 'utf8' });
+    expect(ran.stderr, round).toBe('');
+    expect(ran.stdout, round).toMatch(round === 'converges' ? /Apply: 3 ran, 0 failed/ : /Apply: 0 ran, 0 failed/);
+    expect(ran.status, round).toBe(0);
+  }
+  expect(existsSync(path.join(moved(args[args.indexOf('--state-dir') + 1]!), 'generations', 'current'))).toBe(true);
+  const metrics = readFileSync(moved(args[args.indexOf('--metrics-file') + 1]!), 'utf8');
+  expect(metrics).toMatch(/^nodegraph_last_run_outcome\{command="apply",outcome="success"\} 1$/m);
+  expect(metrics).toMatch(/^nodegraph_generation 1$/m);
 });
