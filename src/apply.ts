@@ -8,6 +8,7 @@ import { existsSync, readFileSync, rmdirSync } from 'node:fs';
 import path from 'node:path';
 import { closeSession, defaultJobs, observeAndPlan, openSession, stateDirOf, withState, type EngineOptions, type Session } from './engine.ts';
 import type { Failure } from './error.ts';
+import { sinkOf } from './events.ts';
 import { LocalRunner } from './execute/runner.ts';
 import { recipeOf } from './execute/run-task.ts';
 import { teardown } from './execute/teardown.ts';
@@ -347,7 +348,7 @@ async function retire(options: ApplyOptions, session: Session, graph: TaskGraph,
 /** What a rollback is handed: the teardown over the state, the re-apply of the previous generation, and its health. */
 function rollbackContext(options: ApplyOptions, runner: ProcessRunner, jobs: number): RollbackContext {
   const stateDir = stateDirOf(options);
-  const emit = options.onEvent ?? (() => {});
+  const emit = sinkOf(options);
   const guard = guardOf(options);
   return {
     stateDir,
@@ -391,7 +392,7 @@ async function finishTransaction(
 ): Promise<Result<{ readonly recovered: NonNullable<ApplySummary['recovered']>; readonly applied?: ApplySummary }, Failure[]>> {
   const stateDir = stateDirOf(options);
   const store = new GenerationStore(stateDir);
-  const emit = options.onEvent ?? (() => {});
+  const emit = sinkOf(options);
   const from = transaction.from;
   const recovered = (outcome: 'rolled-back' | 'committed') => ({ from, to: transaction.to, outcome });
   if (transaction.phase === 'commit') {

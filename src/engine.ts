@@ -7,7 +7,7 @@ import path from 'node:path';
 import type { Failure } from './error.ts';
 import { nearest } from './util/nearest.ts';
 import type { ExecuteSummary } from './execute/scheduler.ts';
-import type { EventSink } from './events.ts';
+import { sinkOf, type EventSink } from './events.ts';
 import { LocalRunner } from './execute/runner.ts';
 import type { ProcessRunner } from './process-runner.ts';
 import { analyze } from './graph/analyze.ts';
@@ -157,7 +157,7 @@ export async function openSession(options: EngineOptions, mode: { readonly lock:
   if (!replace.ok) return replace;
   const state = openState(stateDir, { lock: mode.lock, command, ...(options.lock === undefined ? {} : { held: options.lock }) });
   if (!state.ok) return err([state.error]);
-  const emit = options.onEvent ?? (() => {});
+  const emit = sinkOf(options);
   for (const warning of state.value.warnings) emit({ type: 'warning', message: warning });
   const loaded = HashCache.load(path.join(state.value.dir, 'hashcache'), options.now === undefined ? {} : { now: options.now });
   if (loaded.warning !== undefined) emit({ type: 'warning', message: loaded.warning });

@@ -39,3 +39,6 @@ export type EngineEvent =
   | { readonly type: 'summary'; readonly command: 'apply' | 'destroy' | 'stop'; readonly counts: Readonly<Record<string, number>>; readonly durationMs: number };
 
 export type EventSink = (event: EngineEvent) => void;
+
+/** Where a run's events go: the caller's sink, or nowhere. */
+export const sinkOf = (options: { readonly onEvent?: EventSink | undefined }): EventSink => options.onEvent ?? (() => {});

@@ -5,6 +5,7 @@
 import { existsSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Failure } from './error.ts';
+import { sinkOf } from './events.ts';
 import { teardown, type TeardownSummary } from './execute/teardown.ts';
 import { LocalRunner } from './execute/runner.ts';
 import { appender } from './execute/appender.ts';
@@ -20,7 +21,8 @@ import { textChanges, type TextChange } from './transaction/text-inputs.ts';
 import { OutputGuard } from './graph/analyze.ts';
 import type { TaskGraph } from './graph/graph.ts';
 import type { TaskId } from './ids.ts';
-import { teardownOrder, type Plan } from './plan/plan.ts';
+import type { Plan } from './plan/plan.ts';
+import { destroySet, stopSet } from './plan/teardown.ts';
 import { bindPlan, type SavedPlan } from './plan/saved.ts';
 import { lockWarnings, openState } from './state/open.ts';
 import { acquire, borrow, runningHolder } from './state/lock.ts';
@@ -166,45 +168,6 @@ export interface TeardownResult extends TeardownSummary {
 }
 
 /**
- * Chooses what a destroy of `targets` takes: the targets, everything that
- * depends on them, and then any upstream task nothing else needs any more.
- */
-export function destroySet(targets: ReadonlySet<TaskId> | undefined, records: Records): TaskId[] {
-  if (targets === undefined) return teardownOrder([...records.keys()], records);
-  const dependents = new Map<TaskId, TaskId[]>();
-  for (const record of records.values()) {
-    for (const up of [...record.edges.needs, ...record.edges.after]) {
-      let list = dependents.get(up);
-      if (list === undefined) dependents.set(up, (list = []));
-      list.push(record.id);
-    }
-  }
-  const chosen = new Set<TaskId>();
-  const stack = [...targets].filter((id) => records.has(id));
-  while (stack.length > 0) {
-    const id = stack.pop()!;
-    if (chosen.has(id)) continue;
-    chosen.add(id);
-    for (const down of dependents.get(id) ?? []) stack.push(down);
-  }
-  // Shared upstream goes once nothing outside the chosen set still depends on it.
-  let grew = true;
-  while (grew) {
-    grew = false;
-    for (const id of [...chosen]) {
-      for (const up of [...(records.get(id)?.edges.needs ?? []), ...(records.get(id)?.edges.after ?? [])]) {
-        if (chosen.has(up) || !records.has(up)) continue;
-        if ((dependents.get(up) ?? []).every((d) => chosen.has(d) || !records.has(d))) {
-          chosen.add(up);
-          grew = true;
-        }
-      }
-    }
-  }
-  return teardownOrder([...chosen], records);
-}
-
-/**
  * Destroys (or, with mode 'stop', stops) what the state records, in reverse
  * graph order. Works from the state alone: the Nodefile need not exist.
  */
@@ -240,7 +203,7 @@ async function teardownLocked(options: TeardownOptions, stateDir: string, starte
   }
   const state = openState(stateDir, { lock: true, held: options.lock! });
   if (!state.ok) return err([state.error]);
-  const emit = options.onEvent ?? (() => {});
+  const emit = sinkOf(options);
   for (const warning of state.value.warnings) emit({ type: 'warning', message: warning });
   emit({ type: 'warning', message: `${options.nodefile} does not exist: tearing down from the state alone` });
   try {
@@ -288,19 +251,3 @@ async function teardownWith(session: TeardownSession, options: TeardownOptions, 
   return ok({ ...summary, order, durationMs });
 }
 
-/** Stopping a task stops what depends on it first, and nothing upstream. */
-function stopSet(targets: ReadonlySet<TaskId>, records: Records): TaskId[] {
-  const chosen = new Set<TaskId>(targets);
-  let grew = true;
-  while (grew) {
-    grew = false;
-    for (const record of records.values()) {
-      if (chosen.has(record.id)) continue;
-      if ([...record.edges.needs, ...record.edges.after].some((up) => chosen.has(up))) {
-        chosen.add(record.id);
-        grew = true;
-      }
-    }
-  }
-  return teardownOrder([...chosen], records);
-}

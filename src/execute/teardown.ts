@@ -12,6 +12,7 @@ import type { OutputGuard } from '../graph/analyze.ts';
 import type { TaskGraph } from '../graph/graph.ts';
 import type { TaskId } from '../ids.ts';
 import type { TaskRecord } from '../state/record.ts';
+import { upstreamOf } from '../plan/teardown.ts';
 import { STOPPED } from '../types.ts';
 import type { RecordTable } from '../state/records.ts';
 import { removePath } from '../util/mounts.ts';
@@ -105,7 +106,7 @@ export async function teardown(options: TeardownOptions): Promise<TeardownSummar
 }
 
 function blockUpstream(record: TaskRecord, id: TaskId, blocked: Map<TaskId, TaskId>): void {
-  for (const up of [...record.edges.needs, ...record.edges.after]) if (!blocked.has(up)) blocked.set(up, id);
+  for (const up of upstreamOf(record)) if (!blocked.has(up)) blocked.set(up, id);
 }
 
 async function runRecipe(

@@ -10,6 +10,7 @@ import type { Records } from '../state/records.ts';
 import { decide, type Action, type Decision, type TaskObservation, type UpstreamState } from './decide.ts';
 import { definitionOf } from './definition.ts';
 import { reasonText, type ReasonDetail } from './reasons.ts';
+import { teardownOrder, type RecordReader } from './teardown.ts';
 
 export type PlanAction = Action | 'destroy';
 
@@ -260,42 +261,6 @@ export function retiredInPlace(record: TaskRecord | undefined): boolean {
   return record.recipe.stop.length === 0 || record.error === STOPPED;
 }
 
-/**
- * Orders recorded tasks for teardown: a task before anything it needed, using
- * the edges recorded in state (the Nodefile may no longer have them).
- */
-export function teardownOrder(ids: readonly TaskId[], records: RecordReader): TaskId[] {
-  const chosen = new Set(ids);
-  const dependents = new Map<TaskId, number>();
-  for (const id of chosen) dependents.set(id, 0);
-  for (const id of chosen) {
-    const edges = records.get(id)?.edges;
-    for (const up of [...(edges?.needs ?? []), ...(edges?.after ?? [])]) {
-      if (chosen.has(up)) dependents.set(up, (dependents.get(up) ?? 0) + 1);
-    }
-  }
-  // Kahn's algorithm from the tasks nothing depends on, in a stable order.
-  const ready = ids.filter((id) => dependents.get(id) === 0);
-  const order: TaskId[] = [];
-  for (let next = 0; next < ready.length; next++) {
-    const id = ready[next]!;
-    order.push(id);
-    const edges = records.get(id)?.edges;
-    for (const up of [...(edges?.needs ?? []), ...(edges?.after ?? [])]) {
-      if (!chosen.has(up)) continue;
-      const left = dependents.get(up)! - 1;
-      dependents.set(up, left);
-      if (left === 0) ready.push(up);
-    }
-  }
-  // A recorded cycle cannot come from a valid graph; keep the rest rather than lose it.
-  if (order.length < ids.length) {
-    const placed = new Set(order);
-    for (const id of ids) if (!placed.has(id)) order.push(id);
-  }
-  return order;
-}
-
 /** A plan of these entries, counted (a plan read back as data, or made in a test); details left out are none. */
 export function listedPlan(entries: readonly (Omit<PlanEntry, 'reasonDetails'> & { readonly reasonDetails?: readonly ReasonDetail[] })[]): Plan {
   const columns = new PlanColumns(entries.length);
@@ -305,12 +270,6 @@ export function listedPlan(entries: readonly (Omit<PlanEntry, 'reasonDetails'> &
     counts[e.action === 'destroy' && e.verb === 'stop' ? 'stop' : e.action]++;
   }
   return new PlanTable(columns, (i) => entries[i]!.id, counts);
-}
-
-/** What teardown orders read of records: the state's, or a plain map of them. */
-export interface RecordReader {
-  get(id: TaskId): TaskRecord | undefined;
-  keys(): Iterable<TaskId>;
 }
 
 const ORPHAN_DETAILS: readonly ReasonDetail[] = Object.freeze([{ kind: 'orphan' }]);

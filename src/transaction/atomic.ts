@@ -12,7 +12,7 @@ import type { TaskGraph } from '../graph/graph.ts';
 import type { EventSink } from '../events.ts';
 import type { Failure } from '../error.ts';
 import type { TaskId } from '../ids.ts';
-import { teardownOrder } from '../plan/plan.ts';
+import { teardownOrder } from '../plan/teardown.ts';
 import type { Records, RecordTable } from '../state/records.ts';
 import { err, ok, type Result } from '../util/result.ts';
 import { describeRestored, GenerationStore, type Sources } from './generations.ts';
