@@ -52,8 +52,6 @@ const NOTHING_FROM_NODEFILE = new Set(['hash', 'state', 'plan']);
 export const KNOWN: readonly string[] = [
   // The slot's task bodies move into src/node builders, which use Result themselves.
   'graphs/container-node.ts -> src/util/result.ts',
-  // The journal's format, writer and shared types become separate modules.
-  'loop among src/state/journal.ts, src/state/records.ts, src/state/store.ts',
 ];
 
 export interface Edge {
