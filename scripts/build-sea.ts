@@ -51,7 +51,7 @@ try {
   // What the sources find from import.meta.url in a checkout or a package, the executable
   // has elsewhere: each rewrite must match exactly once, or the build fails.
   const rewrites: Record<string, [string, string][]> = {
-    'src/execute/runner.ts': [["new URL('../../node_modules/.nodegraph/spawnd', import.meta.url)", "new URL(globalThis[Symbol.for('nodegraph.sea')].spawnd)"]],
+    'src/execute/spawnd.ts': [["new URL('../../node_modules/.nodegraph/spawnd', import.meta.url)", "new URL(globalThis[Symbol.for('nodegraph.sea')].spawnd)"]],
     'src/cli/main.ts': [["readFileSync(new URL('../../package.json', import.meta.url), 'utf8')", JSON.stringify(JSON.stringify({ version: pkg.version }))]],
     // The CommonJS cache is one per process: any file names it.
   };

@@ -8,7 +8,8 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'no
 import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, expect, test } from 'vitest';
-import { LocalRunner, Spawnd } from '../../src/execute/runner.ts';
+import { LocalRunner } from '../../src/execute/runner.ts';
+import { Spawnd } from '../../src/execute/spawnd.ts';
 import { acquire, type Lock } from '../../src/state/lock.ts';
 import { noteStarted, procStat } from '../../src/state/processes.ts';
 import { alive, until } from '../support/rig.ts';

@@ -8,7 +8,9 @@ import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest';
 import type { Command } from '../../src/nodefile/types.ts';
-import { LocalRunner, SPAWND, Spawnd, spawnCommand } from '../../src/execute/runner.ts';
+import { LocalRunner } from '../../src/execute/runner.ts';
+import { spawnCommand } from '../../src/execute/spawn.ts';
+import { SPAWND, Spawnd } from '../../src/execute/spawnd.ts';
 import type { RunOptions } from '../../src/process-runner.ts';
 
 let dir: string;
@@ -37,7 +39,7 @@ async function written(file: string): Promise<string> {
 /** Runs a script in a Node process of its own: the engine's side, to see what becomes of it and its spawnd. */
 function engine(script: string): { child: ReturnType<typeof spawn>; lines: string[]; exited: Promise<number | null> } {
   const file = path.join(dir, `engine-${Math.random().toString(36).slice(2)}.ts`);
-  const runner = new URL('../../src/execute/runner.ts', import.meta.url).href;
+  const runner = new URL('../../src/execute/spawnd.ts', import.meta.url).href;
   writeFileSync(file, `import { Spawnd } from ${JSON.stringify(runner)};\n${script}`);
   const child = spawn(process.execPath, [file], { stdio: ['ignore', 'pipe', 'inherit'] });
   const lines: string[] = [];

@@ -1,0 +1,159 @@
+// Starting one process directly (node:child_process): every command spawnd does
+// not take, and every one wherever spawnd is not there. Output is buffered so it can
+// be shown with the command when it fails; a task's command writes stdout and stderr
+// to one pipe (in the order written), other commands to two.
+
+import type { ChildProcessWithoutNullStreams } from 'node:child_process';
+import { statSync } from 'node:fs';
+import type { Command } from '../types.ts';
+import { describeCommand, type RunOptions, type RunResult } from '../process-runner.ts';
+import { notePending, noteStarted } from '../state/processes.ts';
+import { failpoint } from '../util/failpoint.ts';
+import { cancelOnAbort } from './group.ts';
+
+// Loaded on the first process: a no-op that starts none should not pay for node:child_process.
+export const childProcess = (): typeof import('node:child_process') => process.getBuiltinModule('node:child_process');
+
+/** How long a canceled process gets between SIGTERM and SIGKILL. */
+export const KILL_AFTER_MS = 5000;
+
+/**
+ * Spawns an argv (or `sh -c` line) with the least machinery: stdin closed, stdout and stderr captured. `merged`
+ * (a task's command or check): both are one socket, so the output is in the order the command wrote it, all of it
+ * in stdout, as spawnd gives it; otherwise two pipes, interleaved as they came.
+ */
+export function spawnCommand(command: Command, options: RunOptions, killAfterMs = KILL_AFTER_MS, merged = false): Promise<RunResult> {
+  if (!merged) return spawnWith(command, options, killAfterMs, undefined);
+  return onePipe().then(
+    (pair) => spawnWith(command, options, killAfterMs, pair),
+    () => spawnWith(command, options, killAfterMs, undefined),
+  );
+}
+
+interface SocketPair {
+  /** The end the command writes to (its stdout and stderr); closed here once the command has it. */
+  readonly write: import('node:net').Socket;
+  readonly read: import('node:net').Socket;
+}
+
+/**
+ * Two connected sockets, one end for both of a command's streams: Node's own stdio 'pipe' is a socket pair too
+ * (libuv), so the command sees what it would. Made with a listener on a Linux abstract socket (no file), for one
+ * connection, closed once it has it.
+ */
+function onePipe(): Promise<SocketPair> {
+  const net = process.getBuiltinModule('node:net');
+  const name = `\0nodegraph-${process.pid}-${process.getBuiltinModule('node:crypto').randomUUID()}`;
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    let read: import('node:net').Socket | undefined;
+    server.once('error', reject);
+    server.once('connection', (write) => {
+      server.close();
+      resolve({ write, read: read! });
+    });
+    server.listen(name, () => {
+      read = net.connect(name);
+      read.once('error', reject);
+    });
+  });
+}
+
+function spawnWith(command: Command, options: RunOptions, killAfterMs: number, pair: SocketPair | undefined): Promise<RunResult> {
+  const [file, ...args] = 'shell' in command ? ['/bin/sh', '-c', command.shell] : command;
+  const described = describeCommand(command);
+  return new Promise((resolve) => {
+    const chunks: Buffer[] = [];
+    const out: Buffer[] = [];
+    const err: Buffer[] = [];
+    let child: ChildProcessWithoutNullStreams;
+    try {
+      // Marked before it exists, for a kill before noteStarted below (src/state/processes.ts).
+      const mark = notePending();
+      child = childProcess().spawn(file!, args, {
+        cwd: options.cwd,
+        env: { ...process.env, ...options.env, ...mark },
+        stdio: pair === undefined ? ['ignore', 'pipe', 'pipe'] : ['ignore', pair.write, pair.write],
+        // A process group of its own, so that a cancel reaches what it started too (group.ts).
+        detached: true,
+      }) as ChildProcessWithoutNullStreams;
+    } catch (error) {
+      // What spawn refuses outright (a NUL byte) is thrown, as spawn throws it.
+      pair?.read.destroy();
+      throw error;
+    } finally {
+      pair?.write.destroy();
+    }
+    failpoint('spawned');
+    // Its session, for the next run to end if this one is killed (src/state/processes.ts): no await since spawn().
+    noteStarted(child.pid);
+    const take = (into: Buffer[]) => (d: Buffer) => {
+      chunks.push(d);
+      into.push(d);
+      options.onOutput?.(d.toString());
+    };
+    // Done once the process has ended and its output is all read (as Node's 'close' waits for its pipes).
+    let waiting = pair === undefined ? 1 : 2;
+    let end: { code: number | null; signal: NodeJS.Signals | null } = { code: null, signal: null };
+    const settle = (): void => {
+      if (--waiting > 0) return;
+      cancel.settled();
+      resolve(
+        finished(described, { ...end, canceled: cancel.canceled(), error: spawnFailure(spawnError?.message, options.cwd) }, {
+          stdout: Buffer.concat(out).toString(),
+          stderr: Buffer.concat(err).toString(),
+          output: Buffer.concat(chunks).toString(),
+        }),
+      );
+    };
+    if (pair === undefined) {
+      child.stdout.on('data', take(out));
+      child.stderr.on('data', take(err));
+    } else {
+      pair.read.on('data', take(out));
+      pair.read.on('error', () => {});
+      pair.read.on('close', settle);
+    }
+    const cancel = cancelOnAbort(child, options.signal, killAfterMs);
+    let spawnError: Error | undefined;
+    child.on('error', (error) => {
+      spawnError = error;
+    });
+    child.on('close', (code, signal) => {
+      end = { code, signal };
+      settle();
+    });
+  });
+}
+
+/**
+ * Why a command did not start, in words. Node says `spawn pwd ENOENT` both for
+ * a program that is not there and for a working folder that is not: the
+ * second is told apart here (systemd says CHDIR), only when spawn failed.
+ */
+export function spawnFailure(error: string | undefined, cwd: string | undefined): string | undefined {
+  if (error === undefined || cwd === undefined || !error.endsWith(' ENOENT')) return error;
+  let folder = false;
+  try {
+    folder = statSync(cwd).isDirectory();
+  } catch {
+    folder = false;
+  }
+  return folder ? error : `cannot run in ${cwd}: no such folder (${error})`;
+}
+
+/** A finished task command as a RunResult: ok only for exit code 0, and otherwise why not, in words. */
+export function finished(
+  command: string,
+  end: { readonly code: number | null; readonly signal: string | null; readonly canceled: boolean; readonly error: string | undefined },
+  streams: { readonly stdout: string; readonly stderr: string; readonly output: string },
+): RunResult {
+  const ok = end.error === undefined && end.code === 0 && !end.canceled;
+  const failure = ok
+    ? undefined
+    : end.canceled
+      ? 'canceled'
+      : (end.error ?? (end.signal !== null ? `killed by ${end.signal}` : `exited with code ${end.code}`));
+  // A process that never started has no exit code: Node gives the negative errno there.
+  return { command, exitCode: typeof end.code === 'number' && end.code >= 0 ? end.code : null, ...streams, ok, canceled: end.canceled, failure };
+}
