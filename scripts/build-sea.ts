@@ -55,12 +55,14 @@ try {
     'src/cli/main.ts': [["readFileSync(new URL('../../package.json', import.meta.url), 'utf8')", JSON.stringify(JSON.stringify({ version: pkg.version }))]],
     // The CommonJS cache is one per process: any file names it.
   };
+  const rewritten = new Set<string>();
   const seaPlaces = {
     name: 'sea-places',
     transform(code: string, id: string): string | undefined {
       const rel = path.relative(root, id);
       const list = rewrites[rel];
       if (list === undefined) return undefined;
+      rewritten.add(rel);
       let result = code;
       for (const [from, to] of list) {
         if (result.split(from).length !== 2) throw new Error(`build-sea: ${rel} no longer has exactly one ${from}`);
@@ -80,6 +82,8 @@ try {
     plugins: [seaPlaces],
     output: { dir: lib, format: 'esm', entryFileNames: '[name].js', chunkFileNames: '[name]-[hash].js' },
   });
+  // A file moved or renamed would leave its place unrewritten: the build says so rather than ship it.
+  for (const rel of Object.keys(rewrites)) if (!rewritten.has(rel)) throw new Error(`build-sea: ${rel} was not bundled: where did its import.meta.url place go?`);
 
   const assets: Record<string, string> = {};
   for (const file of filesBelow(lib)) assets[`lib/${path.relative(lib, file)}`] = file;
