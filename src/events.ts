@@ -33,7 +33,19 @@ export type EngineEvent =
     }
   /** `total`: how many tasks the teardown it is part of settles (a destroy without a plan counts against it). */
   | { readonly type: 'destroy-start'; readonly id: TaskId; readonly command: string | undefined; readonly total?: number }
-  | { readonly type: 'destroy-done'; readonly id: TaskId; readonly outcome: 'destroyed' | 'failed' | 'kept' | 'skipped'; readonly error?: string; readonly output?: string; readonly because?: string; readonly log?: string }
+  | {
+      readonly type: 'destroy-done';
+      readonly id: TaskId;
+      readonly outcome: 'destroyed' | 'failed' | 'kept' | 'skipped';
+      /** What was run: its stop commands only, or its stop and destroy commands (absent for 'skipped'). */
+      readonly action?: 'stop' | 'destroy';
+      readonly error?: string;
+      readonly output?: string;
+      /** For 'failed': the failed command's exit code, when it exited. */
+      readonly exitCode?: number;
+      readonly because?: string;
+      readonly log?: string;
+    }
   /** A step of an atomic apply: saving, health, commit, rollback. */
   | { readonly type: 'transaction'; readonly message: string }
   | { readonly type: 'summary'; readonly command: 'apply' | 'destroy' | 'stop'; readonly counts: Readonly<Record<string, number>>; readonly durationMs: number };

@@ -3,7 +3,6 @@ import path from 'node:path';
 import { applyNodefile } from '../apply.ts';
 import { stateDirOf } from '../engine.ts';
 import { PLAN_FORMAT } from '../plan/saved.ts';
-import { keepTaskLogs } from '../report/recap.ts';
 import type { CliIo } from './output.ts';
 import { applyMetricsRun, metricsTarget, recordMetrics } from './metrics.ts';
 import { atomicFlag, engineOptions, keepFlag, printFailures, reporterFor, str, type Args } from './shared.ts';
@@ -30,15 +29,14 @@ export async function run(args: Args, io: CliIo): Promise<number> {
   if (typeof atomic === 'string') return printFailures([{ reason: 'usage', message: atomic }], io);
   const keep = keepFlag(args);
   if (typeof keep === 'string') return printFailures([{ reason: 'usage', message: keep }], io);
-  const reporter = await reporterFor(args, io);
+  const reporter = await reporterFor(args, io, stateDirOf(options));
   const result = await applyNodefile({
     ...options,
     ...(atomic === undefined ? {} : { atomic }),
     ...(keep === undefined ? {} : { keep }),
     continue: args.values['continue'] === true,
     targets,
-    // Each task's output is kept in the state folder, and its events name the file.
-    onEvent: keepTaskLogs(stateDirOf(options), reporter.sink),
+    onEvent: reporter.sink,
     ...(planFile === undefined ? {} : { planFile: path.resolve(io.cwd, planFile) }),
   });
   await reporter.close();

@@ -1,5 +1,6 @@
 import { createInterface } from 'node:readline/promises';
 import type { TaskId } from '../ids.ts';
+import { stateDirOf } from '../engine.ts';
 import { teardownNodefile } from '../operations.ts';
 import type { CliIo } from './output.ts';
 import { engineOptions, printFailures, reporterFor, type Args } from './shared.ts';
@@ -7,7 +8,7 @@ import { engineOptions, printFailures, reporterFor, type Args } from './shared.t
 export async function run(args: Args, io: CliIo, mode: 'stop' | 'destroy' = 'destroy'): Promise<number> {
   const options = engineOptions(args, io, mode);
   if ('reason' in options) return printFailures([options], io);
-  const reporter = await reporterFor(args, io);
+  const reporter = await reporterFor(args, io, stateDirOf(options));
   const ask = mode === 'destroy' && args.values['yes'] !== true;
   const result = await teardownNodefile({
     ...options,

@@ -18,7 +18,7 @@ export async function run(args: Args, io: CliIo): Promise<number> {
   }
   const keep = keepFlag(args);
   if (typeof keep === 'string') return printFailures([{ reason: 'usage', message: keep }], io);
-  const reporter = await reporterFor(args, io);
+  const reporter = await reporterFor(args, io, stateDirOf(options));
   const result = await rollbackNodefile({
     ...options,
     targets: [],

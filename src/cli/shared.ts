@@ -6,6 +6,7 @@ import type { EngineOptions } from '../engine.ts';
 import type { Failure } from '../error.ts';
 import { colorEnabled, palette, type Palette } from '../report/color.ts';
 import { renderFailure } from '../report/diagnostic.ts';
+import { keepTaskLogs } from '../report/recap.ts';
 import type { Reporter } from '../report/reporter.ts';
 import type { CliIo } from './output.ts';
 
@@ -56,15 +57,24 @@ export function printJsonFailures(failures: readonly Failure[], io: CliIo): numb
   return printFailures(failures, { ...io, json: true });
 }
 
-/** JSON lines with --json, the live view on a terminal, plain lines otherwise. */
-export async function reporterFor(args: Args, io: CliIo): Promise<Reporter> {
+/**
+ * The reporter of a command that runs tasks (apply, destroy, stop, watch, rollback): JSON lines with --json,
+ * the live view on a terminal (unless `live` is false), plain lines otherwise. Whichever it is, each task's
+ * output is kept under `stateDir` and its events name the file (report/recap.ts): here, once for every command.
+ */
+export async function reporterFor(args: Args, io: CliIo, stateDir: string, options: { readonly live?: boolean } = {}): Promise<Reporter> {
+  const reporter = await chooseReporter(args, io, options.live !== false);
+  return { sink: keepTaskLogs(stateDir, reporter.sink), close: () => reporter.close() };
+}
+
+async function chooseReporter(args: Args, io: CliIo, live: boolean): Promise<Reporter> {
   const write = (text: string): void => void io.stdout.write(text);
   if (args.values['json'] === true) {
     const { jsonReporter } = await import('../report/json.ts');
     return jsonReporter(write);
   }
   const c = paletteFor(io);
-  if (io.stdout.isTTY === true && io.env['CI'] === undefined) {
+  if (live && io.stdout.isTTY === true && io.env['CI'] === undefined) {
     const { ttyReporter } = await import('../report/tty.ts');
     return ttyReporter({ write, c, columns: () => process.stdout.columns || 80, rows: () => process.stdout.rows || 24, signal: io.signal });
   }

@@ -1,7 +1,6 @@
 import { loadGraph, stateDirOf } from '../engine.ts';
 import { nodefileModules, nodefileReads } from '../nodefile/load.ts';
 import { applyNodefile } from '../apply.ts';
-import { plainReporter } from '../report/plain.ts';
 import { watchLoop } from '../watch/watcher.ts';
 import type { CliIo } from './output.ts';
 import { engineOptions, paletteFor, printFailures, reporterFor, str, type Args } from './shared.ts';
@@ -26,7 +25,7 @@ export async function run(args: Args, io: CliIo): Promise<number> {
     },
     runOnce: async () => {
       // Plain lines even on a terminal: runs follow one another in one scrolling log.
-      const reporter = args.values['json'] === true ? await reporterFor(args, io) : plainReporter({ write: (t) => void io.stdout.write(t), c });
+      const reporter = await reporterFor(args, io, stateDirOf(options), { live: false });
       const result = await applyNodefile({ ...options, onEvent: reporter.sink });
       await reporter.close();
       if (result.ok) return result.value.graph;

@@ -85,7 +85,7 @@ export async function teardown(options: TeardownOptions): Promise<TeardownSummar
     const failure = await runRecipe(id, recipe, commands, { ...options, mode }, claimed);
     if (failure !== undefined) {
       summary.failed.push(id);
-      emit({ type: 'destroy-done', id, outcome: 'failed', error: failure.error, output: failure.output });
+      emit({ type: 'destroy-done', id, outcome: 'failed', action: mode, ...failure });
       blockUpstream(record, id, blocked);
       continue;
     }
@@ -100,7 +100,7 @@ export async function teardown(options: TeardownOptions): Promise<TeardownSummar
       options.store.append(stopped);
     }
     summary.done.push(id);
-    emit({ type: 'destroy-done', id, outcome: 'destroyed' });
+    emit({ type: 'destroy-done', id, outcome: 'destroyed', action: mode });
   }
   return summary;
 }
@@ -115,7 +115,7 @@ async function runRecipe(
   commands: readonly (readonly string[])[],
   options: TeardownOptions,
   claimed: Claimed,
-): Promise<{ error: string; output: string } | undefined> {
+): Promise<{ error: string; output: string; exitCode?: number } | undefined> {
   let output = '';
   for (const argv of commands) {
     const result = await options.runner.run(argv, {
@@ -124,7 +124,7 @@ async function runRecipe(
       signal: options.signal,
     });
     output += result.output;
-    if (!result.ok) return { error: `${result.command}: ${result.failure ?? 'failed'}`, output };
+    if (!result.ok) return { error: `${result.command}: ${result.failure ?? 'failed'}`, output, ...(result.exitCode === null ? {} : { exitCode: result.exitCode }) };
   }
   if (options.mode === 'stop') return undefined;
   for (const target of recipe.remove) {

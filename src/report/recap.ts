@@ -33,8 +33,9 @@ function bounded(output: string): string {
 }
 
 /**
- * Keeps the output of each task that ran a command in `<state>/logs/tasks/<id>.log` (its newest run that printed
- * anything, written whole then renamed into place; a run that printed nothing costs no file operation) and passes
+ * Keeps the output of each task that ran a command in `<state>/logs/tasks/<id>.log` (a teardown's in
+ * `stop-<id>.log` or `destroy-<id>.log`; its newest run that printed anything, written whole then renamed into
+ * place; a run that printed nothing costs no file operation) and passes
  * its events on with `log`, the file's path. A log that cannot be written is left out with a warning: the run goes on.
  */
 export function keepTaskLogs(stateDir: string, sink: EventSink): EventSink {
@@ -42,7 +43,7 @@ export function keepTaskLogs(stateDir: string, sink: EventSink): EventSink {
   let made = false;
   return (event) => {
     if ((event.type === 'task-done' || event.type === 'destroy-done') && event.output !== undefined && event.output !== '') {
-      const file = path.join(dir, event.type === 'destroy-done' ? `destroy-${taskLogName(event.id)}` : taskLogName(event.id));
+      const file = path.join(dir, event.type === 'destroy-done' ? `${event.action ?? 'destroy'}-${taskLogName(event.id)}` : taskLogName(event.id));
       try {
         if (!made) mkdirSync(dir, { recursive: true, mode: 0o700 });
         made = true;
@@ -122,7 +123,8 @@ export class Recap {
         else blamed.skipped.push(event.id);
       }
     } else if (event.type === 'destroy-done' && event.outcome === 'failed') {
-      this.failed.push({ id: event.id, outcome: 'failed', what: (event.error ?? 'failed').split('\n', 1)[0]!, ...(event.log === undefined ? {} : { log: event.log }), skipped: [] });
+      const what = event.exitCode !== undefined ? `exit ${event.exitCode}` : (event.error ?? 'failed').split('\n', 1)[0]!;
+      this.failed.push({ id: event.id, outcome: 'failed', what, ...(event.exitCode === undefined ? {} : { exitCode: event.exitCode }), ...(event.log === undefined ? {} : { log: event.log }), skipped: [] });
     }
   }
 
