@@ -80,7 +80,7 @@ export async function run(args: Args, io: CliIo): Promise<number> {
       // Every change of a value, one a line: the plan's line names a few of them.
       if (detail?.kind === 'input-changed' && detail.changes !== undefined) {
         lines.push(`  because input ${detail.input} changed:`);
-        for (const change of detail.changes) lines.push(`    ${reasonText({ ...detail, changes: [change] }).slice(`input ${detail.input} changed: `.length)}`);
+        for (const change of detail.changes) lines.push(`    ${reasonText({ ...detail, changes: [change] }, true).slice(`input ${detail.input} changed: `.length)}`);
       } else lines.push(`  because ${reason}`);
       const diff = detail?.kind === 'input-changed' ? diffOf(detail.input, c) : undefined;
       for (const line of diff ?? []) lines.push(`      ${line}`);

@@ -71,7 +71,7 @@ function inputChanged(node: TaskNode, record: TaskRecord, name: string, before: 
 }
 
 /** Reasons in words and as data, kept one for one. */
-const both = (details: readonly ReasonDetail[]): { reasons: readonly string[]; details: readonly ReasonDetail[] } => ({ reasons: details.map(reasonText), details });
+const both = (details: readonly ReasonDetail[]): { reasons: readonly string[]; details: readonly ReasonDetail[] } => ({ reasons: details.map((d) => reasonText(d)), details });
 
 export function decide(
   node: TaskNode,

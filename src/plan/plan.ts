@@ -273,7 +273,7 @@ export function listedPlan(entries: readonly (Omit<PlanEntry, 'reasonDetails'> &
 }
 
 const ORPHAN_DETAILS: readonly ReasonDetail[] = Object.freeze([{ kind: 'orphan' }]);
-const ORPHAN: readonly string[] = Object.freeze(ORPHAN_DETAILS.map(reasonText));
+const ORPHAN: readonly string[] = Object.freeze(ORPHAN_DETAILS.map((d) => reasonText(d)));
 const ORPHAN_KEPT_DETAILS: readonly ReasonDetail[] = Object.freeze([{ kind: 'orphan', kept: true }]);
-const ORPHAN_KEPT: readonly string[] = Object.freeze(ORPHAN_KEPT_DETAILS.map(reasonText));
+const ORPHAN_KEPT: readonly string[] = Object.freeze(ORPHAN_KEPT_DETAILS.map((d) => reasonText(d)));
 

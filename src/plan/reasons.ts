@@ -86,18 +86,21 @@ export type ReasonKind = ReasonDetail['kind'];
 
 /** How many of a value's changed keys the prose names before it counts the rest. */
 const CHANGES_SHOWN = 3;
-/** A value longer than this is cut in the prose (the JSON detail has it whole). */
-const VALUE_SHOWN = 40;
+/**
+ * A value longer than this is cut in the plan's and status's prose, which then point at `explain`; `explain`
+ * and the JSON detail have it whole. A URL, a path, a version string fit: they are shown whole, wrapped.
+ */
+export const VALUE_SHOWN = 400;
 
-const cut = (json: string): string => (json.length <= VALUE_SHOWN ? json : `${json.slice(0, VALUE_SHOWN - 1)}…`);
+const cut = (json: string, whole: boolean): string => (whole || json.length <= VALUE_SHOWN ? json : `${json.slice(0, VALUE_SHOWN - 1)}…`);
 
-function changeText(c: ValueChange): string {
+function changeText(c: ValueChange, whole: boolean): string {
   const at = c.path === '' ? '' : `${c.path}: `;
-  return `${at}${c.from === undefined ? '(none)' : cut(c.from)} → ${c.to === undefined ? '(none)' : cut(c.to)}`;
+  return `${at}${c.from === undefined ? '(none)' : cut(c.from, whole)} → ${c.to === undefined ? '(none)' : cut(c.to, whole)}`;
 }
 
-/** The prose of a reason, as plan, status and explain show it. */
-export function reasonText(r: ReasonDetail): string {
+/** The prose of a reason, as plan, status and explain show it; `whole`: values never cut (explain). */
+export function reasonText(r: ReasonDetail, whole = false): string {
   switch (r.kind) {
     case 'never-ran':
       return 'never ran';
@@ -118,7 +121,7 @@ export function reasonText(r: ReasonDetail): string {
       if (r.changes === undefined) return `input ${r.input} changed ${r.from}→${r.to}`;
       const shown = r.changes.length <= CHANGES_SHOWN + 1 ? r.changes : r.changes.slice(0, CHANGES_SHOWN);
       const more = r.changes.length - shown.length;
-      return `input ${r.input} changed: ${shown.map(changeText).join(', ')}${more > 0 ? ` and ${more} more` : ''}`;
+      return `input ${r.input} changed: ${shown.map((c) => changeText(c, whole)).join(', ')}${more > 0 ? ` and ${more} more` : ''}`;
     }
     case 'input-removed':
       return `input ${r.input} removed`;

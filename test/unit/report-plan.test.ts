@@ -6,6 +6,7 @@ import { taskId } from '../../src/ids.ts';
 import { listedPlan, type PlanEntry } from '../../src/plan/plan.ts';
 import { palette } from '../../src/report/color.ts';
 import { renderPlan } from '../../src/report/plan-view.ts';
+import { reasonText, VALUE_SHOWN } from '../../src/plan/reasons.ts';
 
 const entry = (id: string, action: PlanEntry['action'], verb: string, reasons: string[]) => ({ id: taskId(id), action, verb, reasons });
 
@@ -48,4 +49,23 @@ test('a value cut in the prose, or changes counted, point at explain; only the s
   expect(lines[1]).toBe('  ~ keys  update       input k changed: a: 1 → 2, b: 1 → 2, c: 1 → 2 and 2 more (all: nodegraph explain keys)');
   expect(lines[3]).toBe('  ? pod   may restart  known after conf');
   expect(lines.at(-1)).toBe('~ update  ? known after apply  - destroy');
+});
+
+test('a changed value is shown whole, wrapped under its column; only one longer than VALUE_SHOWN is cut, with a pointer to explain', () => {
+  const url = (v: string): string => JSON.stringify(`https://registry.example.com/some/very/long/path/to/an/artifact-${v}.tar.gz`);
+  const change = reasonText({ kind: 'input-changed', input: 's', from: '', to: '', changes: [{ path: 'url', from: url('1.2.3'), to: url('1.2.4') }] });
+  expect(renderPlan(listedPlan([entry('conf', 'update', 'update', [change])]), palette(false), { width: 80 }).split('\n').slice(0, 6)).toEqual([
+    '  ~ conf  update  input s changed: url:',
+    '                  "https://registry.example.com/some/very/long/path/to/an/artifa',
+    '                  ct-1.2.3.tar.gz" →',
+    '                  "https://registry.example.com/some/very/long/path/to/an/artifa',
+    '                  ct-1.2.4.tar.gz"',
+    'Plan: 0 to create, 1 to update, 0 to destroy; 0 unchanged.',
+  ]);
+  const huge = JSON.stringify('x'.repeat(VALUE_SHOWN));
+  const cut = reasonText({ kind: 'input-changed', input: 's', from: '', to: '', changes: [{ path: 'k', from: huge, to: '1' }] });
+  expect(cut).toBe(`input s changed: k: ${huge.slice(0, VALUE_SHOWN - 1)}… → 1`);
+  expect(renderPlan(listedPlan([entry('conf', 'update', 'update', [cut])]), palette(false)).split('\n')[0]).toBe(`  ~ conf  update  ${cut} (all: nodegraph explain conf)`);
+  // explain shows it whole.
+  expect(reasonText({ kind: 'input-changed', input: 's', from: '', to: '', changes: [{ path: 'k', from: huge, to: '1' }] }, true)).toBe(`input s changed: k: ${huge} → 1`);
 });
