@@ -1,12 +1,14 @@
 import { defineConfig } from 'vitest/config';
 
-// Three suites: unit (pure parts and property tests, fast), integration (the
-// real CLI on temporary folders), e2e (real runc, systemd and containerd; root).
+// Four suites: unit (pure parts and property tests, fast), integration (the
+// real CLI on temporary folders), fleet (the Ansible collection), e2e (real runc, systemd and containerd; root).
 export default defineConfig({
   test: {
     projects: [
       { test: { name: 'unit', include: ['test/unit/**/*.test.ts', 'test/property/**/*.test.ts'], testTimeout: 30_000 } },
       { test: { name: 'integration', include: ['test/integration/**/*.test.ts'], testTimeout: 60_000, hookTimeout: 60_000 } },
+      // The Ansible collection rolling a change across six nodes (ansible-core, sshd; a few minutes).
+      { test: { name: 'fleet', include: ['test/fleet/**/*.test.ts'], testTimeout: 600_000, hookTimeout: 120_000 } },
       {
         test: {
           name: 'e2e',
