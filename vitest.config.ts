@@ -8,7 +8,7 @@ export default defineConfig({
       { test: { name: 'unit', include: ['test/unit/**/*.test.ts', 'test/property/**/*.test.ts'], testTimeout: 30_000 } },
       { test: { name: 'integration', include: ['test/integration/**/*.test.ts'], testTimeout: 60_000, hookTimeout: 60_000 } },
       // The Ansible collection rolling a change across six nodes (ansible-core, sshd; a few minutes).
-      { test: { name: 'fleet', include: ['test/fleet/**/*.test.ts'], testTimeout: 600_000, hookTimeout: 120_000 } },
+      { test: { name: 'fleet', include: ['test/fleet/**/*.test.ts'], testTimeout: 600_000, hookTimeout: 300_000 } },
       {
         test: {
           name: 'e2e',

@@ -6,7 +6,7 @@
 // so its atomic apply is rolled back.
 
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { chmodSync, cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createConnection, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -23,22 +23,15 @@ let base = '';
 const at = (...parts: string[]): string => path.join(base, ...parts);
 const root = (node: string): string => at('nodes', node);
 
-/** What the nodes run: the CLI of this checkout behind a shell line (the role copies it to each node). */
-function executable(): string {
-  const file = at('nodegraph');
-  writeFileSync(file, `#!/bin/sh\nexec ${path.join(repo, 'node_modules/node/bin/node')} ${path.join(repo, 'bin/nodegraph.js')} "$@"\n`);
-  chmodSync(file, 0o755);
-  return file;
-}
 let EXECUTABLE = '';
 
-function run(argv: readonly string[], env: Record<string, string> = {}): { code: number | null; out: string } {
-  const result = spawnSync(argv[0]!, argv.slice(1), { encoding: 'utf8', env: { ...process.env, ...env }, cwd: base });
+function run(argv: readonly string[], env: Record<string, string> = {}, cwd = base, input?: string): { code: number | null; out: string } {
+  const result = spawnSync(argv[0]!, argv.slice(1), { encoding: 'utf8', env: { ...process.env, ...env }, cwd, ...(input === undefined ? {} : { input }) });
   return { code: result.status, out: `${result.stdout}${result.stderr}` };
 }
 
-function must(argv: readonly string[]): string {
-  const result = run(argv);
+function must(argv: readonly string[], cwd = base): string {
+  const result = run(argv, {}, cwd);
   if (result.code !== 0) throw new Error(`${argv.join(' ')}: exit ${result.code}\n${result.out}`);
   return result.out;
 }
@@ -127,6 +120,7 @@ function inventory(logLevel: string, faultOn: string | undefined): string {
       `    nodegraph_executable_src: ${EXECUTABLE}`,
       `    nodegraph_graph_src: ${at('graph')}`,
       `    log_level: ${logLevel}`,
+      '    nodegraph_metrics_file: "{{ nodegraph_root }}/var/lib/node_exporter/textfile/nodegraph.prom"',
       '    nodegraph_files:',
       // One expression, so maxPods stays a number in the JSON.
       `      example/settings.json: "{{ {'containerd': {'registryMirrors': {'docker.io': ['https://mirror.example.internal']}, 'logLevel': 'loud' if fault | default(false) else log_level}, 'kubelet': {'clusterDNS': ['10.96.0.10'], 'maxPods': max_pods | int}} | to_nice_json }}"`,
@@ -173,6 +167,15 @@ function files(node: string, withHashCache = true): Record<string, string> {
   return tree;
 }
 
+/** The node's metrics file, once promtool has passed it. */
+function metrics(node: string): string {
+  const text = readFileSync(path.join(root(node), 'var/lib/node_exporter/textfile/nodegraph.prom'), 'utf8');
+  const check = run(['promtool', 'check', 'metrics'], {}, base, text);
+  expect(check.code, `${node}: ${check.out}`).toBe(0);
+  return text;
+}
+const outcome = (node: string): string | undefined => /^nodegraph_last_run_outcome\{command="apply",outcome="([a-z-]+)"\} 1$/m.exec(metrics(node))?.[1];
+
 /** The recap's line for a host: its counts by name. */
 function recap(out: string, node: string): Record<string, number> {
   const line = new RegExp(`^${node}\\s+: (.*)$`, 'm').exec(out);
@@ -185,7 +188,9 @@ const summary = (out: string, node: string): string | undefined => new RegExp(`$
 
 beforeAll(async () => {
   base = mkdtempSync(path.join(tmpdir(), 'nodegraph-fleet-'));
-  EXECUTABLE = executable();
+  // What every node runs: the single-file executable (the role copies it to each node).
+  must(['npm', 'run', 'build:sea'], repo);
+  EXECUTABLE = path.join(repo, 'dist/nodegraph');
   mkdirSync(at('tmp'));
   mkdirSync(at('graph/example'), { recursive: true });
   cpSync(path.join(repo, 'Nodefile.example.ts'), at('graph/Nodefile.ts'));
@@ -215,6 +220,7 @@ describe('a rolling change across six nodes', () => {
       expect(logLevel(node)).toBe('info');
       expect(alive(pid(node, 'containerd')) && alive(pid(node, 'kubelet'))).toBe(true);
       expect(summary(result.out, node)).toBe(`${node}: generation 1 (changed)`);
+      expect(outcome(node)).toBe('success');
     }
     // Each node its own services: six containerd stand-ins, six pids.
     expect(new Set(NODES.map((n) => pid(n, 'containerd'))).size).toBe(6);
@@ -260,7 +266,11 @@ describe('a rolling change across six nodes', () => {
       expect(logLevel(node)).toBe('debug');
       expect(summary(result.out, node)).toBe(`${node}: generation 2 (changed)`);
       expect(recap(result.out, node).failed).toBe(0);
+      expect(outcome(node)).toBe('success');
     }
+    expect(outcome('node3')).toBe('rolled-back');
+    expect(metrics('node3')).toMatch(/^nodegraph_rollbacks_total\{cause="failed-apply"\} 1$/m);
+    expect(metrics('node3')).toMatch(/^nodegraph_generation 1$/m);
     expect(generation('node3')).toBe(1);
     expect(logLevel('node3')).toBe('info');
     expect(JSON.parse(readFileSync(path.join(graphDir('node3'), 'example/settings.json'), 'utf8')).containerd.logLevel).toBe('info');
@@ -273,6 +283,8 @@ describe('a rolling change across six nodes', () => {
       expect(files(node)).toEqual(before[node]);
       expect([pid(node, 'containerd'), pid(node, 'kubelet')]).toEqual(pids[node]);
     }
+    // Their metrics are the first rollout's, untouched with the rest.
+    expect(['node4', 'node5', 'node6'].map(outcome)).toEqual(['success', 'success', 'success']);
     expect(summary(result.out, 'node4')).toMatch(/^node4: generation 1 \(skipped: the rollout stopped before this host: node3: /);
     expect(summary(result.out, 'node5')).toBe('node5: generation 1 (not reached)');
     expect(summary(result.out, 'node6')).toBe('node6: generation 1 (not reached)');
@@ -295,6 +307,7 @@ describe('a rolling change across six nodes', () => {
     for (const node of NODES) {
       expect(recap(again.out, node)).toMatchObject({ changed: 0, failed: 0, unreachable: 0 });
       expect(summary(again.out, node)).toMatch(new RegExp(`^${node}: generation \\d \\(unchanged\\)$`));
+      expect(outcome(node)).toBe('success');
     }
   });
 });
