@@ -12,7 +12,7 @@
 //   pending ──apply settled (and healthy)──▶ applied
 //      └──────rolled back─────────────────▶ failed   (kept: `rollback N` applies it again)
 
-import { copyFileSync, existsSync, linkSync, lstatSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, chmodSync } from 'node:fs';
+import { closeSync, copyFileSync, existsSync, linkSync, openSync, readSync, lstatSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, chmodSync } from 'node:fs';
 import path from 'node:path';
 import type { Failure } from '../error.ts';
 import type { TaskGraph } from '../graph/graph.ts';
@@ -111,6 +111,9 @@ export interface Sources {
 export type GenerationError = Extract<Failure, { reason: 'generation-missing' | 'generation-damaged' | 'generation-file-changed' | 'generation-write-failed' }>;
 
 const HEX = /^[0-9a-f]{64}$/;
+/** How #write begins a manifest (JSON.stringify keeps the keys' order): format, version, number, createdAt, status. */
+const HEADER = new RegExp(`^\\{"format":"${GENERATION_FORMAT}","version":(\\d+),"number":(\\d+),"createdAt":"[^"]*","status":"(pending|applied|failed)"`);
+const HEADER_BYTES = 256;
 
 /**
  * The sources of `graph`: the Nodefile and `modules` (hashed here), each file
@@ -223,15 +226,35 @@ export class GenerationStore {
     }
   }
 
+  /**
+   * A manifest's format, version and status, from its first bytes where it
+   * begins as #write writes it (a manifest is megabytes at 50,000 sources);
+   * parsed whole otherwise. Undefined when unreadable.
+   */
+  #header(n: number): { format?: unknown; version?: unknown; status?: unknown } | undefined {
+    const file = this.#manifest(n);
+    try {
+      const fd = openSync(file, 'r');
+      let head: string;
+      try {
+        const buffer = Buffer.alloc(HEADER_BYTES);
+        head = buffer.toString('utf8', 0, readSync(fd, buffer, 0, HEADER_BYTES, 0));
+      } finally {
+        closeSync(fd);
+      }
+      const found = HEADER.exec(head);
+      if (found !== null && Number(found[2]) === n) return { format: GENERATION_FORMAT, version: Number(found[1]), status: found[3] };
+      return JSON.parse(readFileSync(file, 'utf8')) as { format?: unknown; version?: unknown; status?: unknown };
+    } catch {
+      return undefined;
+    }
+  }
+
   /** The first manifest a newer nodegraph wrote, said as a newer journal is: what reads generations refuses it. */
   newer(): Extract<Failure, { reason: 'state-unreadable' }> | undefined {
     for (const n of this.numbers()) {
-      let parsed: { format?: unknown; version?: unknown };
-      try {
-        parsed = JSON.parse(readFileSync(this.#manifest(n), 'utf8')) as typeof parsed;
-      } catch {
-        continue;
-      }
+      const parsed = this.#header(n);
+      if (parsed === undefined) continue;
       if (parsed.format === GENERATION_FORMAT && typeof parsed.version === 'number' && parsed.version > GENERATION_VERSION) {
         const file = this.#manifest(n);
         return { reason: 'state-unreadable', path: file, message: newerFormatMessage(file, 'generation', parsed.version, GENERATION_VERSION) };
@@ -274,7 +297,7 @@ export class GenerationStore {
   /** Removes pending manifests (called only where no transaction names one); they are newer than the current one. */
   dropPending(): void {
     const current = this.current() ?? 0;
-    for (const n of this.numbers()) if (n > current && this.read(n)?.status === 'pending') rmSync(this.#manifest(n), { force: true });
+    for (const n of this.numbers()) if (n > current && this.#header(n)?.status === 'pending') rmSync(this.#manifest(n), { force: true });
   }
 
   next(): number {
@@ -437,6 +460,8 @@ export class GenerationStore {
    */
   sealPlain(key: Uint8Array): Result<void, GenerationError> {
     for (const n of this.numbers()) {
+      // Only a version 1 manifest is parsed whole: the rest are passed on their header.
+      if (this.#header(n)?.version !== 1) continue;
       const generation = this.read(n);
       if (generation === undefined || generation.version !== 1) continue;
       const env: Record<string, SealedEnv | null> = {};
@@ -518,15 +543,32 @@ export class GenerationStore {
     const removed = numbers.filter((n) => !kept.has(n));
     for (const n of removed) rmSync(this.#manifest(n), { force: true });
     if (removed.length === 0) return removed;
-    const named = new Set<string>();
-    for (const n of kept) for (const file of this.read(n)?.files ?? []) named.add(file.sha256);
     let objects: string[] = [];
     try {
       objects = readdirSync(path.join(this.dir, 'objects'));
     } catch {
       // no store yet
     }
-    for (const name of objects) if (!named.has(name)) rmSync(path.join(this.dir, 'objects', name), { force: true });
+    // An object stays if a kept manifest names it. Manifests are megabytes and mostly alike: the
+    // current one is parsed into a set, and the few objects it does not name are looked for in the others' bytes.
+    const first = current !== undefined && kept.has(current) ? current : [...kept][0]!;
+    const named = new Set<string>();
+    for (const file of this.read(first)?.files ?? []) named.add(file.sha256);
+    let unnamed = objects.filter((name) => !named.has(name));
+    for (const n of kept) {
+      if (n === first || unnamed.length === 0) continue;
+      const header = this.#header(n);
+      if (header?.format !== GENERATION_FORMAT || typeof header.version !== 'number' || header.version > GENERATION_VERSION) continue;
+      let text: string;
+      try {
+        text = readFileSync(this.#manifest(n), 'utf8');
+      } catch {
+        continue;
+      }
+      const names = unnamed.length > 64 ? new Set(Array.from(text.matchAll(/"sha256":"([0-9a-f]{64})"/g), (m) => m[1]!)) : undefined;
+      unnamed = unnamed.filter((name) => !(names?.has(name) ?? text.includes(`"sha256":"${name}"`)));
+    }
+    for (const name of unnamed) rmSync(path.join(this.dir, 'objects', name), { force: true });
     return removed;
   }
 }
