@@ -1,5 +1,5 @@
 // Values kept at rest to be used again, yet unreadable there: an env input's
-// value in a generation (transaction/generations.ts), which `rollback` sets
+// value in a generation (transaction/manifest.ts), which `rollback` sets
 // again. AES-256-GCM under a key derived by HKDF from the state folder's key
 // (state/key.ts), so the cipher never uses the HMAC's bytes; the value's name
 // is authenticated with it, so a sealed value cannot be moved to another name.

@@ -11,101 +11,24 @@
 //
 //   pending ──apply settled (and healthy)──▶ applied
 //      └──────rolled back─────────────────▶ failed   (kept: `rollback N` applies it again)
+// What a manifest holds and how sources are collected: manifest.ts.
 
 import { closeSync, copyFileSync, existsSync, linkSync, openSync, readSync, lstatSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, chmodSync } from 'node:fs';
 import path from 'node:path';
 import type { Failure } from '../error.ts';
-import type { TaskGraph } from '../graph/graph.ts';
-import { join } from '../util/paths.ts';
-import { HASH_PREFIX, type ContentHash, type TaskId } from '../ids.ts';
-import { keyedHash } from '../hash/value.ts';
-import { seal, unseal } from '../state/seal.ts';
-import { stateKey } from '../state/key.ts';
-import type { TaskObservation } from '../hash/observation.ts';
 import { sha256FileSync } from '../hash/file.ts';
-import { writeDurably, fsyncFile } from '../util/durable.ts';
-
-const { createHash } = process.getBuiltinModule('node:crypto');
-import { err, ok, type Result } from '../util/result.ts';
+import { HASH_PREFIX } from '../ids.ts';
 import { newerFormatMessage } from '../state/errors.ts';
-import { writtenBy } from '../graph/written.ts';
+import { stateKey } from '../state/key.ts';
+import { unseal } from '../state/seal.ts';
+import { writeDurably, fsyncFile } from '../util/durable.ts';
+import { err, ok, type Result } from '../util/result.ts';
+import { GENERATION_FORMAT, GENERATION_VERSION, sealEnv, sourcesDigest, type Generation, type SealedEnv, type SourceFile, type Sources } from './manifest.ts';
 
-export const GENERATION_FORMAT = 'nodegraph-generation';
-/**
- * The manifest format version, stored as `version`: a newer one is refused
- * (GenerationStore.newer), not read. Version 1 held env values in plain; 2 seals them.
- */
-export const GENERATION_VERSION = 2;
 /** How many generations are kept by default (`--keep`). */
 export const DEFAULT_KEEP = 10;
 /** Files up to this size are copied into the store; larger ones (an OS image) are hard-linked, or named by path and SHA-256. */
 export const COPY_LIMIT = 8 * 1024 * 1024;
-
-export interface SourceFile {
-  /** Absolute. */
-  readonly path: string;
-  /** Hex SHA-256 of the content. */
-  readonly sha256: string;
-  readonly size: number;
-  readonly mode: number;
-  /** 'copy' and 'link' have their content in the store; 'path' only names it. */
-  readonly stored: 'copy' | 'link' | 'path';
-}
-
-export interface Generation {
-  readonly format: typeof GENERATION_FORMAT;
-  readonly version: 1 | typeof GENERATION_VERSION;
-  readonly number: number;
-  readonly createdAt: string;
-  readonly status: 'pending' | 'applied' | 'failed';
-  /** The Nodefile, absolute. */
-  readonly nodefile: string;
-  /** The Nodefile first, then its modules, then file inputs, then the other files its evaluation read. */
-  readonly files: readonly SourceFile[];
-  /** What the evaluation found where it looked without reading (absent in manifests older than these). */
-  readonly probes?: readonly SourceProbe[];
-  /** `env` inputs: name → its sealed value (null when unset); a plain string in a version 1 manifest. */
-  readonly env: Readonly<Record<string, SealedEnv | string | null>>;
-  /** Of the Nodefile, the files (path and content), the probes and env values: equal sources, equal digest. */
-  readonly digest: string;
-  /** Tasks that ran in the apply that made it. */
-  readonly ran: readonly string[];
-  readonly destroyed: readonly string[];
-}
-
-/** An env input's value at rest: its HMAC under the state's key (what is compared) and the value sealed (what is set again). */
-export interface SealedEnv {
-  readonly digest: ContentHash;
-  readonly sealed: string;
-}
-
-/**
- * A path the evaluation probed (exists, stat) or listed (readdir) without
- * reading it: the kind it found, and a folder's entries when it listed them.
- */
-export interface SourceProbe {
-  readonly path: string;
-  readonly kind: 'absent' | 'file' | 'dir' | 'other';
-  readonly entries?: readonly string[];
-}
-
-/** What the Nodefile's evaluation read besides its modules (src/nodefile/reads.ts gives it). */
-export interface EvaluationSources {
-  /** Absolute path → hex SHA-256 of the content read. */
-  readonly files: ReadonlyMap<string, string>;
-  readonly probes: readonly SourceProbe[];
-}
-
-const NOTHING_READ: EvaluationSources = { files: new Map(), probes: [] };
-
-/** What a graph is made of, before it is stored. */
-export interface Sources {
-  readonly nodefile: string;
-  readonly files: readonly { readonly path: string; readonly sha256: string }[];
-  readonly probes: readonly SourceProbe[];
-  readonly env: Readonly<Record<string, SealedEnv | null>>;
-  readonly digest: string;
-}
 
 /** What can go wrong with a generation: the Failure variants of that name (error.ts). */
 export type GenerationError = Extract<Failure, { reason: 'generation-missing' | 'generation-damaged' | 'generation-file-changed' | 'generation-write-failed' }>;
@@ -114,73 +37,6 @@ const HEX = /^[0-9a-f]{64}$/;
 /** How #write begins a manifest (JSON.stringify keeps the keys' order): format, version, number, createdAt, status. */
 const HEADER = new RegExp(`^\\{"format":"${GENERATION_FORMAT}","version":(\\d+),"number":(\\d+),"createdAt":"[^"]*","status":"(pending|applied|failed)"`);
 const HEADER_BYTES = 256;
-
-/**
- * The sources of `graph`: the Nodefile and `modules` (hashed here), each file
- * input that no task writes (hashed by observing, which a whole-graph apply
- * did for every task), each `env` input's value (sealed under `key`, the
- * state's), and what the evaluation
- * `read` — except what the graph's tasks write: an output read at load is the
- * tasks' to make again, not a source to put back.
- */
-export function collectSources(
-  graph: TaskGraph,
-  modules: readonly string[],
-  observations: ReadonlyMap<TaskId, TaskObservation>,
-  env: Readonly<Record<string, string | undefined>>,
-  key: Uint8Array,
-  read: EvaluationSources = NOTHING_READ,
-): Sources {
-  const files = new Map<string, string>();
-  for (const file of [graph.file, ...modules]) if (!files.has(file)) files.set(file, sha256FileSync(file).hash.slice(HASH_PREFIX));
-  const names = new Set<string>();
-  for (const node of graph.ordered) {
-    const inputs = node.inputs;
-    for (const name in inputs) {
-      const input = inputs[name]!;
-      if (input.kind === 'env') names.add(input.name);
-      if (input.kind !== 'file') continue;
-      const absolute = join(graph.dir, input.path);
-      if (files.has(absolute)) continue;
-      const seen = observations.get(node.id)?.inputs.get(name);
-      files.set(absolute, (seen ?? sha256FileSync(absolute).hash).slice(HASH_PREFIX));
-    }
-  }
-  const written = read.files.size + read.probes.length === 0 ? undefined : writtenBy(graph);
-  // By path: reads made concurrently (readFile) come in any order, and the digest must not.
-  for (const p of [...read.files.keys()].sort()) if (!files.has(p) && !written!.covers(p)) files.set(p, read.files.get(p)!);
-  const probes: SourceProbe[] = [];
-  for (const probe of read.probes) {
-    if (files.has(probe.path) || written!.covers(probe.path)) continue;
-    probes.push(probe.entries === undefined ? probe : { ...probe, entries: probe.entries.filter((e) => !written!.touches(join(probe.path, e))) });
-  }
-  const values: Record<string, SealedEnv | null> = {};
-  for (const name of [...names].sort()) values[name] = sealEnv(key, name, env[name]);
-  const list = [...files].map(([p, sha256]) => ({ path: p, sha256 }));
-  return { nodefile: graph.file, files: list, probes, env: values, digest: sourcesDigest(graph.file, values, list, probes) };
-}
-
-function sealEnv(key: Uint8Array, name: string, value: string | null | undefined): SealedEnv | null {
-  return value === undefined || value === null ? null : { digest: keyedHash(key, value), sealed: seal(key, name, value) };
-}
-
-/**
- * One streamed digest of every path and content, and of the env values by
- * their keyed digests (a plain SHA-256 of them would test a guess offline): a
- * no-op compares it with the current generation's.
- */
-function sourcesDigest(
-  nodefile: string,
-  env: Readonly<Record<string, SealedEnv | null>>,
-  files: readonly { readonly path: string; readonly sha256: string }[],
-  probes: readonly SourceProbe[],
-): string {
-  const digests = Object.fromEntries(Object.entries(env).map(([name, value]) => [name, value?.digest ?? null]));
-  const digest = createHash('sha256').update(`${nodefile}\n${JSON.stringify(digests)}\n`);
-  for (const file of files) digest.update(`${file.path}\0${file.sha256}\n`);
-  for (const probe of probes) digest.update(`?${probe.path}\0${probe.kind}\0${probe.entries?.join('\0') ?? ''}\n`);
-  return digest.digest('hex');
-}
 
 /** The generations of one state folder. */
 export class GenerationStore {
@@ -591,28 +447,6 @@ function sameContent(file: string, sha256: string): boolean {
   }
 }
 
-/** What changed from generation `before` to `after`: files (relative to the Nodefile's folder) and env names. */
-export function generationChanges(before: Generation | undefined, after: Generation): { files: string[]; env: string[] } {
-  const dir = path.dirname(after.nodefile);
-  const rel = (p: string): string => path.relative(dir, p) || p;
-  if (before === undefined) return { files: after.files.map((f) => rel(f.path)), env: Object.keys(after.env) };
-  const old = new Map(before.files.map((f) => [f.path, f.sha256]));
-  const files: string[] = [];
-  for (const f of after.files) if (old.get(f.path) !== f.sha256) files.push(rel(f.path));
-  const now = new Set(after.files.map((f) => f.path));
-  for (const f of before.files) if (!now.has(f.path)) files.push(`${rel(f.path)} (gone)`);
-  const looked = new Map((before.probes ?? []).map((p) => [p.path, probeText(p)]));
-  // A file read before and absent now is said once, by "(gone)" above.
-  for (const p of after.probes ?? []) if (looked.get(p.path) !== probeText(p) && !old.has(p.path)) files.push(`${rel(p.path)} (${p.kind === 'absent' ? 'absent' : p.entries !== undefined ? 'listed' : p.kind})`);
-  const env = [...new Set([...Object.keys(before.env), ...Object.keys(after.env)])].filter((k) => envText(before.env[k]) !== envText(after.env[k]));
-  return { files, env };
-}
-
-/** What an env value is compared by: its keyed digest (a version 1 manifest's: its plain value). */
-const envText = (value: SealedEnv | string | null | undefined): string | undefined =>
-  value === undefined ? undefined : value === null ? 'unset' : typeof value === 'string' ? `plain:${value}` : value.digest;
-
-const probeText = (p: SourceProbe): string => `${p.kind}:${p.entries?.join('/') ?? ''}`;
 
 /** What restoring a generation's sources changed: files written back, files it did not have removed. */
 export interface Restored {

@@ -443,7 +443,7 @@ describe('bad input', () => {
     rig.write('in.txt', 'two\n');
     expect((await rig.run(['apply'])).code).toBe(0);
     const manifest = rig.path('.nodegraph/generations/1.json');
-    const { GENERATION_VERSION } = await import('../../src/transaction/generations.ts');
+    const { GENERATION_VERSION } = await import('../../src/transaction/manifest.ts');
     const newer = { ...(JSON.parse(rig.read('.nodegraph/generations/1.json')) as object), version: GENERATION_VERSION + 1 };
     rig.write('.nodegraph/generations/1.json', JSON.stringify(newer));
     const before = snapshot();

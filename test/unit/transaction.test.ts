@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { expect, test } from 'vitest';
 import { parseDuration } from '../../src/util/duration.ts';
-import { generationChanges, type Generation } from '../../src/transaction/generations.ts';
+import { generationChanges, type Generation } from '../../src/transaction/manifest.ts';
 import type { ContentHash } from '../../src/ids.ts';
 import { restorePreserved, savePreserved } from '../../src/transaction/preserve.ts';
 import { describeTree } from '../support/tree.ts';
