@@ -218,8 +218,9 @@ function carries(pid: number, marks: ReadonlySet<string>): string | undefined {
  * the earliest process carrying a spawn's mark is the command itself, or, once it has exited, its
  * oldest survivor, still in the command's session unless it made one of its own.
  */
-function unrecorded(record: ParsedRecord, procs: readonly ProcStat[]): { pid: number; start: number }[] {
+function unrecorded(record: ParsedRecord): { pid: number; start: number }[] {
   if (record.pending.length === 0) return [];
+  const procs = allProcesses();
   const marks = new Set(record.pending.map((n) => markOf(record.holder.pid, record.holder.pidStart, n)));
   const earliest = new Map<string, ProcStat>();
   for (const p of procs) {
@@ -378,7 +379,7 @@ export function endLeftovers(stateDir: string, ownToken: string, alive: (holder:
     if (record !== undefined) {
       if (alive(record.holder) !== 'dead') continue;
       const otherBoot = record.holder.bootId !== undefined && record.holder.bootId !== bootId();
-      const started = otherBoot ? [] : [...record.started, ...unrecorded(record, allProcesses())];
+      const started = otherBoot ? [] : [...record.started, ...unrecorded(record)];
       if (started.length > 0) {
         const { ended, remaining } = endSessions(started);
         // Tried once: what would not end is reported, and not waited for again by every later run.
