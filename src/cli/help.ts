@@ -175,7 +175,7 @@ ${COMMON}`,
 
 One line per task: applied, running (applied, and what it started runs),
 stale, drifted, failed, stopped, absent, trace (never recorded, but its check
-finds it in place), or orphan; then a summary line, and who holds the state lock if anyone does.
+finds in place what it would tear down), or orphan; then a summary line, and who holds the state lock if anyone does.
 
 Options:
       --detailed-exitcode  exit 0 when every task is applied, 2 when one is not, 1 on error

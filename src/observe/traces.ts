@@ -1,12 +1,13 @@
 // Traces: what a task manages found on the machine though the state records
 // no such task — a folder, a unit, a running container left by a run whose
-// state was lost. A task with no record is one when its check passes, or,
-// without a check, when one of its declared outputs exists. `status`
-// shows them; `destroy --traces` tears them down with the task's declared
-// stop and destroy actions, and removes its declared outputs.
+// state was lost. A task with no record is one when it has something to tear
+// down (a stop or destroy action, or outputs it removes) and its check passes,
+// or, without a check, one of its declared outputs exists. `status` shows
+// them; `destroy --traces` tears them down with the task's declared stop and
+// destroy actions, and removes its declared outputs.
 
 import { lstatSync } from 'node:fs';
-import type { TaskGraph } from '../graph/graph.ts';
+import type { TaskGraph, TaskNode } from '../graph/graph.ts';
 import type { TaskId } from '../ids.ts';
 import { contentHash } from '../ids.ts';
 import type { ProcessRunner } from '../process-runner.ts';
@@ -16,7 +17,7 @@ import { runCheck } from './check.ts';
 
 /** The graph's tasks without a record that find what they manage in place, in graph order. */
 export async function findTraces(graph: TaskGraph, records: Pick<Records, 'has'>, runner: ProcessRunner, signal: AbortSignal, jobs: number): Promise<TaskId[]> {
-  const candidates = graph.ordered.filter((n) => !records.has(n.id) && (n.decl.spec.check !== undefined || n.outputs.length > 0));
+  const candidates = graph.ordered.filter((n) => !records.has(n.id) && tearsDown(n) && (n.decl.spec.check !== undefined || n.outputs.length > 0));
   const found = new Uint8Array(candidates.length);
   let next = 0;
   const worker = async (): Promise<void> => {
@@ -32,6 +33,13 @@ export async function findTraces(graph: TaskGraph, records: Pick<Records, 'has'>
 }
 
 const NONE = contentHash('0'.repeat(64));
+
+/** A task whose check holds on a machine it never touched (a precondition, a step) leaves nothing to tear down. */
+function tearsDown(node: TaskNode): boolean {
+  const { spec } = node.decl;
+  const some = (c: typeof spec.stop): boolean => c !== undefined && !(Array.isArray(c) && c.length === 0);
+  return some(spec.stop) || some(spec.destroy) || (spec.removeOutputs !== false && node.outputs.length > 0);
+}
 
 function exists(p: string): boolean {
   try {

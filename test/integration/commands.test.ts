@@ -191,6 +191,23 @@ describe('scheduling', () => {
 });
 
 describe('inspection', () => {
+  test('with no state, status calls a task a trace only when it has something to tear down and finds it in place', async () => {
+    rig.nodefile(`
+      ng.task('precondition', { run: ['true'], check: ['true'] });
+      ng.task('service', { run: ['true'], check: ['true'], stop: ['true'] });
+      ng.task('shared', { outputs: ['out/shared'], removeOutputs: false, run: ['touch', 'out/shared'] });
+      ng.task('made', { outputs: ['out/made'], run: ['touch', 'out/made'] });
+    `);
+    rig.write('out/shared', 'x\n');
+    rig.write('out/made', 'x\n');
+    const status = await rig.run(['status']);
+    expect(status.stdout).toMatch(/^precondition\s+absent\s/m);
+    expect(status.stdout).toMatch(/^service\s+trace\s/m);
+    expect(status.stdout).toMatch(/^shared\s+absent\s/m);
+    expect(status.stdout).toMatch(/^made\s+trace\s/m);
+    expect(status.stdout).toContain('Status: 4 tasks: 2 absent, 2 trace.');
+  });
+
   test('status, explain and graph', async () => {
     rig.write('in.txt', 'x\n');
     rig.nodefile(`
