@@ -27,7 +27,7 @@
 // is done (frozen), then stopped in place (`retire: 'stop'`), so a rollback or
 // a switch back finds its rootfs, bundle and kubelet identity where they were.
 
-import { existsSync, lstatSync, mkdirSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { existsSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import type { Json, NodefileApi, TaskContext, TaskInput, TaskRef } from '../src/nodefile/types.ts';
 import { isOciLayout, removeTree } from '../src/node/archive.ts';
@@ -35,6 +35,7 @@ import { bundleConfig, grantableCapabilities, SHARED_PATHS, validateOciSpec, typ
 import { conflistPath, renderConflist } from '../src/node/cni.ts';
 import { CTR_VERSION, renderContainerdConfig, renderHostsFiles } from '../src/node/containerd.ts';
 import { execOf, lastLine, tryExec } from '../src/node/exec.ts';
+import { FOLDERS_PATH, foldersAt, foldersTask, type Folders } from '../src/node/folders.ts';
 import { gpuFiles, gpuTask, nvidiaTask, readGrants, NO_GRANTS } from '../src/node/gpu.ts';
 import { HELPER_PATH, HELPER_SCRIPT, helperAt, type Helper } from '../src/node/helper.ts';
 import { makeHost, type Host } from '../src/node/host.ts';
@@ -62,6 +63,8 @@ interface Node {
   readonly host: Host;
   readonly runc: RuncOptions;
   readonly helper: Helper;
+  /** The host folders the node made or found (folders.ts): destroy removes only what it made. */
+  readonly folders: Folders;
   readonly supervisor: Supervisor;
 }
 
@@ -131,7 +134,7 @@ function makeNode(configFile: string): Node {
     binary: config.runtime.install === undefined ? config.runtime.runc : host.path(config.runtime.runc),
     ...(stateRoot === undefined ? {} : { stateRoot: host.path(stateRoot) }),
   };
-  return { config, configFile, host, runc, helper: helperAt(host.path(HELPER_PATH)), supervisor };
+  return { config, configFile, host, runc, helper: helperAt(host.path(HELPER_PATH)), folders: foldersAt(host.path(FOLDERS_PATH)), supervisor };
 }
 
 const seconds = (s: number): number => Math.round(s * 1000);
@@ -143,7 +146,8 @@ function readyOptions(node: Node, ctx: TaskContext, timeout: number): ReadyOptio
 // ---- the host: runtime and the directories every slot shares ---------------
 
 function declareHost(ng: NodefileApi, node: Node): Shared {
-  const { config, host, helper } = node;
+  const { config, host, helper, folders } = node;
+  const ledger = folders.ledger;
 
   ng.task('host/config', {
     description: 'the node configuration file (read each time the graph loads)',
@@ -151,11 +155,23 @@ function declareHost(ng: NodefileApi, node: Node): Shared {
     run: () => ({ nodeName: config.nodeName, slot: config.slot }),
   });
 
+  // First and last: the folders the host tasks' files go in (runc makes its state folder itself: made here first).
+  const hostFolders = foldersTask(ng, {
+    folders,
+    dirs: [
+      { dir: path.dirname(helper.path) },
+      ...(config.kernelModules.length === 0 ? [] : [{ dir: path.dirname(host.path(MODULES_LOAD_PATH)) }]),
+      ...(node.supervisor === 'systemd' ? [{ dir: path.dirname(host.path(unitPath(containerIdOf(config, config.slot)))) }] : []),
+      ...(node.runc.stateRoot === undefined ? [] : [{ dir: node.runc.stateRoot, mode: 0o700 }]),
+    ],
+  });
+
   const runtimeSpec = { runc: node.runc, install: config.runtime.install ?? null, helper: helper.path, script: HELPER_SCRIPT };
   const runtime = ng.task('host/runtime', {
     description: 'runc present, and the node lifecycle helper that stop and destroy steps call',
     inputs: { spec: ng.value(asJson(runtimeSpec)) },
     outputs: [helper.path],
+    after: [hostFolders],
     run: async (ctx) => {
       const exec = execOf(ctx);
       if (config.runtime.install !== undefined) {
@@ -177,13 +193,13 @@ function declareHost(ng: NodefileApi, node: Node): Shared {
       renderFile(helper.path, HELPER_SCRIPT, { mode: 0o755 });
       return { runc: version.stdout.split('\n')[0] ?? '' };
     },
+    // What the task leaves is the helper: without it, nothing of the node's is here (runc may be the host's).
     check: async (ctx) => {
+      if (!existsSync(helper.path)) return `the lifecycle helper ${helper.path} is missing`;
       const version = await tryExec(execOf(ctx), [node.runc.binary, '--version']);
       return version.exitCode === 0 || `runc --version failed: ${lastLine(version)}`;
     },
-    // Last of all: nodegraph's own folder if nothing else is in it, then the helper and its folder
-    // (plain rm: the helper cannot remove itself and then go on).
-    destroy: [helper.prune(host.path('/var/lib/nodegraph')), ['rm', '-rf', '--one-file-system', path.dirname(helper.path)]],
+    // The helper goes with the task's outputs, after every step that calls it; its folder with host/folders.
   });
 
   const dir = (id: string, nodePath: string, description: string, destroy: string[][]): TaskRef => {
@@ -193,42 +209,47 @@ function declareHost(ng: NodefileApi, node: Node): Shared {
       inputs: { dir: ng.value(hostPath) },
       after: [runtime],
       run: () => {
-        mkdirSync(hostPath, { recursive: true });
+        folders.ensure(hostPath);
         return { dir: hostPath };
       },
-      check: () => existsSync(hostPath) || `${hostPath} is missing`,
+      // Found as the ledger left it: a folder it does not name is none of the node's (what a destroy leaves).
+      check: () =>
+        !existsSync(hostPath) ? `${hostPath} is missing` : folders.origin(hostPath) !== undefined || `${hostPath} is not in nodegraph's folder ledger ${ledger}`,
       ...(destroy.length === 0 ? {} : { destroy }),
     });
   };
 
   const kubeletDir = host.path('/var/lib/kubelet');
   const runContainerd = host.path('/run/containerd');
+  // Each shared folder goes whole with the node only if nodegraph made it; the parents it made on the way go
+  // last, once empty (host/folders).
   const shared: Shared = {
     runtime,
-    layout: dir('host/layout', config.layoutDir, 'the folder that holds the slots', [
-      helper.removeUnlessMounted(host.path(config.layoutDir)),
-      helper.prune(path.dirname(host.path(config.layoutDir))),
-    ]),
+    layout: dir('host/layout', config.layoutDir, 'the folder that holds the slots', [helper.removeUnlessMounted(host.path(config.layoutDir), ledger)]),
     // Pod volumes are mounted below the kubelet directory: unmount them once
     // no slot runs, and keep the directory if one will not go.
     kubeletDir: dir('host/kubelet-dir', '/var/lib/kubelet', 'kubelet state shared by the slots (identity, pods, config)', [
       helper.unmountBelow(kubeletDir),
-      helper.removeUnlessMounted(kubeletDir),
+      helper.removeUnlessMounted(kubeletDir, ledger),
     ]),
-    cni: dir('host/cni', '/opt/cni/bin', 'CNI binaries shared by the slots', [helper.remove(host.path('/opt/cni'))]),
+    cni: dir('host/cni', '/opt/cni/bin', 'CNI binaries shared by the slots', [
+      helper.remove(host.path('/opt/cni'), ledger),
+      helper.remove(host.path('/opt/cni/bin'), ledger),
+    ]),
     certsDir: dir('host/certs.d', config.containerd.certsDir, 'containerd registry hosts shared by the slots', [
-      helper.remove(host.path(config.containerd.certsDir)),
-      helper.prune(path.dirname(host.path(config.containerd.certsDir))),
+      helper.remove(host.path(config.containerd.certsDir), ledger),
     ]),
     runContainerd: dir('host/run-containerd', '/run/containerd', "containerd's sockets, shared with the host", [
       helper.unmountBelow(runContainerd),
-      helper.removeUnlessMounted(runContainerd),
+      helper.removeUnlessMounted(runContainerd, ledger),
     ]),
-    bpffs: dir('host/bpffs', '/sys/fs/bpf', 'the BPF filesystem the container shares', []),
+    bpffs: dir('host/bpffs', '/sys/fs/bpf', 'the BPF filesystem the container shares', [helper.removeUnlessMounted(host.path('/sys/fs/bpf'), ledger)]),
     cniPlugins: undefined,
-    // The operator's staged archives: the folder is made if missing, never removed.
+    // The operator's staged archives: the folder is made if missing, and goes only if nodegraph made it and it is empty.
     imageArchives:
-      config.imageArchiveDir === undefined ? undefined : dir('host/image-archives', config.imageArchiveDir, 'staged image archives the slots import', []),
+      config.imageArchiveDir === undefined
+        ? undefined
+        : dir('host/image-archives', config.imageArchiveDir, 'staged image archives the slots import', [helper.pruneMade(ledger, host.path(config.imageArchiveDir))]),
     kernelModules:
       config.kernelModules.length === 0
         ? undefined

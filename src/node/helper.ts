@@ -21,11 +21,12 @@ export const HELPER_SCRIPT = String.raw`#!/bin/sh
 #       systemctl inside the container when it is running; nothing otherwise.
 #   unmount-below DIR
 #       Unmount everything mounted at or below DIR, deepest first.
-#   remove PATH
+#   remove [--made LEDGER] PATH
 #       Remove PATH; refuse (exit 1) when something is mounted at or below it.
-#   remove-unless-mounted PATH
+#       With --made, only when LEDGER lists PATH as a folder nodegraph made.
+#   remove-unless-mounted [--made LEDGER] PATH
 #       Remove PATH; keep it (exit 0, with a note) when something is mounted below.
-#   prune DIR...
+#   prune [--made LEDGER] DIR...
 #       Remove each DIR that is empty (folders nodegraph made on the way); keep the rest.
 #   unit-remove UNIT-FILE UNIT-NAME
 #       Disable and stop a host systemd unit, remove its file, reload systemd.
@@ -63,6 +64,17 @@ mounts_below() {
     }
     { p = unescape($5); if (p == d || index(p, d "/") == 1) print length(p) " " p }
   ' /proc/self/mountinfo 2>/dev/null | sort -rn | cut -d' ' -f2-
+}
+
+# True when the ledger $1 (src/node/folders.ts) lists $2 as a folder nodegraph made.
+made_by_nodegraph() {
+  [ -f "$1" ] && grep -Fxq "made $2" "$1"
+}
+
+# True (and $ledger set) when the arguments begin with "--made LEDGER".
+made_option() {
+  ledger=
+  [ $# -ge 2 ] && [ "$1" = --made ] && ledger=$2
 }
 
 canonical() {
@@ -122,9 +134,14 @@ case "$cmd" in
     done
     ;;
   remove|remove-unless-mounted)
-    [ $# -eq 1 ] || die "usage: $cmd PATH"
+    if made_option "$@"; then shift 2; fi
+    [ $# -eq 1 ] || die "usage: $cmd [--made LEDGER] PATH"
     target=$(canonical "$1")
     [ -e "$target" ] || [ -L "$target" ] || exit 0
+    if [ -n "$ledger" ] && ! made_by_nodegraph "$ledger" "$target"; then
+      echo "keeping $target: it was there before nodegraph"
+      exit 0
+    fi
     left=$(mounts_below "$target")
     if [ -n "$left" ]; then
       if [ "$cmd" = remove ]; then die "not removing $target: mounted below it: $(echo $left)"; fi
@@ -134,8 +151,10 @@ case "$cmd" in
     rm -rf --one-file-system "$target"
     ;;
   prune)
+    if made_option "$@"; then shift 2; fi
     for dir in "$@"; do
       dir=$(canonical "$dir")
+      if [ -n "$ledger" ] && ! made_by_nodegraph "$ledger" "$dir"; then continue; fi
       if [ -d "$dir" ] && [ ! -L "$dir" ]; then rmdir "$dir" 2>/dev/null || true; fi
     done
     ;;
@@ -167,12 +186,17 @@ export interface Helper {
   stopContainer(runc: RuncOptions, id: string, timeoutSeconds: number, unit?: string): string[];
   service(runc: RuncOptions, id: string, ...systemctl: string[]): string[];
   unmountBelow(dir: string): string[];
-  remove(target: string): string[];
-  removeUnlessMounted(target: string): string[];
+  /** With `made`, a ledger (folders.ts): only a folder it lists as made by nodegraph is removed. */
+  remove(target: string, made?: string): string[];
+  removeUnlessMounted(target: string, made?: string): string[];
   prune(...dirs: string[]): string[];
+  /** The empty ones among `dirs` that the ledger lists as made by nodegraph. */
+  pruneMade(ledger: string, ...dirs: string[]): string[];
   unitRemove(unitFile: string, unitName: string): string[];
   kernelModules(...modules: string[]): string[];
 }
+
+const madeOption = (ledger: string | undefined): string[] => (ledger === undefined ? [] : ['--made', ledger]);
 
 export function helperAt(hostPath: string): Helper {
   const root = (runc: RuncOptions): string => runc.stateRoot ?? '-';
@@ -181,9 +205,10 @@ export function helperAt(hostPath: string): Helper {
     stopContainer: (runc, id, timeout, unit) => [hostPath, 'stop-container', runc.binary, root(runc), id, String(timeout), ...(unit === undefined ? [] : [unit])],
     service: (runc, id, ...systemctl) => [hostPath, 'service', runc.binary, root(runc), id, ...systemctl],
     unmountBelow: (dir) => [hostPath, 'unmount-below', dir],
-    remove: (target) => [hostPath, 'remove', target],
-    removeUnlessMounted: (target) => [hostPath, 'remove-unless-mounted', target],
+    remove: (target, made) => [hostPath, 'remove', ...madeOption(made), target],
+    removeUnlessMounted: (target, made) => [hostPath, 'remove-unless-mounted', ...madeOption(made), target],
     prune: (...dirs) => [hostPath, 'prune', ...dirs],
+    pruneMade: (ledger, ...dirs) => [hostPath, 'prune', '--made', ledger, ...dirs],
     unitRemove: (unitFile, unitName) => [hostPath, 'unit-remove', unitFile, unitName],
     kernelModules: (...modules) => [hostPath, 'kernel-modules', ...modules],
   };

@@ -4,6 +4,7 @@
 // a module in /proc/modules is loaded, one with only a /sys/module folder is
 // built in (or loaded on a kernel without /proc/modules).
 
+import { existsSync } from 'node:fs';
 import type { NodefileApi, TaskRef } from '../nodefile/types.ts';
 import { execOf, lastLine, tryExec, type Exec } from './exec.ts';
 import type { Helper } from './helper.ts';
@@ -68,7 +69,9 @@ export function kernelModulesTask(ng: NodefileApi, o: KernelModulesOptions): Tas
       if (missing.length > 0) ctx.log(`loading ${missing.join(', ')}`);
       await loadModules(execOf(ctx), missing);
     },
+    // The list is what the task leaves: modules loaded without it may be the kernel's own.
     check: async (ctx) => {
+      if (!existsSync(o.file)) return `${o.file} is missing`;
       const missing = await missingModules(execOf(ctx), o.helper, o.modules);
       return missing.length === 0 || `not loaded: ${missing.join(', ')}`;
     },

@@ -4,13 +4,15 @@
 // would, from a small model of the world: an enabled unit is a wants file in
 // the container's rootfs, so systemd "starts" it when the container boots.
 // Commands it does not model (tar, sh scripts the tests want to really run)
-// can be passed through to the real runner.
+// can be passed through to the real runner; the helper's folder commands
+// always run for real, below the sandbox.
 
-import { appendFileSync, existsSync, mkdirSync, rmdirSync, rmSync, writeFileSync } from 'node:fs';
+import { appendFileSync, existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Command } from '../../src/nodefile/types.ts';
 import { LocalRunner } from '../../src/execute/runner.ts';
 import { describeCommand, type ProcessRunner, type RunOptions, type RunResult } from '../../src/process-runner.ts';
+import { FORGET_FOLDERS_SCRIPT } from '../../src/node/folders.ts';
 
 export interface FakeService {
   active: boolean;
@@ -159,7 +161,19 @@ export class FakeRunner implements ProcessRunner {
     const scripted = this.#options.answer?.(argv);
     if (scripted !== undefined) return { ...okResult(text), ...scripted };
     if (this.#options.passthrough?.(argv)) return this.#real.run(command, options);
+    if (path.basename(argv[0] ?? '') === 'node-helper' && FOLDER_VERBS.has(argv[1] ?? '')) return this.#folders(command, argv, options, text);
+    if (argv[0] === '/bin/sh' && argv[2] === FORGET_FOLDERS_SCRIPT) return this.#folders(command, argv, options, text);
     return this.#model(argv, text);
+  }
+
+  /** The helper's folder commands and host/folders' destroy run for real, within the sandbox. */
+  async #folders(command: Command, argv: readonly string[], options: RunOptions, text: string): Promise<RunResult> {
+    const sandbox = path.resolve(this.#options.sandbox);
+    const outside = argv.slice(argv[0] === '/bin/sh' ? 4 : 2).filter((a) => a.startsWith('/') && !path.resolve(a).startsWith(`${sandbox}/`));
+    if (outside.length > 0) return failResult(text, 1, `fake helper: ${outside.join(', ')} is outside the sandbox\n`);
+    const result = await this.#real.run(command, options);
+    if (argv[1] === 'remove' || argv[1] === 'remove-unless-mounted') this.events.push({ kind: 'remove', path: path.resolve(argv.at(-1)!) });
+    return result;
   }
 
   #model(argv: readonly string[], text: string): RunResult {
@@ -176,7 +190,6 @@ export class FakeRunner implements ProcessRunner {
       this.loadedModules.add(module);
       return okResult(text);
     }
-    if (program === 'rm' && argv[1] === '-rf') return this.#helper(['remove', argv.at(-1)!], text);
     return failResult(text, 127, `fake runner: no model for ${text}\n`);
   }
 
@@ -452,24 +465,6 @@ export class FakeRunner implements ProcessRunner {
       case 'unmount-below':
         this.events.push({ kind: 'unmount-below', path: rest[0]! });
         return okResult(text);
-      case 'remove':
-      case 'remove-unless-mounted': {
-        const target = path.resolve(rest[0]!);
-        const sandbox = path.resolve(this.#options.sandbox);
-        if (!target.startsWith(`${sandbox}/`)) return failResult(text, 1, `fake helper: ${target} is outside the sandbox\n`);
-        rmSync(target, { recursive: true, force: true });
-        this.events.push({ kind: 'remove', path: target });
-        return okResult(text);
-      }
-      case 'prune':
-        for (const dir of rest) {
-          try {
-            rmdirSync(dir);
-          } catch {
-            // not empty, or not there: kept
-          }
-        }
-        return okResult(text);
       case 'kernel-modules':
         return okResult(
           text,
@@ -485,6 +480,9 @@ export class FakeRunner implements ProcessRunner {
     }
   }
 }
+
+/** The helper's commands that only touch folders: run for real. */
+const FOLDER_VERBS = new Set(['remove', 'remove-unless-mounted', 'prune']);
 
 function stripGlobals(args: readonly string[]): string[] {
   const out = [...args];

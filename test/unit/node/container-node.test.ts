@@ -1,9 +1,10 @@
-import { existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { makeRig, NODEFILE, ok, type Rig } from './graph-rig.ts';
 import { teardownNodefile } from '../../../src/operations.ts';
 import type { FakeEvent } from '../../support/fake-runner.ts';
+import { describeTree } from '../../support/tree.ts';
 
 let rig: Rig;
 afterEach(() => rig?.cleanup());
@@ -141,8 +142,9 @@ describe('graphs/container-node.ts with a fake runner', () => {
     expect(story(rig.runner.events)).toEqual(['container-start kube1', 'boot containerd', 'boot kubelet']);
   });
 
-  it('destroys services before the container, slots before shared data, the runtime last', async () => {
+  it('destroys services before the container, slots before shared data, the runtime and then the host folders last', async () => {
     rig = makeRig();
+    const empty = describeTree(rig.root);
     ok(await rig.apply());
     rig.runner.reset();
     const result = ok(await rig.destroy());
@@ -158,9 +160,11 @@ describe('graphs/container-node.ts with a fake runner', () => {
     before('kube1/containerd.config', 'host/certs.d');
     before('host/kubelet-dir', 'host/runtime');
     before('host/layout', 'host/runtime');
-    expect(order.at(-1)).toBe('host/runtime');
+    expect(order.slice(-2)).toEqual(['host/runtime', 'host/folders']);
     expect(story(rig.runner.events)).toEqual(['stop kubelet', 'stop containerd', 'container-stop kube1']);
     expect(rig.runner.containers.size).toBe(0);
+    // Nothing nodegraph made is left below the root prefix, not even an empty folder.
+    expect(describeTree(rig.root)).toEqual(empty);
     // Pod mounts are unmounted before the kubelet directory is removed.
     const kubelet = path.join(rig.root, 'var/lib/kubelet');
     const kinds = rig.runner.events.map((e) => (e.kind === 'unmount-below' || e.kind === 'remove' ? `${e.kind} ${path.relative(rig.root, e.path)}` : undefined)).filter(Boolean);
@@ -168,6 +172,9 @@ describe('graphs/container-node.ts with a fake runner', () => {
     for (const p of ['var/lib/kubelet', 'var/lib/nodegraph', 'opt/cni', 'etc/containerd', 'run/containerd', 'usr/local/libexec/nodegraph']) {
       expect(existsSync(path.join(rig.root, p)), p).toBe(false);
     }
+    // And nothing is found in place: status has no trace, destroy --traces nothing to do.
+    const traced = ok(await teardownNodefile({ nodefile: NODEFILE, stateDir: path.join(rig.dir, 'state'), runner: rig.runner, mode: 'destroy', traces: true }));
+    expect(traced.order).toEqual([]);
   });
 
   it('tears down a node whose state was lost: destroy --traces finds what the tasks manage and removes it all; without it, nothing', async () => {
@@ -186,6 +193,24 @@ describe('graphs/container-node.ts with a fake runner', () => {
     for (const p of ['var/lib/kubelet', 'var/lib/nodegraph', 'opt/cni', 'etc/containerd', 'run/containerd', 'usr/local/libexec/nodegraph']) {
       expect(existsSync(path.join(rig.root, p)), p).toBe(false);
     }
+  });
+
+  it('keeps the host folders that were there before it, and what is in them; removes those it made', async () => {
+    rig = makeRig({ imageArchiveDir: '/srv/archives' });
+    for (const d of ['var/lib/kubelet', 'sys/fs/bpf', 'etc/modules-load.d', 'srv/archives']) mkdirSync(path.join(rig.root, d), { recursive: true });
+    writeFileSync(path.join(rig.root, 'var/lib/kubelet/operator.txt'), 'the operator\'s own\n');
+    const before = describeTree(rig.root);
+    ok(await rig.apply());
+    const ledger = readFileSync(path.join(rig.root, 'var/lib/nodegraph/host-folders'), 'utf8');
+    for (const d of ['var/lib/kubelet', 'sys/fs/bpf', 'etc/modules-load.d', 'srv/archives']) expect(ledger).toContain(`found ${path.join(rig.root, d)}\n`);
+    expect(ledger).toContain(`made ${path.join(rig.root, 'opt/cni/bin')}\n`);
+    const result = ok(await rig.destroy());
+    expect(result.failed).toEqual([]);
+    // The kubelet folder was there: kept with what the node left in it (its config), and the operator's file.
+    const left = Object.keys(describeTree(rig.root)).filter((p) => !(p in before));
+    expect(left.every((p) => p.startsWith('var/lib/kubelet/')), left.join('\n')).toBe(true);
+    expect(readFileSync(path.join(rig.root, 'var/lib/kubelet/operator.txt'), 'utf8')).toBe("the operator's own\n");
+    for (const p of Object.keys(before)) expect(existsSync(path.join(rig.root, p)), p).toBe(true);
   });
 
   it('says clearly when NODEGRAPH_NODE_CONFIG is not set', async () => {

@@ -125,6 +125,22 @@ describe('node helper', () => {
     expect(existsSync(path.join(dir, 'full/f'))).toBe(true);
   });
 
+  it('with --made, removes or prunes only what the ledger lists as made by nodegraph', async () => {
+    const ledger = path.join(dir, 'host-folders');
+    for (const name of ['made', 'found', 'unlisted', 'made-empty', 'found-empty']) mkdirSync(path.join(dir, name, 'sub'), { recursive: true });
+    for (const name of ['made-empty', 'found-empty']) rmSync(path.join(dir, name, 'sub'), { recursive: true });
+    writeFileSync(ledger, ['# ledger', `made ${dir}/made`, `found ${dir}/found`, `made ${dir}/made-empty`, `found ${dir}/found-empty`, ''].join('\n'));
+    for (const name of ['made', 'found', 'unlisted']) {
+      const r = await run(helper.removeUnlessMounted(path.join(dir, name), ledger));
+      expect(r.exitCode).toBe(0);
+      expect(r.stdout).toBe(name === 'made' ? '' : `keeping ${dir}/${name}: it was there before nodegraph\n`);
+    }
+    expect((await run(helper.remove(path.join(dir, 'found'), ledger))).stdout).toBe(`keeping ${dir}/found: it was there before nodegraph\n`);
+    expect((await run(helper.pruneMade(ledger, path.join(dir, 'made-empty'), path.join(dir, 'found-empty'), path.join(dir, 'unlisted')))).exitCode).toBe(0);
+    expect(['made', 'found', 'unlisted', 'made-empty', 'found-empty'].filter((name) => existsSync(path.join(dir, name)))).toEqual(['found', 'unlisted', 'found-empty']);
+    expect(existsSync(path.join(dir, 'found/sub'))).toBe(true);
+  });
+
   it('keeps a directory with a mount below it, or refuses to remove it', async () => {
     // /proc is mounted on any Linux machine: a harmless stand-in for a pod volume.
     const keep = await run(helper.removeUnlessMounted('/proc'));
