@@ -2,7 +2,7 @@
 // exec. Every call goes through the task's exec (the engine's process
 // runner). Stopping a container that is stopped or gone succeeds.
 
-import { readFileSync, statSync } from 'node:fs';
+import { existsSync, readFileSync, statSync } from 'node:fs';
 import type { Argv } from '../nodefile/types.ts';
 import { STOP_SIGNAL_NUMBER } from './bundle.ts';
 import { lastLine, tryExec, type Exec } from './exec.ts';
@@ -45,6 +45,9 @@ export function parseState(stdout: string): ContainerState | undefined {
 }
 
 export async function containerState(exec: Exec, o: RuncOptions, id: string): Promise<ContainerState> {
+  // runc makes its state folder when asked for a state: a probe must not make it on a host without one.
+  const root = o.stateRoot ?? '/run/runc';
+  if (!existsSync(root)) return { status: 'absent', detail: `no runc state folder ${root}` };
   const result = await tryExec(exec, runcArgv(o, 'state', id));
   if (result.exitCode !== 0) return { status: 'absent', detail: lastLine(result) };
   return parseState(result.stdout) ?? { status: 'absent', detail: `unreadable runc state: ${lastLine(result)}` };

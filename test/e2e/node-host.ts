@@ -81,8 +81,10 @@ export class Node {
     return sh(['runc', '--root', this.runcRoot, ...args]);
   }
 
-  /** `runc state`, or undefined when runc does not know the container. */
+  /** `runc state`, or undefined when runc does not know the container (or has no state folder). */
   state(): RuncState | undefined {
+    // runc makes its state folder when asked for a state: the suite's probes must not make it either.
+    if (!existsSync(this.runcRoot)) return undefined;
     const r = this.runc('state', this.id);
     if (r.code !== 0) return undefined;
     const s = JSON.parse(r.stdout) as Partial<RuncState>;

@@ -1,10 +1,14 @@
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { containerState, isRunning, parseState, runDetachedArgv, stopContainer } from '../../../src/node/runc.ts';
 import { parseUnitState, serviceAction, services, settling, systemctlArgv, systemReady, unitActive } from '../../../src/node/services.ts';
 import { scriptedExec } from '../../support/exec.ts';
 import type { Clock } from '../../../src/node/wait.ts';
 
-const runc = { binary: '/usr/sbin/runc', stateRoot: '/srv/root/run/runc' };
+/** runc's state folder: there (a node was made here), so a probe asks runc. */
+const runc = { binary: '/usr/sbin/runc', stateRoot: mkdtempSync(path.join(tmpdir(), 'nodegraph-runc-root-')) };
 const state = (status: string) => ({ stdout: JSON.stringify({ id: 'kube1', status, pid: 42, created: '2025-01-01T00:00:00Z', bundle: '/b' }) });
 const instant: Clock = { now: (() => { let t = 0; return () => (t += 10); })(), sleep: async () => {} };
 
@@ -13,9 +17,16 @@ describe('runc', () => {
     const { exec, calls } = scriptedExec((argv) => (argv.at(-1) === 'kube1' ? state('running') : { exitCode: 1, stderr: 'container does not exist\n' }));
     expect(await containerState(exec, runc, 'kube1')).toEqual({ status: 'running', pid: 42, created: '2025-01-01T00:00:00Z', bundle: '/b' });
     expect(await containerState(exec, runc, 'kube2')).toEqual({ status: 'absent', detail: 'container does not exist' });
-    expect(calls[0]).toEqual(['/usr/sbin/runc', '--root', '/srv/root/run/runc', 'state', 'kube1']);
+    expect(calls[0]).toEqual(['/usr/sbin/runc', '--root', runc.stateRoot, 'state', 'kube1']);
     expect(await isRunning(exec, runc, 'kube1')).toBe(true);
     expect(await isRunning(exec, runc, 'kube2')).toBe('container kube2 does not exist (container does not exist)');
+  });
+
+  it('reads no state where runc has no state folder, without running runc (which would make the folder)', async () => {
+    const { exec, calls } = scriptedExec(() => state('running'));
+    const missing = path.join(runc.stateRoot, 'no/such/root');
+    expect(await containerState(exec, { ...runc, stateRoot: missing }, 'kube1')).toEqual({ status: 'absent', detail: `no runc state folder ${missing}` });
+    expect(calls).toEqual([]);
   });
 
   it('ignores state it cannot read', () => {
@@ -57,7 +68,7 @@ describe('runc', () => {
 describe('services', () => {
   it('runs systemctl in the container through runc exec, or on the host', () => {
     expect(systemctlArgv({ kind: 'container', runc, id: 'kube1' }, 'restart', 'containerd')).toEqual([
-      '/usr/sbin/runc', '--root', '/srv/root/run/runc', 'exec', 'kube1', 'systemctl', 'restart', 'containerd',
+      '/usr/sbin/runc', '--root', runc.stateRoot, 'exec', 'kube1', 'systemctl', 'restart', 'containerd',
     ]);
     expect(systemctlArgv({ kind: 'host' }, 'daemon-reload')).toEqual(['systemctl', 'daemon-reload']);
   });
