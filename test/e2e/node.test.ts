@@ -238,13 +238,22 @@ interface Snapshot {
   readonly container: RuncState;
   readonly containerd: number;
   readonly kubelet: number;
+  /** The services' InvocationIDs: new with each start. Across a boot (a new pid namespace) compare these, not
+   * MainPIDs, which the same boot sequence hands out again. */
+  readonly invocations: { readonly containerd: string; readonly kubelet: string };
 }
 
 /** runc's view of the container and the MainPIDs of the two services. */
 function snapshot(): Snapshot {
   const container = node.state();
   if (container === undefined) throw new Error(`runc does not know container ${SLOT}`);
-  return { container, containerd: node.mainPid('containerd'), kubelet: node.mainPid('kubelet') };
+  const invocation = (unit: string): string => node.showValue(unit, 'InvocationID');
+  return {
+    container,
+    containerd: node.mainPid('containerd'),
+    kubelet: node.mainPid('kubelet'),
+    invocations: { containerd: invocation('containerd'), kubelet: invocation('kubelet') },
+  };
 }
 
 /** The node answers as a node should: systemd running, containerd serving, kubelet active. */
@@ -597,8 +606,8 @@ describe('graphs/container-node.ts on real runc, systemd and containerd', () => 
     expect(after.container.pid).not.toBe(before.container.pid);
     expect(after.container.created).not.toBe(before.container.created);
     expect(after.container.annotations['org.example.e2e']).toBe('changed');
-    expect(after.containerd).not.toBe(before.containerd);
-    expect(after.kubelet).not.toBe(before.kubelet);
+    expect(after.invocations.containerd).not.toBe(before.invocations.containerd);
+    expect(after.invocations.kubelet).not.toBe(before.invocations.kubelet);
     expectHealthy();
     // In the new boot's journal each service started once and was never stopped.
     expect(unitStory(node.journal(), UNITS)).toEqual([
@@ -616,9 +625,6 @@ describe('graphs/container-node.ts on real runc, systemd and containerd', () => 
     const p = await plan();
     expect(changes(p)).toEqual([]);
     const before = snapshot();
-    // A new pid namespace may hand a service the same MainPID again: its invocation id is new with each start.
-    const invocation = (unit: string): string => node.showValue(unit, 'InvocationID');
-    const invocations = { containerd: invocation('containerd'), kubelet: invocation('kubelet') };
     const summary = await apply('soft reboot (--replace kube1/container)', { replace: [`${SLOT}/container`] });
     // verified follows the services' MainPIDs, which a new pid namespace may give them again: it may or may not run.
     expect(ran(summary).filter((id) => id !== `${SLOT}/verified`)).toEqual([`${SLOT}/container`, `${SLOT}/containerd`, `${SLOT}/kubelet`]);
@@ -630,8 +636,8 @@ describe('graphs/container-node.ts on real runc, systemd and containerd', () => 
     const after = snapshot();
     expect(after.container.pid).not.toBe(before.container.pid);
     expect(after.container.created).not.toBe(before.container.created);
-    expect(invocation('containerd')).not.toBe(invocations.containerd);
-    expect(invocation('kubelet')).not.toBe(invocations.kubelet);
+    expect(after.invocations.containerd).not.toBe(before.invocations.containerd);
+    expect(after.invocations.kubelet).not.toBe(before.invocations.kubelet);
     expectHealthy();
     expect(unitStory(node.journal(), UNITS)).toEqual(['Starting containerd.service', 'Started containerd.service', 'Started kubelet.service']);
     expect(changes(await plan())).toEqual([]);
@@ -1193,7 +1199,7 @@ describe('graphs/container-node.ts on real runc, systemd and containerd', () => 
     const rebuilt = runner.commands.findIndex((c) => c.some((w) => w.includes('mknod')));
     expect(rebuilt).toBeGreaterThan(runner.commands.findIndex((c) => c.includes('stop') && c.includes('containerd')));
     expect(rebuilt).toBeLessThan(runner.commands.findIndex((c) => c.includes('start') && c.includes('containerd')));
-    expect(snapshot().containerd).not.toBe(before.containerd);
+    expect(snapshot().invocations.containerd).not.toBe(before.invocations.containerd);
     expectHealthy();
     expect(changes(await plan())).toEqual([]);
 
