@@ -13,9 +13,10 @@ import { describeCommand, type ProcessRunner, type RunOptions, type RunResult } 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 export const BUILD_IMAGE = path.join(HERE, 'image/build-image.sh');
 
-/** Where the suite's temporary folders go, and the prefix that marks them as ours. */
+/** Where the suite's temporary folders go, and the prefix that marks them as ours (the fleet's have their own). */
 const TMP = process.env['NODEGRAPH_E2E_TMP'] ?? tmpdir();
 const PREFIX = 'nodegraph-e2e-node.';
+export const FLEET_PREFIX = 'nodegraph-e2e-fleet.';
 const OWNER = 'owner.pid';
 
 export interface Sh {
@@ -288,9 +289,9 @@ export async function eventually<T>(f: () => T, timeoutMs = 10_000, intervalMs =
 // ---- the suite's work folder, and cleaning up after it (and after runs that died) --
 
 /** A new work folder, marked with this process's pid so a later run can tell whether its owner is alive. */
-export function makeWorkDir(): string {
+export function makeWorkDir(prefix = PREFIX): string {
   mkdirSync(TMP, { recursive: true });
-  const dir = mkdtempSync(path.join(TMP, PREFIX));
+  const dir = mkdtempSync(path.join(TMP, prefix));
   writeFileSync(path.join(dir, OWNER), `${process.pid}\n`);
   return dir;
 }
@@ -306,12 +307,13 @@ const alive = (pid: number): boolean => {
 
 /**
  * Removes everything a work folder holds: every container in its runc state
- * directory (SIGKILL, `delete --force`), every mount below it (deepest first,
+ * directories (SIGKILL, `delete --force`), every mount below it (deepest first,
  * lazily if busy), then the folder. Returns what it had to do.
  */
-export function cleanWorkDir(dir: string, runcRoot: string, options: { readonly keep?: boolean } = {}): string[] {
+export function cleanWorkDir(dir: string, runcRoots: string | readonly string[], options: { readonly keep?: boolean } = {}): string[] {
   const did: string[] = [];
-  if (existsSync(runcRoot)) {
+  for (const runcRoot of typeof runcRoots === 'string' ? [runcRoots] : runcRoots) {
+    if (!existsSync(runcRoot)) continue;
     const list = sh(['runc', '--root', runcRoot, 'list', '-q']);
     for (const id of list.stdout.split('\n').filter((l) => l !== '')) {
       sh(['runc', '--root', runcRoot, 'kill', '--all', id, '9']);
@@ -331,11 +333,11 @@ export function cleanWorkDir(dir: string, runcRoot: string, options: { readonly 
 }
 
 /** Work folders of earlier runs whose process is gone (killed before its afterAll ran): cleaned up. */
-export function reapStaleWorkDirs(runcRootOf: (dir: string) => string): string[] {
+export function reapStaleWorkDirs(runcRootOf: (dir: string) => string | readonly string[], prefix = PREFIX): string[] {
   const did: string[] = [];
   let names: string[];
   try {
-    names = readdirSync(TMP).filter((n) => n.startsWith(PREFIX));
+    names = readdirSync(TMP).filter((n) => n.startsWith(prefix));
   } catch {
     return did;
   }
