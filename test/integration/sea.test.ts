@@ -132,7 +132,7 @@ test('graphs/container-node.ts plans from a copy of graphs/ and src/ with no nod
   );
   const planned = sea(['plan', '-f', 'graphs/container-node.ts', '--state-dir', path.join(dir, 'kit-state')], kit, { NODEGRAPH_NODE_CONFIG: config });
   expect(planned.stderr).toBe('');
-  expect(planned.stdout).toMatch(/^Plan: 19 to create, 0 to update, 0 to destroy; 0 unchanged\.$/m);
+  expect(planned.stdout).toMatch(/^Plan: 20 to create, 0 to update, 0 to destroy; 0 unchanged\.$/m);
   expect(planned.stdout).toContain('kube1/verified');
   expect(planned.status).toBe(0);
 });
