@@ -46,7 +46,8 @@ import { kernelModulesTask, MODULES_LOAD_PATH } from '../src/node/kernel-modules
 import { containersThere, takeoverTask, type SlotPlace } from '../src/node/takeover.ts';
 import { clearSwitch, readSwitch, switchMarkerOf } from '../src/node/switch.ts';
 import { install, isPresent, type InstallSpec } from '../src/node/provision.ts';
-import { renderFile } from '../src/node/render.ts';
+import { asJson, renderFile } from '../src/node/render.ts';
+import { cniConfigTask, containerdConfigTask, kubeletConfigTask } from '../src/node/slot-config.ts';
 import { digestFileOf, rootfsOf, rootfsTask } from '../src/node/rootfs.ts';
 import { containerState, execInArgv, isRunning, type RuncOptions } from '../src/node/runc.ts';
 import { bringUp, serviceAction, services, systemReady, waitActive, type ReadyOptions } from '../src/node/services.ts';
@@ -436,56 +437,23 @@ function declareSlot(ng: NodefileApi, node: Node, shared: Shared, slot: Slot, ro
 
   // ---- configuration: into the rootfs, and the same-path shared folders ----
 
-  const certsDir = host.path(config.containerd.certsDir);
-  const hostsFiles = renderHostsFiles(config.registryMirrors);
-  const containerdToml = inRootfs('/etc/containerd/config.toml');
-  const containerdConfig = ng.task(id('containerd.config'), {
-    description: `containerd's config.toml and registry mirrors for ${slot}`,
-    inputs: {
-      rootfs,
-      settings: ng.value(asJson(config.containerd)),
-      registryMirrors: ng.value(asJson(config.registryMirrors)),
-      ...gpuInput,
-    },
-    outputs: [containerdToml, ...[...hostsFiles.keys()].map((rel) => path.join(certsDir, rel))],
-    // Shared files stay when a slot goes; host/certs.d removes them once no slot remains.
-    removeOutputs: false,
+  const configBase = { slot, rootfsDir, rootfs };
+  const containerdConfig = containerdConfigTask(ng, {
+    ...configBase,
+    settings: config.containerd,
+    registryMirrors: config.registryMirrors,
+    certsDir: host.path(config.containerd.certsDir),
+    inputs: gpuInput,
+    nvidia: () => grants().devices.length > 0,
     after: [shared.certsDir, takeover],
-    run: () => {
-      renderFile(containerdToml, renderContainerdConfig(config.containerd, { nvidia: grants().devices.length > 0 }));
-      for (const [rel, content] of hostsFiles) renderFile(path.join(certsDir, rel), content);
-      removeStaleHosts(certsDir, new Set([...hostsFiles.keys()].map((rel) => rel.split('/')[0]!)));
-    },
   });
-
-  const kubeletSettings = kubeletSettingsOf(config);
-  const kubeletFiles = kubeletSharedFiles(kubeletSettings).map((f) => ({ ...f, path: host.path(f.path) }));
-  const dropIn = inRootfs(dropInPath('kubelet.service', '10-nodegraph'));
-  const kubeletConfig = ng.task(id('kubelet.config'), {
-    description: `kubelet's configuration, kubeconfig and unit drop-in for ${slot}`,
-    inputs: { rootfs, settings: ng.value(asJson(kubeletSettings)) },
-    outputs: [...kubeletFiles.map((f) => f.path), dropIn],
-    removeOutputs: false,
+  const kubeletConfig = kubeletConfigTask(ng, {
+    ...configBase,
+    settings: kubeletSettingsOf(config),
+    hostPath: (p) => host.path(p),
     after: [shared.kubeletDir, takeover],
-    run: () => {
-      for (const f of kubeletFiles) renderFile(f.path, f.content, { mode: f.mode });
-      renderFile(dropIn, kubeletDropIn(kubeletSettings));
-    },
   });
-
-  let cniConfig: TaskRef | undefined;
-  if (cni !== undefined) {
-    const file = inRootfs(conflistPath(cni, config.containerd.cniConfDir));
-    cniConfig = ng.task(id('cni.config'), {
-      description: `the pod network configuration for ${slot}`,
-      inputs: { rootfs, settings: ng.value(asJson(cni)) },
-      outputs: [file],
-      after: [takeover],
-      run: () => {
-        renderFile(file, renderConflist(cni));
-      },
-    });
-  }
+  const cniConfig = cni === undefined ? undefined : cniConfigTask(ng, { ...configBase, settings: cni, confDir: config.containerd.cniConfDir, after: [takeover] });
 
   // ---- running: the container, then containerd, then kubelet -------------
 
@@ -645,9 +613,6 @@ function imageArchiveMounts(node: Node): Mount[] {
   return dir === undefined ? [] : [{ destination: dir, type: 'bind', source: node.host.path(dir), options: ['rbind', 'ro'] }];
 }
 
-/** A value input is plain JSON: undefined fields dropped, as the hash will see it. */
-const asJson = (value: unknown): Json => JSON.parse(JSON.stringify(value)) as Json;
-
 function readIfThere(file: string): string | undefined {
   try {
     return readFileSync(file, 'utf8');
@@ -697,29 +662,3 @@ function kubeletSettingsOf(c: NodeConfig): KubeletSettings {
     extra: c.kubelet.extra,
   };
 }
-
-/** Removes registry folders nodegraph wrote earlier that the configuration no longer names. */
-function removeStaleHosts(certsDir: string, wanted: ReadonlySet<string>): void {
-  let entries: string[];
-  try {
-    entries = readdirSync(certsDir);
-  } catch {
-    return;
-  }
-  for (const registry of entries) {
-    if (wanted.has(registry)) continue;
-    const file = path.join(certsDir, registry, 'hosts.toml');
-    try {
-      if (!readFileSync(file, 'utf8').startsWith('# Written by nodegraph')) continue;
-    } catch {
-      continue;
-    }
-    rmSync(file, { force: true });
-    try {
-      if (readdirSync(path.join(certsDir, registry)).length === 0) rmSync(path.join(certsDir, registry), { recursive: true });
-    } catch {
-      // someone else's files stay
-    }
-  }
-}
-

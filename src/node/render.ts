@@ -4,6 +4,7 @@
 
 import { chmodSync, chownSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
+import type { Json } from '../nodefile/types.ts';
 
 export interface Owner {
   readonly uid: number;
@@ -66,3 +67,6 @@ export interface RenderedFile extends RenderOptions {
   readonly path: string;
   readonly content: string;
 }
+
+/** A value input is plain JSON: undefined fields dropped, as the hash will see it. */
+export const asJson = (value: unknown): Json => JSON.parse(JSON.stringify(value)) as Json;
