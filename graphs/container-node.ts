@@ -27,19 +27,18 @@
 // is done (frozen), then stopped in place (`retire: 'stop'`), so a rollback or
 // a switch back finds its rootfs, bundle and kubelet identity where they were.
 
-import { existsSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
-import type { Json, NodefileApi, TaskContext, TaskInput, TaskRef } from '../src/nodefile/types.ts';
-import { isOciLayout, removeTree } from '../src/node/archive.ts';
+import type { NodefileApi, TaskInput, TaskRef } from '../src/nodefile/types.ts';
+import { isOciLayout } from '../src/node/archive.ts';
 import { bundleConfig, grantableCapabilities, SHARED_PATHS, validateOciSpec, type Mount, type OciSpec } from '../src/node/bundle.ts';
-import { conflistPath, renderConflist } from '../src/node/cni.ts';
-import { CTR_VERSION, renderContainerdConfig, renderHostsFiles } from '../src/node/containerd.ts';
+import { CTR_VERSION } from '../src/node/containerd.ts';
 import { execOf, lastLine, tryExec } from '../src/node/exec.ts';
 import { FOLDERS_PATH, foldersAt, foldersTask, type Folders } from '../src/node/folders.ts';
 import { gpuFiles, gpuTask, nvidiaTask, readGrants, NO_GRANTS } from '../src/node/gpu.ts';
 import { HELPER_PATH, HELPER_SCRIPT, helperAt, type Helper } from '../src/node/helper.ts';
 import { makeHost, type Host } from '../src/node/host.ts';
-import { kubeletDropIn, kubeletSharedFiles, type KubeletSettings } from '../src/node/kubelet.ts';
+import { type KubeletSettings } from '../src/node/kubelet.ts';
 import { keepingLogs, keepSlotLogs } from '../src/node/logs.ts';
 import { imageArchiveTasks } from '../src/node/images.ts';
 import { kernelModulesTask, MODULES_LOAD_PATH } from '../src/node/kernel-modules.ts';
@@ -48,11 +47,11 @@ import { clearSwitch, readSwitch, switchMarkerOf } from '../src/node/switch.ts';
 import { install, isPresent, type InstallSpec } from '../src/node/provision.ts';
 import { asJson, renderFile } from '../src/node/render.ts';
 import { cniConfigTask, containerdConfigTask, kubeletConfigTask } from '../src/node/slot-config.ts';
+import { containerTask, readyOptions, slotLogs, systemdOf, unitTask, type SlotRun } from '../src/node/slot-run.ts';
 import { digestFileOf, rootfsOf, rootfsTask } from '../src/node/rootfs.ts';
-import { containerState, execInArgv, isRunning, type RuncOptions } from '../src/node/runc.ts';
-import { bringUp, serviceAction, services, systemReady, waitActive, type ReadyOptions } from '../src/node/services.ts';
-import { containerUnit, startContainer, unitName, unitPath, type ContainerSpec, type Supervisor } from '../src/node/supervise.ts';
-import { dropInPath } from '../src/node/systemd.ts';
+import { execInArgv, type RuncOptions } from '../src/node/runc.ts';
+import { bringUp, serviceAction, services, systemReady, waitActive } from '../src/node/services.ts';
+import { unitName, unitPath, type ContainerSpec, type Supervisor } from '../src/node/supervise.ts';
 import { describeWaitFailure, waitFor } from '../src/node/wait.ts';
 import { ok } from '../src/util/result.ts';
 import { CONFIG_ENV, containerIdOf, readNodeConfig, SLOTS, type NodeConfig, type Slot } from './node-config.ts';
@@ -140,9 +139,6 @@ function makeNode(configFile: string): Node {
 
 const seconds = (s: number): number => Math.round(s * 1000);
 
-function readyOptions(node: Node, ctx: TaskContext, timeout: number): ReadyOptions {
-  return { timeoutMs: seconds(timeout), intervalMs: seconds(node.config.timeouts.interval), signal: ctx.signal };
-}
 
 // ---- the host: runtime and the directories every slot shares ---------------
 
@@ -393,25 +389,16 @@ function declareSlot(ng: NodefileApi, node: Node, shared: Shared, slot: Slot, ro
     stopTimeoutSeconds: config.timeouts.stop,
   };
 
-  let unit: TaskRef | undefined;
-  if (node.supervisor === 'systemd') {
-    const text = containerUnit(container);
-    const file = host.path(unitPath(containerId));
-    unit = ng.task(id('unit'), {
-      description: `the systemd unit that keeps ${slot} running`,
-      inputs: { unit: ng.value(text) },
-      outputs: [file],
-      after: [bundle],
-      run: async (ctx) => {
-        renderFile(file, text);
-        await services(execOf(ctx), { kind: 'host' }).daemonReload();
-      },
-      check: () => existsSync(file) || `${file} is missing`,
-      destroy: [helper.unitRemove(file, unitName(containerId))],
-      // A rewritten unit is read by systemd now and used at the container's next start: the container keeps running.
-      verbs: { create: 'write', update: 'reload' },
-    });
-  }
+  const unit =
+    node.supervisor === 'systemd'
+      ? unitTask(ng, {
+          slot,
+          container,
+          file: host.path(unitPath(containerId)),
+          remove: helper.unitRemove(host.path(unitPath(containerId)), unitName(containerId)),
+          after: [bundle],
+        })
+      : undefined;
 
   if (role === 'prepare') return;
 
@@ -457,18 +444,17 @@ function declareSlot(ng: NodefileApi, node: Node, shared: Shared, slot: Slot, ro
 
   // ---- running: the container, then containerd, then kubelet -------------
 
-  const systemd = { kind: 'container' as const, runc: node.runc, id: containerId };
-  // Kept under the state folder when a step of the slot fails, before a rollback can tear the slot down.
-  const slotLogs = (ctx: TaskContext, units: readonly string[]) => ({ stateDir: ctx.stateDir, slot, consoleLog: container.consoleLog, systemd, units });
-  const containerTask = ng.task(id('container'), {
-    description: `the node container ${slot}, with systemd as PID 1`,
-    // What the running container is: its bundle, its rootfs, the command that runs it. The unit
-    // around that command (its description, stop timeout, dependencies) is only an order edge.
-    inputs: {
-      bundle,
-      rootfs,
-      spec: ng.value(asJson({ id: containerId, runc: node.runc, bundle: slotDir, consoleLog: container.consoleLog, supervisor: node.supervisor })),
-    },
+  const run: SlotRun = { slot, container, timeouts: config.timeouts };
+  const systemd = systemdOf(run);
+  const containerRef = containerTask(ng, {
+    run,
+    supervisor: node.supervisor,
+    bundle,
+    rootfs,
+    rootfsDir,
+    bundleFiles: [configJson, rootfsDir, digestFile],
+    sharedRoot: config.sharedRoot,
+    stop: stopContainer,
     // Configuration goes in before the container boots, so its services start with it; and the other
     // slot is stopped first, even when this slot's configuration is in place already (found in place,
     // nothing of it runs, so nothing else orders the two).
@@ -482,33 +468,12 @@ function declareSlot(ng: NodefileApi, node: Node, shared: Shared, slot: Slot, ro
       ...present(unit),
       ...present(shared.kernelModules),
     ],
-    run: async (ctx) => {
-      const exec = execOf(ctx);
-      const stop = { timeoutMs: seconds(config.timeouts.stop), intervalMs: seconds(config.timeouts.interval), signal: ctx.signal };
-      await keepingLogs(exec, slotLogs(ctx, []), async () => {
-        const started = await startContainer(exec, node.supervisor, container, [configJson, rootfsDir, digestFile], { restart: ctx.forced, stop });
-        if (started === 'kept') ctx.log(`${containerId} already runs from this bundle (an apply cut short started it): not restarted`);
-        const up = await systemReady(services(exec, systemd), `systemd in ${slot}`, readyOptions(node, ctx, config.timeouts.systemd));
-        if (!up.ok) throw new Error(describeWaitFailure(up.error));
-      });
-      // kubelet's mount propagation needs a shared root; systemd leaves that to the container manager.
-      if (config.sharedRoot) await exec(execInArgv(node.runc, containerId, ['mount', '--make-rshared', '/']));
-      removeTree(`${rootfsDir}.old`);
-      const state = await containerState(exec, node.runc, containerId);
-      // A new value each start: the services below learn that the container was (re)started.
-      return { started: state.status === 'absent' ? '' : state.created, pid: state.status === 'absent' ? 0 : state.pid };
-    },
-    check: (ctx) => isRunning(execOf(ctx), node.runc, containerId),
-    // By the container's id (and its unit's name): whatever became of the slot's folder.
-    stop: [stopContainer],
-    ...(node.supervisor === 'systemd' ? { destroy: [['systemctl', 'disable', unitName(containerId)]] } : {}),
-    verbs: { create: 'start', update: 'restart' },
   });
 
   const service = (name: 'containerd' | 'kubelet', inputs: Record<string, TaskRef>, after: TaskRef[], reload: boolean): TaskRef =>
     ng.task(id(name), {
       description: `${name} running in ${slot}`,
-      inputs: { container: containerTask, ...inputs, spec: ng.value({ slot, unit: name, reload }) },
+      inputs: { container: containerRef, ...inputs, spec: ng.value({ slot, unit: name, reload }) },
       after,
       run: async (ctx) => {
         const svc = services(execOf(ctx), systemd);
@@ -518,8 +483,8 @@ function declareSlot(ng: NodefileApi, node: Node, shared: Shared, slot: Slot, ro
         // A changed drop-in is read only after a reload; a fresh boot has read it already.
         if (reload && !containerStarted) await svc.daemonReload();
         ctx.log(action === 'wait' ? `${name} started with the container: waiting for it` : `${action} ${name}`);
-        await keepingLogs(execOf(ctx), slotLogs(ctx, [`${name}.service`]), () =>
-          bringUp(svc, name, action, `${name} in ${slot}`, readyOptions(node, ctx, config.timeouts.service)),
+        await keepingLogs(execOf(ctx), slotLogs(run, ctx, [`${name}.service`]), () =>
+          bringUp(svc, name, action, `${name} in ${slot}`, readyOptions(run, ctx, config.timeouts.service)),
         );
         // The main pid changes with every (re)start, so what verifies the node follows.
         return { unit: name, mainPid: await svc.mainPid(name) };
@@ -534,7 +499,7 @@ function declareSlot(ng: NodefileApi, node: Node, shared: Shared, slot: Slot, ro
     });
 
   // On a GPU node, containerd and kubelet run on the NVIDIA state rebuilt after the container started.
-  const nvidia = gpu === undefined ? undefined : nvidiaTask(ng, { slot, containerId, runc: node.runc, container: containerTask, gpu, grantsFile });
+  const nvidia = gpu === undefined ? undefined : nvidiaTask(ng, { slot, containerId, runc: node.runc, container: containerRef, gpu, grantsFile });
   const containerd = service('containerd', { config: containerdConfig }, present(nvidia), false);
   const kubelet = service(
     'kubelet',
@@ -562,7 +527,7 @@ function declareSlot(ng: NodefileApi, node: Node, shared: Shared, slot: Slot, ro
     run: async (ctx) => {
       const exec = execOf(ctx);
       const svc = services(exec, systemd);
-      const o = readyOptions(node, ctx, config.timeouts.service);
+      const o = readyOptions(run, ctx, config.timeouts.service);
       const waits = [
         () => systemReady(svc, `systemd in ${slot}`, o),
         () =>
@@ -572,7 +537,7 @@ function declareSlot(ng: NodefileApi, node: Node, shared: Shared, slot: Slot, ro
           }, { what: `containerd answering in ${slot}`, ...o }),
         () => waitActive(svc, 'kubelet', `kubelet in ${slot}`, o).then(() => ok(undefined)),
       ];
-      await keepingLogs(exec, slotLogs(ctx, ['containerd.service', 'kubelet.service']), async () => {
+      await keepingLogs(exec, slotLogs(run, ctx, ['containerd.service', 'kubelet.service']), async () => {
         for (const wait of waits) {
           const result = await wait();
           if (!result.ok) throw new Error(describeWaitFailure(result.error));
@@ -597,7 +562,7 @@ function declareSlot(ng: NodefileApi, node: Node, shared: Shared, slot: Slot, ro
       within: `${config.timeouts.service}s`,
       stable: `${config.timeouts.healthy}s`,
       // Caught only in the health window: keep what an operator will read before the rollback stops the slot.
-      onFailure: async (ctx) => (ctx.stateDir === undefined ? undefined : `${slot}'s logs are kept in ${await keepSlotLogs(execOf(ctx), { ...slotLogs(ctx, ['containerd.service', 'kubelet.service']), stateDir: ctx.stateDir })}`),
+      onFailure: async (ctx) => (ctx.stateDir === undefined ? undefined : `${slot}'s logs are kept in ${await keepSlotLogs(execOf(ctx), { ...slotLogs(run, ctx, ['containerd.service', 'kubelet.service']), stateDir: ctx.stateDir })}`),
     },
     verbs: { create: 'verify', update: 'verify' },
   });
