@@ -32,28 +32,24 @@ import path from 'node:path';
 import type { NodefileApi, TaskInput, TaskRef } from '../src/nodefile/types.ts';
 import { isOciLayout } from '../src/node/archive.ts';
 import { bundleConfig, grantableCapabilities, SHARED_PATHS, validateOciSpec, type Mount, type OciSpec } from '../src/node/bundle.ts';
-import { CTR_VERSION } from '../src/node/containerd.ts';
 import { execOf, lastLine, tryExec } from '../src/node/exec.ts';
 import { FOLDERS_PATH, foldersAt, foldersTask, type Folders } from '../src/node/folders.ts';
 import { gpuFiles, gpuTask, nvidiaTask, readGrants, NO_GRANTS } from '../src/node/gpu.ts';
 import { HELPER_PATH, HELPER_SCRIPT, helperAt, type Helper } from '../src/node/helper.ts';
 import { makeHost, type Host } from '../src/node/host.ts';
-import { type KubeletSettings } from '../src/node/kubelet.ts';
-import { keepingLogs, keepSlotLogs } from '../src/node/logs.ts';
+import type { KubeletSettings } from '../src/node/kubelet.ts';
 import { imageArchiveTasks } from '../src/node/images.ts';
 import { kernelModulesTask, MODULES_LOAD_PATH } from '../src/node/kernel-modules.ts';
 import { containersThere, takeoverTask, type SlotPlace } from '../src/node/takeover.ts';
-import { clearSwitch, readSwitch, switchMarkerOf } from '../src/node/switch.ts';
+import { readSwitch, switchMarkerOf } from '../src/node/switch.ts';
 import { install, isPresent, type InstallSpec } from '../src/node/provision.ts';
 import { asJson, renderFile } from '../src/node/render.ts';
 import { cniConfigTask, containerdConfigTask, kubeletConfigTask } from '../src/node/slot-config.ts';
-import { containerTask, readyOptions, slotLogs, systemdOf, unitTask, type SlotRun } from '../src/node/slot-run.ts';
+import { containerTask, unitTask, type SlotRun } from '../src/node/slot-run.ts';
+import { serviceTask, verifiedTask } from '../src/node/slot-services.ts';
 import { digestFileOf, rootfsOf, rootfsTask } from '../src/node/rootfs.ts';
-import { execInArgv, type RuncOptions } from '../src/node/runc.ts';
-import { bringUp, serviceAction, services, systemReady, waitActive } from '../src/node/services.ts';
+import type { RuncOptions } from '../src/node/runc.ts';
 import { unitName, unitPath, type ContainerSpec, type Supervisor } from '../src/node/supervise.ts';
-import { describeWaitFailure, waitFor } from '../src/node/wait.ts';
-import { ok } from '../src/util/result.ts';
 import { CONFIG_ENV, containerIdOf, readNodeConfig, SLOTS, type NodeConfig, type Slot } from './node-config.ts';
 
 /** What every task builder below needs to know about the node. */
@@ -445,7 +441,6 @@ function declareSlot(ng: NodefileApi, node: Node, shared: Shared, slot: Slot, ro
   // ---- running: the container, then containerd, then kubelet -------------
 
   const run: SlotRun = { slot, container, timeouts: config.timeouts };
-  const systemd = systemdOf(run);
   const containerRef = containerTask(ng, {
     run,
     supervisor: node.supervisor,
@@ -470,43 +465,17 @@ function declareSlot(ng: NodefileApi, node: Node, shared: Shared, slot: Slot, ro
     ],
   });
 
-  const service = (name: 'containerd' | 'kubelet', inputs: Record<string, TaskRef>, after: TaskRef[], reload: boolean): TaskRef =>
-    ng.task(id(name), {
-      description: `${name} running in ${slot}`,
-      inputs: { container: containerRef, ...inputs, spec: ng.value({ slot, unit: name, reload }) },
-      after,
-      run: async (ctx) => {
-        const svc = services(execOf(ctx), systemd);
-        const containerStarted = ctx.ran(id('container'));
-        const enabled = containerStarted && (await svc.isEnabled(name));
-        const action = serviceAction({ containerStarted, firstRun: ctx.firstRun, enabled });
-        // A changed drop-in is read only after a reload; a fresh boot has read it already.
-        if (reload && !containerStarted) await svc.daemonReload();
-        ctx.log(action === 'wait' ? `${name} started with the container: waiting for it` : `${action} ${name}`);
-        await keepingLogs(execOf(ctx), slotLogs(run, ctx, [`${name}.service`]), () =>
-          bringUp(svc, name, action, `${name} in ${slot}`, readyOptions(run, ctx, config.timeouts.service)),
-        );
-        // The main pid changes with every (re)start, so what verifies the node follows.
-        return { unit: name, mainPid: await svc.mainPid(name) };
-      },
-      check: async (ctx) => {
-        const state = await services(execOf(ctx), systemd).activeState(name);
-        return state === 'active' || `${name} is ${state}`;
-      },
-      stop: [helper.service(node.runc, containerId, 'stop', name)],
-      // A (re)started container starts its services with it: the plan says so.
-      verbs: { create: 'start', update: 'restart', upstream: { [id('container')]: 'start' } },
-    });
-
   // On a GPU node, containerd and kubelet run on the NVIDIA state rebuilt after the container started.
   const nvidia = gpu === undefined ? undefined : nvidiaTask(ng, { slot, containerId, runc: node.runc, container: containerRef, gpu, grantsFile });
-  const containerd = service('containerd', { config: containerdConfig }, present(nvidia), false);
-  const kubelet = service(
-    'kubelet',
-    { config: kubeletConfig, ...(kubeletBinary === undefined ? {} : { binary: kubeletBinary }) },
-    [containerd],
-    true,
-  );
+  const serviceBase = { run, container: containerRef, helper };
+  const containerd = serviceTask(ng, { ...serviceBase, name: 'containerd', inputs: { config: containerdConfig }, after: present(nvidia), reload: false });
+  const kubelet = serviceTask(ng, {
+    ...serviceBase,
+    name: 'kubelet',
+    inputs: { config: kubeletConfig, ...(kubeletBinary === undefined ? {} : { binary: kubeletBinary }) },
+    after: [containerd],
+    reload: true,
+  });
 
   const images = imageArchiveTasks(ng, {
     slot,
@@ -520,52 +489,7 @@ function declareSlot(ng: NodefileApi, node: Node, shared: Shared, slot: Slot, ro
     containerd,
   });
 
-  ng.task(id('verified'), {
-    description: `${slot} answers: systemd running, containerd serving, kubelet active`,
-    inputs: { containerd, kubelet },
-    after: [...present(cniConfig), ...images],
-    run: async (ctx) => {
-      const exec = execOf(ctx);
-      const svc = services(exec, systemd);
-      const o = readyOptions(run, ctx, config.timeouts.service);
-      const waits = [
-        () => systemReady(svc, `systemd in ${slot}`, o),
-        () =>
-          waitFor(async () => {
-            const r = await tryExec(exec, execInArgv(node.runc, containerId, CTR_VERSION));
-            return { ok: r.exitCode === 0, detail: `ctr version: ${lastLine(r) || `exit ${r.exitCode}`}` };
-          }, { what: `containerd answering in ${slot}`, ...o }),
-        () => waitActive(svc, 'kubelet', `kubelet in ${slot}`, o).then(() => ok(undefined)),
-      ];
-      await keepingLogs(exec, slotLogs(run, ctx, ['containerd.service', 'kubelet.service']), async () => {
-        for (const wait of waits) {
-          const result = await wait();
-          if (!result.ok) throw new Error(describeWaitFailure(result.error));
-        }
-      });
-      // The new slot answers: the switch to it is no longer under way (a rollback would give the marker back).
-      if (clearSwitch(marker, slot)) ctx.log(`the switch to ${slot} is done`);
-      return { verified: slot };
-    },
-    check: async (ctx) => {
-      const exec = execOf(ctx);
-      const svc = services(exec, systemd);
-      const system = await svc.systemState();
-      if (system !== 'running' && system !== 'degraded') return `systemd in ${slot} is ${system}`;
-      const ctr = await tryExec(exec, execInArgv(node.runc, containerId, CTR_VERSION));
-      if (ctr.exitCode !== 0) return `ctr version failed in ${slot}: ${lastLine(ctr)}`;
-      const kubeletState = await svc.activeState('kubelet');
-      return kubeletState === 'active' || `kubelet in ${slot} is ${kubeletState}`;
-    },
-    // The node's health after a change: it must answer within the service timeout and stay so.
-    health: {
-      within: `${config.timeouts.service}s`,
-      stable: `${config.timeouts.healthy}s`,
-      // Caught only in the health window: keep what an operator will read before the rollback stops the slot.
-      onFailure: async (ctx) => (ctx.stateDir === undefined ? undefined : `${slot}'s logs are kept in ${await keepSlotLogs(execOf(ctx), { ...slotLogs(run, ctx, ['containerd.service', 'kubelet.service']), stateDir: ctx.stateDir })}`),
-    },
-    verbs: { create: 'verify', update: 'verify' },
-  });
+  verifiedTask(ng, { run, containerd, kubelet, after: [...present(cniConfig), ...images], marker });
 }
 
 // ---- helpers ---------------------------------------------------------------
