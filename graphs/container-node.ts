@@ -31,7 +31,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import type { NodefileApi, TaskInput, TaskRef } from '../src/nodefile/types.ts';
 import { isOciLayout } from '../src/node/archive.ts';
-import { bundleConfig, grantableCapabilities, SHARED_PATHS, validateOciSpec, type Mount, type OciSpec } from '../src/node/bundle.ts';
+import { grantableCapabilities, SHARED_PATHS, type Mount } from '../src/node/bundle.ts';
 import { execOf, lastLine, tryExec } from '../src/node/exec.ts';
 import { FOLDERS_PATH, foldersAt, foldersTask, type Folders } from '../src/node/folders.ts';
 import { gpuFiles, gpuTask, nvidiaTask, readGrants, NO_GRANTS } from '../src/node/gpu.ts';
@@ -44,6 +44,7 @@ import { containersThere, takeoverTask, type SlotPlace } from '../src/node/takeo
 import { readSwitch, switchMarkerOf } from '../src/node/switch.ts';
 import { install, isPresent, type InstallSpec } from '../src/node/provision.ts';
 import { asJson, renderFile } from '../src/node/render.ts';
+import { bundleTask } from '../src/node/slot-bundle.ts';
 import { cniConfigTask, containerdConfigTask, kubeletConfigTask } from '../src/node/slot-config.ts';
 import { containerTask, unitTask, type SlotRun } from '../src/node/slot-run.ts';
 import { serviceTask, verifiedTask } from '../src/node/slot-services.ts';
@@ -363,18 +364,14 @@ function declareSlot(ng: NodefileApi, node: Node, shared: Shared, slot: Slot, ro
     ...(config.bundle.hooks === undefined ? {} : { hooks: config.bundle.hooks }),
     ...(config.bundle.cgroupsPath === undefined ? {} : { cgroupsPath: config.bundle.cgroupsPath }),
   };
-  const baseFile = config.bundle.base;
-  const bundle = ng.task(id('bundle'), {
-    description: `the OCI bundle's config.json for ${slot}`,
-    inputs: { spec: ng.value(asJson(bundleParams)), ...gpuInput, ...(baseFile === undefined ? {} : { base: ng.file(baseFile) }) },
-    outputs: [configJson],
+  const bundle = bundleTask(ng, {
+    slot,
+    configJson,
+    params: bundleParams,
+    baseFile: config.bundle.base,
+    inputs: gpuInput,
+    grants,
     after: [rootfs, shared.kubeletDir, shared.cni, shared.certsDir, shared.runContainerd, shared.bpffs, ...present(shared.imageArchives)],
-    run: () => {
-      const base = baseFile === undefined ? undefined : readBase(baseFile);
-      const { devices, mounts } = grants();
-      const params = { ...bundleParams, devices, extraMounts: [...mounts, ...bundleParams.extraMounts], ...(base === undefined ? {} : { base }) };
-      renderFile(configJson, `${JSON.stringify(bundleConfig(params), null, 2)}\n`);
-    },
   });
 
   const container: ContainerSpec = {
@@ -510,12 +507,6 @@ function readIfThere(file: string): string | undefined {
   }
 }
 
-
-function readBase(file: string): OciSpec {
-  const checked = validateOciSpec(JSON.parse(readFileSync(file, 'utf8')));
-  if (!checked.ok) throw new Error(`bundle.base ${file} is not an OCI runtime config: ${checked.error.join('; ')}`);
-  return checked.value;
-}
 
 /** A file the configuration names, read; a failure names the field, not a line of this graph. */
 function configFile(field: string, file: string): string {
