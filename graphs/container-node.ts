@@ -27,23 +27,22 @@
 // is done (frozen), then stopped in place (`retire: 'stop'`), so a rollback or
 // a switch back finds its rootfs, bundle and kubelet identity where they were.
 
-import { existsSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import type { NodefileApi, TaskInput, TaskRef } from '../src/nodefile/types.ts';
 import { isOciLayout } from '../src/node/archive.ts';
 import { grantableCapabilities, SHARED_PATHS, type Mount } from '../src/node/bundle.ts';
-import { execOf, lastLine, tryExec } from '../src/node/exec.ts';
 import { FOLDERS_PATH, foldersAt, foldersTask, type Folders } from '../src/node/folders.ts';
 import { gpuFiles, gpuTask, nvidiaTask, readGrants, NO_GRANTS } from '../src/node/gpu.ts';
-import { HELPER_PATH, HELPER_SCRIPT, helperAt, type Helper } from '../src/node/helper.ts';
+import { HELPER_PATH, helperAt, type Helper } from '../src/node/helper.ts';
 import { makeHost, type Host } from '../src/node/host.ts';
 import type { KubeletSettings } from '../src/node/kubelet.ts';
 import { imageArchiveTasks } from '../src/node/images.ts';
 import { kernelModulesTask, MODULES_LOAD_PATH } from '../src/node/kernel-modules.ts';
 import { containersThere, takeoverTask, type SlotPlace } from '../src/node/takeover.ts';
 import { readSwitch, switchMarkerOf } from '../src/node/switch.ts';
-import { install, isPresent, type InstallSpec } from '../src/node/provision.ts';
-import { asJson, renderFile } from '../src/node/render.ts';
+import { provisionTask, type InstallSpec } from '../src/node/provision.ts';
+import { hostDirTask, runtimeTask } from '../src/node/host-tasks.ts';
 import { bundleTask } from '../src/node/slot-bundle.ts';
 import { cniConfigTask, containerdConfigTask, kubeletConfigTask } from '../src/node/slot-config.ts';
 import { containerTask, unitTask, type SlotRun } from '../src/node/slot-run.ts';
@@ -160,58 +159,17 @@ function declareHost(ng: NodefileApi, node: Node): Shared {
     ],
   });
 
-  const runtimeSpec = { runc: node.runc, install: config.runtime.install ?? null, helper: helper.path, script: HELPER_SCRIPT };
-  const runtime = ng.task('host/runtime', {
-    description: 'runc present, and the node lifecycle helper that stop and destroy steps call',
-    inputs: { spec: ng.value(asJson(runtimeSpec)) },
-    outputs: [helper.path],
+  const runtime = runtimeTask(ng, {
+    runc: node.runc,
+    install: config.runtime.install,
+    stamp: host.path('/var/lib/nodegraph/runc.version.json'),
+    scratch: host.path('/var/lib/nodegraph/downloads'),
+    helper,
     after: [hostFolders],
-    run: async (ctx) => {
-      const exec = execOf(ctx);
-      if (config.runtime.install !== undefined) {
-        const outcome = await install(exec, {
-          name: 'runc',
-          source: config.runtime.install,
-          dest: node.runc.binary,
-          stamp: host.path('/var/lib/nodegraph/runc.version.json'),
-          expect: [node.runc.binary],
-          scratch: host.path('/var/lib/nodegraph/downloads'),
-        });
-        ctx.log(`runc ${outcome.version}: ${outcome.action}`);
-      }
-      const version = await tryExec(exec, [node.runc.binary, '--version']);
-      if (version.exitCode !== 0) {
-        const why = lastLine(version) || (version.exitCode === -1 ? 'not found' : `exit ${version.exitCode}`);
-        throw new Error(`runc does not run at ${node.runc.binary} (${why}): install it (apt-get install runc) or set runtime.install`);
-      }
-      renderFile(helper.path, HELPER_SCRIPT, { mode: 0o755 });
-      return { runc: version.stdout.split('\n')[0] ?? '' };
-    },
-    // What the task leaves is the helper: without it, nothing of the node's is here (runc may be the host's).
-    check: async (ctx) => {
-      if (!existsSync(helper.path)) return `the lifecycle helper ${helper.path} is missing`;
-      const version = await tryExec(execOf(ctx), [node.runc.binary, '--version']);
-      return version.exitCode === 0 || `runc --version failed: ${lastLine(version)}`;
-    },
-    // The helper goes with the task's outputs, after every step that calls it; its folder with host/folders.
   });
 
-  const dir = (id: string, nodePath: string, description: string, destroy: string[][]): TaskRef => {
-    const hostPath = host.path(nodePath);
-    return ng.task(id, {
-      description,
-      inputs: { dir: ng.value(hostPath) },
-      after: [runtime],
-      run: () => {
-        folders.ensure(hostPath);
-        return { dir: hostPath };
-      },
-      // Found as the ledger left it: a folder it does not name is none of the node's (what a destroy leaves).
-      check: () =>
-        !existsSync(hostPath) ? `${hostPath} is missing` : folders.origin(hostPath) !== undefined || `${hostPath} is not in nodegraph's folder ledger ${ledger}`,
-      ...(destroy.length === 0 ? {} : { destroy }),
-    });
-  };
+  const dir = (id: string, nodePath: string, description: string, destroy: string[][]): TaskRef =>
+    hostDirTask(ng, { id, dir: host.path(nodePath), description, folders, destroy, after: [runtime] });
 
   const kubeletDir = host.path('/var/lib/kubelet');
   const runContainerd = host.path('/run/containerd');
@@ -262,21 +220,6 @@ function declareHost(ng: NodefileApi, node: Node): Shared {
     return { ...shared, cniPlugins: provisionTask(ng, 'host/cni.plugins', spec, [shared.cni]) };
   }
   return shared;
-}
-
-function provisionTask(ng: NodefileApi, id: string, spec: InstallSpec, after: TaskRef[], upstream?: TaskRef): TaskRef {
-  return ng.task(id, {
-    description: `${spec.name} ${spec.source.version} from ${spec.source.source}`,
-    inputs: { spec: ng.value(asJson(spec)), ...(upstream === undefined ? {} : { rootfs: upstream }) },
-    after,
-    run: async (ctx) => {
-      const outcome = await install(execOf(ctx), spec);
-      ctx.log(`${spec.name} ${outcome.version}: ${outcome.action}`);
-      return { name: spec.name, version: spec.source.version };
-    },
-    check: () => isPresent(spec) || `${spec.name} ${spec.source.version} is not installed at ${spec.dest}`,
-    verbs: { create: 'install', update: 'install' },
-  });
 }
 
 // ---- a slot ----------------------------------------------------------------

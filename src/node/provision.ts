@@ -7,8 +7,9 @@ import { copyFileSync, existsSync, mkdirSync, readFileSync, rmSync } from 'node:
 import path from 'node:path';
 import { z } from 'zod';
 import { sha256File } from './archive.ts';
-import { lastLine, tryExec, type Exec } from './exec.ts';
-import { renderFile } from './render.ts';
+import type { NodefileApi, TaskRef } from '../nodefile/types.ts';
+import { execOf, lastLine, tryExec, type Exec } from './exec.ts';
+import { asJson, renderFile } from './render.ts';
 
 export const binarySourceSchema = z.strictObject({
   version: z.string().min(1),
@@ -90,4 +91,20 @@ export async function install(exec: Exec, spec: InstallSpec): Promise<InstallOut
     if (remote) rmSync(file, { force: true });
   }
   return { name, version: source.version, action: 'installed' };
+}
+
+/** A task that installs one binary (or archive) and says so; `rootfs`, when it installs into one, is its upstream. */
+export function provisionTask(ng: NodefileApi, id: string, spec: InstallSpec, after: readonly TaskRef[], rootfs?: TaskRef): TaskRef {
+  return ng.task(id, {
+    description: `${spec.name} ${spec.source.version} from ${spec.source.source}`,
+    inputs: { spec: ng.value(asJson(spec)), ...(rootfs === undefined ? {} : { rootfs }) },
+    after: [...after],
+    run: async (ctx) => {
+      const outcome = await install(execOf(ctx), spec);
+      ctx.log(`${spec.name} ${outcome.version}: ${outcome.action}`);
+      return { name: spec.name, version: spec.source.version };
+    },
+    check: () => isPresent(spec) || `${spec.name} ${spec.source.version} is not installed at ${spec.dest}`,
+    verbs: { create: 'install', update: 'install' },
+  });
 }

@@ -38,7 +38,7 @@ describe('the bundle task', () => {
     expect(first.mounts.map((m: { destination: string }) => m.destination)).toEqual(expect.arrayContaining(['/var/lib/kubelet', '/images']));
     expect(first.linux.devices ?? []).toEqual([]);
 
-    const device = { path: '/dev/nvidia0', type: 'c', major: 195, minor: 0, fileMode: 0o666, uid: 0, gid: 0 };
+    const device = { path: '/dev/nvidia0', type: 'c' as const, major: 195, minor: 0, fileMode: 0o666, uid: 0, gid: 0 };
     grants = { granted: true, devices: [device], mounts: [{ destination: '/usr/lib/libcuda.so.1', type: 'bind', source: '/usr/lib/libcuda.so.1', options: ['ro', 'bind'] }] };
     await runOf('kube1/bundle', task, runner);
     const granted = JSON.parse(readFileSync(configJson, 'utf8'));
