@@ -33,14 +33,14 @@ import type { NodefileApi, TaskInput, TaskRef } from '../src/nodefile/types.ts';
 import { isOciLayout } from '../src/node/archive.ts';
 import { grantableCapabilities, SHARED_PATHS, type Mount } from '../src/node/bundle.ts';
 import { FOLDERS_PATH, foldersAt, foldersTask, type Folders } from '../src/node/folders.ts';
-import { gpuFiles, gpuTask, nvidiaTask, readGrants, NO_GRANTS } from '../src/node/gpu.ts';
+import { gpuFiles, gpuTask, nvidiaTask, readGrants, NO_GRANTS, type GpuGrants } from '../src/node/gpu.ts';
 import { HELPER_PATH, helperAt, type Helper } from '../src/node/helper.ts';
 import { makeHost, type Host } from '../src/node/host.ts';
 import type { KubeletSettings } from '../src/node/kubelet.ts';
 import { imageArchiveTasks } from '../src/node/images.ts';
 import { kernelModulesTask, MODULES_LOAD_PATH } from '../src/node/kernel-modules.ts';
-import { containersThere, takeoverTask, type SlotPlace } from '../src/node/takeover.ts';
-import { readSwitch, switchMarkerOf } from '../src/node/switch.ts';
+import { switchingFrom, takeoverTask, type SlotPlace } from '../src/node/takeover.ts';
+import { switchMarkerOf } from '../src/node/switch.ts';
 import { provisionTask, type InstallSpec } from '../src/node/provision.ts';
 import { hostDirTask, runtimeTask } from '../src/node/host-tasks.ts';
 import { bundleTask } from '../src/node/slot-bundle.ts';
@@ -84,7 +84,9 @@ export default function containerNode(ng: NodefileApi): void {
   }
   const node = makeNode(path.resolve(configFile));
   const { config, host } = node;
-  const switching = switchingFrom(node);
+  const others = SLOTS.map((slot) => ({ slot, containerId: containerIdOf(config, slot) }));
+  const from = switchingFrom(node.runc, switchMarkerOf(host.path(config.layoutDir)), config.slot, others);
+  const switching = SLOTS.filter((slot) => from.includes(slot));
   // A change to a running node either proves healthy or is undone; a slot switch is a blue/green
   // upgrade, atomic whatever the flags.
   ng.settings({ atomic: switching.length > 0 ? 'always' : true });
@@ -100,24 +102,10 @@ export default function containerNode(ng: NodefileApi): void {
   const shared = declareHost(ng, node);
   // A slot's tasks, no longer declared, are stopped and kept in place: declared again, it is found as it was.
   const slots: NodefileApi = { ...ng, task: (id, spec) => ng.task(id, { retire: 'stop', ...spec }) };
-  declareSlot(slots, node, shared, config.slot, 'run', switching);
+  declareRunning(slots, node, shared, declarePlace(slots, node, shared, config.slot, 'run'), switching);
   // The slot a switch is under way from is frozen: not declared, so nothing of it changes until the
   // new slot is healthy — then it is stopped in place (retire: 'stop'), and prepared again after.
-  for (const slot of config.prepare) if (!switching.includes(slot)) declareSlot(slots, node, shared, slot, 'prepare', switching);
-}
-
-/**
- * The slots a switch to the configured one is under way from: another slot's container is there
- * (read from runc's state folder, not by running runc), or a run cut short left the switch marker.
- */
-function switchingFrom(node: Node): Slot[] {
-  const { config, host } = node;
-  const underWay = readSwitch(switchMarkerOf(host.path(config.layoutDir)));
-  return SLOTS.filter(
-    (other) =>
-      other !== config.slot &&
-      (containersThere(node.runc, [containerIdOf(config, other)]).length > 0 || (underWay?.to === config.slot && underWay.from.includes(other))),
-  );
+  for (const slot of config.prepare) if (!switching.includes(slot)) declarePlace(slots, node, shared, slot, 'prepare');
 }
 
 function makeNode(configFile: string): Node {
@@ -132,9 +120,6 @@ function makeNode(configFile: string): Node {
   };
   return { config, configFile, host, runc, helper: helperAt(host.path(HELPER_PATH)), folders: foldersAt(host.path(FOLDERS_PATH)), supervisor };
 }
-
-const seconds = (s: number): number => Math.round(s * 1000);
-
 
 // ---- the host: runtime and the directories every slot shares ---------------
 
@@ -224,21 +209,44 @@ function declareHost(ng: NodefileApi, node: Node): Shared {
 
 // ---- a slot ----------------------------------------------------------------
 
-function declareSlot(ng: NodefileApi, node: Node, shared: Shared, slot: Slot, role: 'run' | 'prepare', switching: readonly string[]): void {
+/** What a slot is built of, prepared or running: its files and the tasks that make them. */
+interface SlotPlaceTasks {
+  readonly slot: Slot;
+  readonly slotDir: string;
+  readonly rootfsDir: string;
+  readonly container: ContainerSpec;
+  readonly stopContainer: string[];
+  readonly rootfs: TaskRef;
+  readonly provisioned: readonly TaskRef[];
+  readonly kubeletBinary: TaskRef | undefined;
+  readonly configJson: string;
+  readonly bundle: TaskRef;
+  readonly unit: TaskRef | undefined;
+  readonly gpu: TaskRef | undefined;
+  readonly grantsFile: string;
+  readonly gpuInput: Record<string, TaskInput>;
+  readonly grants: () => GpuGrants;
+}
+
+/** Rootfs, binaries, GPU grants, bundle and unit: a prepared slot has these, and nothing runs. */
+function declarePlace(ng: NodefileApi, node: Node, shared: Shared, slot: Slot, role: 'run' | 'prepare'): SlotPlaceTasks {
   const { config, host, helper } = node;
   const slotDir = host.path(`${config.layoutDir}/${slot}`);
-  const rootfsDir = rootfsOf(slotDir);
-  const inRootfs = (nodePath: string): string => path.join(rootfsDir, nodePath);
-  const digestFile = digestFileOf(slotDir);
-  const id = (name: string): string => `${slot}/${name}`;
   const containerId = containerIdOf(config, slot);
+  const container: ContainerSpec = {
+    id: containerId,
+    runc: node.runc,
+    bundle: slotDir,
+    consoleLog: path.join(slotDir, 'console.log'),
+    stopTimeoutSeconds: config.timeouts.stop,
+  };
 
   // Image → rootfs. The image's hash is the input: the same image is never
   // unpacked twice, and a new one replaces the rootfs whole.
   const supervisingUnit = node.supervisor === 'systemd' ? unitName(containerId) : undefined;
   const stopContainer = helper.stopContainer(node.runc, containerId, config.timeouts.stop, supervisingUnit);
   const rootfs = rootfsTask(ng, {
-    id: id('rootfs'),
+    id: `${slot}/rootfs`,
     image: config.image,
     imageInput: isOciLayout(config.image) ? ng.tree(config.image) : ng.file(config.image),
     slotDir,
@@ -248,46 +256,7 @@ function declareSlot(ng: NodefileApi, node: Node, shared: Shared, slot: Slot, ro
     stopContainer,
     removeSlot: helper.remove(slotDir),
   });
-
-  const provisioned: TaskRef[] = [];
-  let kubeletBinary: TaskRef | undefined;
-  const binaries = config.binaries;
-  if (binaries.kubelet !== undefined) {
-    const source = { ...binaries.kubelet, version: binaries.kubelet.version ?? config.kubernetesVersion };
-    kubeletBinary = provisionTask(
-      ng,
-      id('provision.kubelet'),
-      {
-        name: 'kubelet',
-        source,
-        dest: inRootfs(config.kubelet.binary),
-        stamp: inRootfs('/var/lib/nodegraph/provisioned/kubelet.json'),
-        expect: [inRootfs(config.kubelet.binary)],
-        scratch: path.join(slotDir, 'downloads'),
-      },
-      [],
-      rootfs,
-    );
-    provisioned.push(kubeletBinary);
-  }
-  if (binaries.crictl !== undefined) {
-    provisioned.push(
-      provisionTask(
-        ng,
-        id('provision.crictl'),
-        {
-          name: 'crictl',
-          source: binaries.crictl,
-          dest: inRootfs('/usr/local/bin'),
-          stamp: inRootfs('/var/lib/nodegraph/provisioned/crictl.json'),
-          expect: [inRootfs('/usr/local/bin/crictl')],
-          scratch: path.join(slotDir, 'downloads'),
-        },
-        [],
-        rootfs,
-      ),
-    );
-  }
+  const { provisioned, kubeletBinary } = declareBinaries(ng, config, slot, slotDir, rootfs);
 
   // The OCI bundle, with the GPUs <slot>/gpu grants (discovered again on every run).
   const configJson = path.join(slotDir, 'config.json');
@@ -295,7 +264,72 @@ function declareSlot(ng: NodefileApi, node: Node, shared: Shared, slot: Slot, ro
   const gpu = config.gpu === 'auto' ? gpuTask(ng, { slot, host, rootfs, grantsFile, seenFile, configJson }) : undefined;
   const grants = () => (gpu === undefined ? NO_GRANTS : readGrants(grantsFile));
   const gpuInput: Record<string, TaskInput> = gpu === undefined ? {} : { gpu: gpu.output(grantsFile) };
-  const bundleParams = {
+  const bundle = bundleTask(ng, {
+    slot,
+    configJson,
+    params: bundleParams(node, slot),
+    baseFile: config.bundle.base,
+    inputs: gpuInput,
+    grants,
+    after: [rootfs, shared.kubeletDir, shared.cni, shared.certsDir, shared.runContainerd, shared.bpffs, ...present(shared.imageArchives)],
+  });
+
+  const unitFile = host.path(unitPath(containerId));
+  const unit =
+    node.supervisor === 'systemd'
+      ? unitTask(ng, { slot, container, file: unitFile, remove: helper.unitRemove(unitFile, unitName(containerId)), after: [bundle] })
+      : undefined;
+
+  const rootfsDir = rootfsOf(slotDir);
+  return { slot, slotDir, rootfsDir, container, stopContainer, rootfs, provisioned, kubeletBinary, configJson, bundle, unit, gpu, grantsFile, gpuInput, grants };
+}
+
+/** kubelet and crictl from the configuration's sources, into the slot's rootfs. */
+function declareBinaries(ng: NodefileApi, config: NodeConfig, slot: Slot, slotDir: string, rootfs: TaskRef): { provisioned: TaskRef[]; kubeletBinary: TaskRef | undefined } {
+  const inRootfs = (nodePath: string): string => path.join(rootfsOf(slotDir), nodePath);
+  const binaries = config.binaries;
+  const scratch = path.join(slotDir, 'downloads');
+  const kubeletBinary =
+    binaries.kubelet === undefined
+      ? undefined
+      : provisionTask(
+          ng,
+          `${slot}/provision.kubelet`,
+          {
+            name: 'kubelet',
+            source: { ...binaries.kubelet, version: binaries.kubelet.version ?? config.kubernetesVersion },
+            dest: inRootfs(config.kubelet.binary),
+            stamp: inRootfs('/var/lib/nodegraph/provisioned/kubelet.json'),
+            expect: [inRootfs(config.kubelet.binary)],
+            scratch,
+          },
+          [],
+          rootfs,
+        );
+  const crictl =
+    binaries.crictl === undefined
+      ? undefined
+      : provisionTask(
+          ng,
+          `${slot}/provision.crictl`,
+          {
+            name: 'crictl',
+            source: binaries.crictl,
+            dest: inRootfs('/usr/local/bin'),
+            stamp: inRootfs('/var/lib/nodegraph/provisioned/crictl.json'),
+            expect: [inRootfs('/usr/local/bin/crictl')],
+            scratch,
+          },
+          [],
+          rootfs,
+        );
+  return { provisioned: [...present(kubeletBinary), ...present(crictl)], kubeletBinary };
+}
+
+/** What the bundle's config.json says of the node, before the GPU grants and a base config. */
+function bundleParams(node: Node, slot: Slot) {
+  const { config, host } = node;
+  return {
     hostname: config.nodeName,
     rootfs: 'rootfs',
     shared: SHARED_PATHS.map((destination) => ({ destination, source: host.path(destination) })),
@@ -307,45 +341,21 @@ function declareSlot(ng: NodefileApi, node: Node, shared: Shared, slot: Slot, ro
     ...(config.bundle.hooks === undefined ? {} : { hooks: config.bundle.hooks }),
     ...(config.bundle.cgroupsPath === undefined ? {} : { cgroupsPath: config.bundle.cgroupsPath }),
   };
-  const bundle = bundleTask(ng, {
-    slot,
-    configJson,
-    params: bundleParams,
-    baseFile: config.bundle.base,
-    inputs: gpuInput,
-    grants,
-    after: [rootfs, shared.kubeletDir, shared.cni, shared.certsDir, shared.runContainerd, shared.bpffs, ...present(shared.imageArchives)],
-  });
+}
 
-  const container: ContainerSpec = {
-    id: containerId,
-    runc: node.runc,
-    bundle: slotDir,
-    consoleLog: path.join(slotDir, 'console.log'),
-    stopTimeoutSeconds: config.timeouts.stop,
-  };
-
-  const unit =
-    node.supervisor === 'systemd'
-      ? unitTask(ng, {
-          slot,
-          container,
-          file: host.path(unitPath(containerId)),
-          remove: helper.unitRemove(host.path(unitPath(containerId)), unitName(containerId)),
-          after: [bundle],
-        })
-      : undefined;
-
-  if (role === 'prepare') return;
+/** The running slot: takeover, configuration, container, containerd, kubelet, staged images, verified. */
+function declareRunning(ng: NodefileApi, node: Node, shared: Shared, place: SlotPlaceTasks, switching: readonly string[]): void {
+  const { config, host, helper } = node;
+  const { slot, rootfs, rootfsDir, provisioned, bundle, unit, gpu } = place;
 
   // ---- taking over: the old slot stops only once this one is built ----------
 
   const cni = config.cni === false ? undefined : config.cni;
-  const place = (s: Slot): SlotPlace => ({ slot: s, containerId: containerIdOf(config, s), identityDir: path.join(host.path(config.layoutDir), s, 'identity') });
+  const placeOf = (s: Slot): SlotPlace => ({ slot: s, containerId: containerIdOf(config, s), identityDir: path.join(host.path(config.layoutDir), s, 'identity') });
   const marker = switchMarkerOf(host.path(config.layoutDir));
   const takeover = takeoverTask(ng, {
-    self: place(slot),
-    others: SLOTS.filter((other) => other !== slot).map(place),
+    self: placeOf(slot),
+    others: SLOTS.filter((other) => other !== slot).map(placeOf),
     marker,
     runc: node.runc,
     helper,
@@ -366,8 +376,8 @@ function declareSlot(ng: NodefileApi, node: Node, shared: Shared, slot: Slot, ro
     settings: config.containerd,
     registryMirrors: config.registryMirrors,
     certsDir: host.path(config.containerd.certsDir),
-    inputs: gpuInput,
-    nvidia: () => grants().devices.length > 0,
+    inputs: place.gpuInput,
+    nvidia: () => place.grants().devices.length > 0,
     after: [shared.certsDir, takeover],
   });
   const kubeletConfig = kubeletConfigTask(ng, {
@@ -380,16 +390,16 @@ function declareSlot(ng: NodefileApi, node: Node, shared: Shared, slot: Slot, ro
 
   // ---- running: the container, then containerd, then kubelet -------------
 
-  const run: SlotRun = { slot, container, timeouts: config.timeouts };
-  const containerRef = containerTask(ng, {
+  const run: SlotRun = { slot, container: place.container, timeouts: config.timeouts };
+  const container = containerTask(ng, {
     run,
     supervisor: node.supervisor,
     bundle,
     rootfs,
     rootfsDir,
-    bundleFiles: [configJson, rootfsDir, digestFile],
+    bundleFiles: [place.configJson, rootfsDir, digestFileOf(place.slotDir)],
     sharedRoot: config.sharedRoot,
-    stop: stopContainer,
+    stop: place.stopContainer,
     // Configuration goes in before the container boots, so its services start with it; and the other
     // slot is stopped first, even when this slot's configuration is in place already (found in place,
     // nothing of it runs, so nothing else orders the two).
@@ -406,13 +416,14 @@ function declareSlot(ng: NodefileApi, node: Node, shared: Shared, slot: Slot, ro
   });
 
   // On a GPU node, containerd and kubelet run on the NVIDIA state rebuilt after the container started.
-  const nvidia = gpu === undefined ? undefined : nvidiaTask(ng, { slot, containerId, runc: node.runc, container: containerRef, gpu, grantsFile });
-  const serviceBase = { run, container: containerRef, helper };
+  const containerId = place.container.id;
+  const nvidia = gpu === undefined ? undefined : nvidiaTask(ng, { slot, containerId, runc: node.runc, container, gpu, grantsFile: place.grantsFile });
+  const serviceBase = { run, container, helper };
   const containerd = serviceTask(ng, { ...serviceBase, name: 'containerd', inputs: { config: containerdConfig }, after: present(nvidia), reload: false });
   const kubelet = serviceTask(ng, {
     ...serviceBase,
     name: 'kubelet',
-    inputs: { config: kubeletConfig, ...(kubeletBinary === undefined ? {} : { binary: kubeletBinary }) },
+    inputs: { config: kubeletConfig, ...(place.kubeletBinary === undefined ? {} : { binary: place.kubeletBinary }) },
     after: [containerd],
     reload: true,
   });
@@ -423,7 +434,7 @@ function declareSlot(ng: NodefileApi, node: Node, shared: Shared, slot: Slot, ro
     runc: node.runc,
     nodeDir: config.imageArchiveDir,
     hostDir: config.imageArchiveDir === undefined ? undefined : host.path(config.imageArchiveDir),
-    ledgerDir: path.join(slotDir, 'images'),
+    ledgerDir: path.join(place.slotDir, 'images'),
     prune: config.imageArchivePrune,
     rootfs,
     containerd,
@@ -449,7 +460,6 @@ function readIfThere(file: string): string | undefined {
     return undefined;
   }
 }
-
 
 /** A file the configuration names, read; a failure names the field, not a line of this graph. */
 function configFile(field: string, file: string): string {

@@ -147,6 +147,17 @@ export function containersThere(runc: RuncOptions, ids: readonly string[]): stri
   return ids.filter((id) => existsSync(path.join(root, id, 'state.json')));
 }
 
+/**
+ * The slots a switch to `to` is under way from, as the graph loads: another slot's container is there
+ * (read from runc's state folder, not by running runc), or a run cut short left the switch marker.
+ */
+export function switchingFrom(runc: RuncOptions, marker: string, to: string, others: readonly Pick<SlotPlace, 'slot' | 'containerId'>[]): string[] {
+  const underWay = readSwitch(marker);
+  return others
+    .filter((o) => o.slot !== to && (containersThere(runc, [o.containerId]).length > 0 || (underWay?.to === to && underWay.from.includes(o.slot))))
+    .map((o) => o.slot);
+}
+
 /** With host networking: the CNI bridge a slot made on the host, deleted, and its host-local IPAM state. */
 export async function cleanHostNetwork(exec: Exec, network: { readonly bridge: string; readonly ipamDir: string }): Promise<void> {
   if (existsSync(`/sys/class/net/${network.bridge}`)) await exec(['ip', 'link', 'delete', network.bridge]);
