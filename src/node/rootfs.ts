@@ -7,7 +7,7 @@
 // check names it, so plan and status show it, and the next run removes it —
 // without unpacking again when the rootfs in place is already of this image.
 
-import { existsSync, lstatSync, readFileSync } from 'node:fs';
+import { existsSync, lstatSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import type { Argv, InputSpec, NodefileApi, TaskRef } from '../nodefile/types.ts';
 import { imageDigest, removeTree, unpackImage } from './archive.ts';
@@ -53,13 +53,13 @@ export function rootfsTask(ng: NodefileApi, spec: RootfsSpec): TaskRef {
         // Left by an unpack cut short: when the tree in place is this image already, that is all there is to do.
         if (hasInit(rootfs) && readDigest(digestFile) === digest) {
           ctx.log(`removed ${staging}, left by an unpack cut short; ${rootfs} is ${digest} already`);
-          return { digest };
+          return { digest, tree: treeOf(rootfs) };
         }
       }
       const result = await unpackImage(execOf(ctx), spec.image, rootfs, { keepOld: spec.keepOld });
       renderFile(digestFile, `${result.digest}\n`);
       ctx.log(`unpacked ${result.kind} ${result.digest}`);
-      return { digest: result.digest };
+      return { digest: result.digest, tree: treeOf(rootfs) };
     },
     check: () => {
       if (existsSync(staging)) return `${staging} is left from an unpack cut short`;
@@ -70,6 +70,12 @@ export function rootfsTask(ng: NodefileApi, spec: RootfsSpec): TaskRef {
     verbs: { create: 'unpack', update: 'unpack' },
   });
 }
+
+/**
+ * Which tree the rootfs is (its folder's inode): a fresh unpack of the same image is a new tree, without
+ * what the slot's tasks wrote into the old one, so its output changes and they run again.
+ */
+const treeOf = (rootfs: string): number => statSync(rootfs).ino;
 
 function readDigest(file: string): string | undefined {
   try {
