@@ -59,6 +59,87 @@ export function screenRows(text: string, columns: number): number {
   return lines.reduce((n, l) => n + Math.max(1, Math.ceil([...l.replace(/\x1b\[[0-9;?]*[A-Za-z]/g, '')].length / Math.max(1, columns))), 0);
 }
 
+/** What the live area shows, frame by frame. */
+interface LiveState {
+  readonly rows: ReadonlyMap<TaskId, Row>;
+  readonly progress: Progress;
+  readonly failures: number;
+  readonly tick: number;
+}
+
+/**
+ * The live area: the running rows with a spinner, their elapsed time and last line, a few queued ones, and the
+ * status line; at most the terminal's rows less two, so the area never scrolls the screen (the rest are counted).
+ */
+function liveLines({ rows, progress, failures, tick }: LiveState, options: TtyOptions): string[] {
+  const { c } = options;
+  const width = Math.max(20, options.columns() - 1);
+  const room = Math.max(2, options.rows() - 2);
+  const now = Date.now();
+  const running = [...rows.values()].filter((r) => r.state === 'running');
+  const queued = [...rows.values()].filter((r) => r.state === 'queued');
+  const lines: string[] = [];
+  const runShown = running.length <= room ? running.length : room - 1;
+  for (const r of running.slice(0, runShown)) {
+    const head = fit(`${r.id} ${r.verb} ${seconds(now - r.startedAt)}`, width - 2);
+    const tail = r.last === '' ? '' : fit(`  ${r.last}`, width - 2 - [...head].length);
+    lines.push(`${c.cyan(SPINNER[tick % SPINNER.length]!)} ${head}${c.dim(tail)}`);
+  }
+  if (runShown < running.length) lines.push(`${c.cyan('…')} and ${running.length - runShown} more running`);
+  const left = room - lines.length;
+  const shown = queued.length <= left ? queued.length : Math.max(0, left - 1);
+  for (const r of queued.slice(0, shown)) lines.push(c.dim(`· ${fit(`${r.id} ${r.verb} queued`, width - 2)}`));
+  if (shown < queued.length && left > 0) lines.push(c.dim(`· … and ${queued.length - shown} more queued`));
+  const failed = failures > 0 ? ` · ${failures} failed` : '';
+  const status = `${progress.counter()} ${running.length} running · ${queued.length} queued${failed} · ${seconds(now - progress.startedAt)}`;
+  lines.push(c.bold(fit(status, width)));
+  return lines;
+}
+
+/** The line that stays for a settled task or destroy, with a failure's command and output below it. */
+function settledLine(event: Extract<EngineEvent, { type: 'task-done' | 'destroy-done' }>, c: Palette, progress: Progress): string {
+  if (event.type === 'task-done') {
+    switch (event.outcome) {
+      case 'ran':
+        return `${c.green('✔')} ${event.id} ${c.dim(`${seconds(event.durationMs)}${event.outputsChanged === false ? ', outputs unchanged' : ''}`)}`;
+      case 'up-to-date':
+        return `${c.green('✔')} ${event.id} ${c.dim('up to date (what it consumes came out unchanged)')}`;
+      case 'skipped':
+        return `${c.yellow('-')} ${event.id} skipped (${progress.skipped(event.because)})`;
+      case 'failed':
+      case 'canceled':
+        return [`${c.red('✖')} ${unsuccessful(event.id, event.outcome, event.error)}`, ...failureDetail(event)].join('\n');
+    }
+  }
+  if (event.outcome === 'destroyed') return `${c.green('✔')} ${event.id} destroyed`;
+  if (event.outcome === 'failed') {
+    const detail = failureDetail({ ...(event.output === undefined ? {} : { output: event.output }), ...(event.log === undefined ? {} : { log: event.log }) });
+    return [`${c.red('✖')} ${event.id} failed: ${event.error ?? ''}`, ...detail].join('\n');
+  }
+  return `${c.yellow('-')} ${event.id} ${event.outcome}${event.because === undefined ? '' : ` (${event.because})`}`;
+}
+
+/**
+ * The text that replaces a live area of `drawn` rows with `above` (lines that stay) and then `lines`.
+ * Each row is rewritten and cleared to its end, rows left over are cleared one by one, and the cursor never
+ * goes below the area: never "clear to the end of the screen", which a terminal may take for a clear of the
+ * whole screen when the area starts at its top (tmux's scroll-on-clear then pushes it into the scrollback).
+ */
+function redraw(drawn: number, above: string, lines: readonly string[], columns: number): string {
+  let out = drawn > 0 ? `\r\x1b[${drawn}A` : '';
+  let written = 0;
+  if (above !== '') {
+    out += above.replaceAll('\n', `${CLEAR_LINE}\n`);
+    written += screenRows(above, columns);
+  }
+  out += lines.map((l) => `${l}${CLEAR_LINE}\n`).join('');
+  written += lines.length;
+  // The old area's rows below the new one: cleared, then back up to the end of what was written.
+  const stale = drawn - written;
+  if (stale > 0) out += `${`${CLEAR_LINE}\x1b[B`.repeat(stale)}\x1b[${stale}A`;
+  return out;
+}
+
 export function ttyReporter(options: TtyOptions): Reporter {
   const { write, c } = options;
   const fallback = plainReporter({ write, c, showPlan: false });
@@ -71,52 +152,11 @@ export function ttyReporter(options: TtyOptions): Reporter {
   let tick = 0;
   let failures = 0;
 
-  const liveLines = (): string[] => {
-    const width = Math.max(20, options.columns() - 1);
-    const room = Math.max(2, options.rows() - 2);
-    const now = Date.now();
-    const running = [...rows.values()].filter((r) => r.state === 'running');
-    const queued = [...rows.values()].filter((r) => r.state === 'queued');
-    const lines: string[] = [];
-    // At most `room` rows in all, so the area never scrolls the screen: the rest are counted.
-    const runShown = running.length <= room ? running.length : room - 1;
-    for (const r of running.slice(0, runShown)) {
-      const head = fit(`${r.id} ${r.verb} ${seconds(now - r.startedAt)}`, width - 2);
-      const tail = r.last === '' ? '' : fit(`  ${r.last}`, width - 2 - [...head].length);
-      lines.push(`${c.cyan(SPINNER[tick % SPINNER.length]!)} ${head}${c.dim(tail)}`);
-    }
-    if (runShown < running.length) lines.push(`${c.cyan('…')} and ${running.length - runShown} more running`);
-    const left = room - lines.length;
-    const shown = queued.length <= left ? queued.length : Math.max(0, left - 1);
-    for (const r of queued.slice(0, shown)) lines.push(c.dim(`· ${fit(`${r.id} ${r.verb} queued`, width - 2)}`));
-    if (shown < queued.length && left > 0) lines.push(c.dim(`· … and ${queued.length - shown} more queued`));
-    const failed = failures > 0 ? ` · ${failures} failed` : '';
-    const status = `${progress.counter()} ${running.length} running · ${queued.length} queued${failed} · ${seconds(now - progress.startedAt)}`;
-    lines.push(c.bold(fit(status, width)));
-    return lines;
-  };
-
-  /**
-   * Rewrites the live area in place, with `above` (lines that stay) first, and the area again unless closing.
-   * Each row is rewritten and cleared to its end, rows left over are cleared one by one, and the cursor never
-   * goes below the area: never "clear to the end of the screen", which a terminal may take for a clear of the
-   * whole screen when the area starts at its top (tmux's scroll-on-clear then pushes it into the scrollback).
-   */
+  /** Rewrites the live area in place, with `above` (lines that stay) first, and the area again unless closing. */
   const frame = (above: string, live: boolean): void => {
-    let out = drawn > 0 ? `\r\x1b[${drawn}A` : '';
-    let written = 0;
-    if (above !== '') {
-      out += above.replaceAll('\n', `${CLEAR_LINE}\n`);
-      written += screenRows(above, options.columns());
-    }
-    const lines = live ? liveLines() : [];
-    out += lines.map((l) => `${l}${CLEAR_LINE}\n`).join('');
-    written += lines.length;
-    // The old area's rows below the new one: cleared, then back up to the end of what was written.
-    const stale = drawn - written;
-    if (stale > 0) out += `${`${CLEAR_LINE}\x1b[B`.repeat(stale)}\x1b[${stale}A`;
+    const lines = live ? liveLines({ rows, progress, failures, tick }, options) : [];
+    write(redraw(drawn, above, lines, options.columns()));
     drawn = lines.length;
-    write(out);
   };
 
   const timer = setInterval(() => {
@@ -178,31 +218,9 @@ export function ttyReporter(options: TtyOptions): Reporter {
         break;
       }
       case 'task-done':
-        switch (event.outcome) {
-          case 'ran':
-            settled(event.id, `${c.green('✔')} ${event.id} ${c.dim(`${seconds(event.durationMs)}${event.outputsChanged === false ? ', outputs unchanged' : ''}`)}`);
-            break;
-          case 'up-to-date':
-            settled(event.id, `${c.green('✔')} ${event.id} ${c.dim('up to date (what it consumes came out unchanged)')}`);
-            break;
-          case 'skipped':
-            settled(event.id, `${c.yellow('-')} ${event.id} skipped (${progress.skipped(event.because)})`);
-            break;
-          case 'failed':
-          case 'canceled': {
-            failures++;
-            const detail = [`${c.red('✖')} ${unsuccessful(event.id, event.outcome, event.error)}`, ...failureDetail(event)];
-            settled(event.id, detail.join('\n'));
-            break;
-          }
-        }
-        break;
       case 'destroy-done':
-        if (event.outcome === 'destroyed') settled(event.id, `${c.green('✔')} ${event.id} destroyed`);
-        else if (event.outcome === 'failed') {
-          const detail = failureDetail({ ...(event.output === undefined ? {} : { output: event.output }), ...(event.log === undefined ? {} : { log: event.log }) });
-          settled(event.id, [`${c.red('✖')} ${event.id} failed: ${event.error ?? ''}`, ...detail].join('\n'));
-        } else settled(event.id, `${c.yellow('-')} ${event.id} ${event.outcome}${event.because === undefined ? '' : ` (${event.because})`}`);
+        if (event.type === 'task-done' && (event.outcome === 'failed' || event.outcome === 'canceled')) failures++;
+        settled(event.id, settledLine(event, c, progress));
         break;
       case 'warning':
         frame(`${c.yellow('warning')}: ${event.message}\n`, rows.size > 0);
