@@ -46,41 +46,7 @@ export function analyze(declarations: Declarations, options: { readonly stateDir
   const failures: Failure[] = [...declarations.failures];
   const { dir } = declarations;
   const guard = new OutputGuard(declarations.file, dir, options.stateDir);
-  const byId = new Map<TaskId, Node>();
-  const nodes: Node[] = [];
-  const producers = new Map<string, Node>();
-
-  const roots = new OutputRoots();
-  for (const decl of declarations.tasks) {
-    const node = new Node(decl, nodes.length, NO_PATHS, dir);
-    // One map operation per task, not two: a set that does not grow the map met a duplicate.
-    const size = byId.size;
-    byId.set(decl.id, node);
-    if (byId.size === size) {
-      const first = nodes.find((n) => n.id === decl.id)!;
-      byId.set(decl.id, first);
-      failures.push({ reason: 'duplicate-task', task: decl.id, first: first.decl.site.get(), second: decl.site.get() });
-      continue;
-    }
-    if (decl.spec.cwd !== undefined) node.cwd = path.resolve(dir, decl.spec.cwd);
-    if (decl.outputs.length > 0) node.outputs = decl.outputs.map((o) => roots.join(dir, o));
-    nodes.push(node);
-    for (let i = 0; i < node.outputs.length; i++) {
-      const output = node.outputs[i]!;
-      const refused = guard.refuses(output);
-      if (refused !== undefined) {
-        failures.push({ reason: 'invalid-field', task: decl.id, field: `outputs[${i}]`, message: `${decl.outputs[i]} ${refused}`, site: decl.site.get() });
-      }
-      const count = producers.size;
-      producers.set(output, node);
-      if (producers.size === count) {
-        // Another task's, or this one's named twice.
-        const other = nodes.find((n) => n !== node && n.outputs.includes(output)) ?? node;
-        producers.set(output, other);
-        failures.push({ reason: 'duplicate-output', path: output, first: other.id, second: decl.id, site: decl.site.get() });
-      }
-    }
-  }
+  const { byId, nodes, producers, roots } = taskNodes(declarations, guard, failures);
 
   // Edges upstream → downstream, as indices; `linked[u] === d + 1` when u → d is already there.
   const ups: number[] = [];
@@ -169,6 +135,46 @@ export function analyze(declarations: Declarations, options: { readonly stateDir
     ordered[i] = node;
   }
   return ok(new TaskGraph(declarations.file, dir, declarations.pools, ordered, byId, { preserve: preserve.paths, settings: declarations.settings }));
+}
+
+/** The first pass: one node per declared task, and the task that produces each output; duplicates go to `failures`. */
+function taskNodes(declarations: Declarations, guard: OutputGuard, failures: Failure[]): { byId: Map<TaskId, Node>; nodes: Node[]; producers: Map<string, Node>; roots: OutputRoots } {
+  const { dir } = declarations;
+  const byId = new Map<TaskId, Node>();
+  const nodes: Node[] = [];
+  const producers = new Map<string, Node>();
+  const roots = new OutputRoots();
+  for (const decl of declarations.tasks) {
+    const node = new Node(decl, nodes.length, NO_PATHS, dir);
+    // One map operation per task, not two: a set that does not grow the map met a duplicate.
+    const size = byId.size;
+    byId.set(decl.id, node);
+    if (byId.size === size) {
+      const first = nodes.find((n) => n.id === decl.id)!;
+      byId.set(decl.id, first);
+      failures.push({ reason: 'duplicate-task', task: decl.id, first: first.decl.site.get(), second: decl.site.get() });
+      continue;
+    }
+    if (decl.spec.cwd !== undefined) node.cwd = path.resolve(dir, decl.spec.cwd);
+    if (decl.outputs.length > 0) node.outputs = decl.outputs.map((o) => roots.join(dir, o));
+    nodes.push(node);
+    for (let i = 0; i < node.outputs.length; i++) {
+      const output = node.outputs[i]!;
+      const refused = guard.refuses(output);
+      if (refused !== undefined) {
+        failures.push({ reason: 'invalid-field', task: decl.id, field: `outputs[${i}]`, message: `${decl.outputs[i]} ${refused}`, site: decl.site.get() });
+      }
+      const count = producers.size;
+      producers.set(output, node);
+      if (producers.size === count) {
+        // Another task's, or this one's named twice.
+        const other = nodes.find((n) => n !== node && n.outputs.includes(output)) ?? node;
+        producers.set(output, other);
+        failures.push({ reason: 'duplicate-output', path: output, first: other.id, second: decl.id, site: decl.site.get() });
+      }
+    }
+  }
+  return { byId, nodes, producers, roots };
 }
 
 /**
