@@ -25,7 +25,7 @@ import { acquire, borrow } from './state/lock.ts';
 import { lockWarnings } from './state/open.ts';
 import { advance, beginTransaction, commit, generationProblem, rollBack, type RollbackContext } from './transaction/atomic.ts';
 import { describeRestored, DEFAULT_KEEP, GenerationStore } from './transaction/generations.ts';
-import { collectSources, generationChanges, type Sources } from './transaction/manifest.ts';
+import { collectSources, type Sources } from './transaction/manifest.ts';
 import { waitHealthy } from './transaction/health.ts';
 import { IntentLog, type Intent } from './transaction/intents.ts';
 import { readTransaction, transactionDir, type Transaction } from './transaction/record.ts';
@@ -430,40 +430,6 @@ function readSavedPlan(file: string): Result<SavedPlan, Failure> {
     return err({ reason: 'plan-file-invalid', path: file, message: (error as Error).message });
   }
   return parseSavedPlan(file, text);
-}
-
-/** A generation as `nodegraph generations` shows it: what changed from the one before. */
-export interface GenerationEntry {
-  readonly number: number;
-  readonly createdAt: string;
-  readonly status: 'pending' | 'applied' | 'failed';
-  readonly files: readonly string[];
-  readonly env: readonly string[];
-  readonly ran: readonly string[];
-  readonly destroyed: readonly string[];
-}
-
-export interface GenerationsList {
-  readonly generations: readonly GenerationEntry[];
-  readonly current: number | undefined;
-  readonly transaction: Pick<Transaction, 'from' | 'to' | 'phase' | 'startedAt'> | undefined;
-}
-
-/** The state folder's generations, oldest first; reads only. */
-export function listGenerations(options: EngineOptions): Result<GenerationsList, Failure[]> {
-  const stateDir = stateDirOf(options);
-  const store = new GenerationStore(stateDir);
-  const pending = readTransaction(stateDir);
-  if (!pending.ok) return pending;
-  const newer = store.newer();
-  if (newer !== undefined) return err([newer]);
-  const all = store.list();
-  const generations = all.map((g, i) => {
-    const changed = generationChanges(all[i - 1], g);
-    return { number: g.number, createdAt: g.createdAt, status: g.status, files: changed.files, env: changed.env, ran: g.ran, destroyed: g.destroyed };
-  });
-  const t = pending.value;
-  return ok({ generations, current: store.current(), transaction: t === undefined ? undefined : { from: t.from, to: t.to, phase: t.phase, startedAt: t.startedAt } });
 }
 
 /**

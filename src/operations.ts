@@ -1,6 +1,6 @@
-// The operations behind the commands plan, destroy and stop (apply is
-// apply.ts), as functions with typed options that return values. The CLI
-// renders them; tests and other programs call them directly.
+// The operations behind the commands plan, destroy, stop and generations
+// (apply and rollback are apply.ts), as functions with typed options that
+// return values. The CLI renders them; tests and other programs call them directly.
 
 import { existsSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
@@ -15,6 +15,7 @@ import { recipeOf } from './execute/run-task.ts';
 import { nodefileReads } from './nodefile/load.ts';
 import type { OutsideRead } from './nodefile/reads.ts';
 import { GenerationStore } from './transaction/generations.ts';
+import { generationChanges } from './transaction/manifest.ts';
 import { healthTasks } from './transaction/health.ts';
 import { readTransaction, type Transaction } from './transaction/record.ts';
 import { textChanges, type TextChange } from './transaction/text-inputs.ts';
@@ -251,3 +252,36 @@ async function teardownWith(session: TeardownSession, options: TeardownOptions, 
   return ok({ ...summary, order, durationMs });
 }
 
+/** A generation as `nodegraph generations` shows it: what changed from the one before. */
+export interface GenerationEntry {
+  readonly number: number;
+  readonly createdAt: string;
+  readonly status: 'pending' | 'applied' | 'failed';
+  readonly files: readonly string[];
+  readonly env: readonly string[];
+  readonly ran: readonly string[];
+  readonly destroyed: readonly string[];
+}
+
+export interface GenerationsList {
+  readonly generations: readonly GenerationEntry[];
+  readonly current: number | undefined;
+  readonly transaction: Pick<Transaction, 'from' | 'to' | 'phase' | 'startedAt'> | undefined;
+}
+
+/** The state folder's generations, oldest first; reads only. */
+export function listGenerations(options: EngineOptions): Result<GenerationsList, Failure[]> {
+  const stateDir = stateDirOf(options);
+  const store = new GenerationStore(stateDir);
+  const pending = readTransaction(stateDir);
+  if (!pending.ok) return pending;
+  const newer = store.newer();
+  if (newer !== undefined) return err([newer]);
+  const all = store.list();
+  const generations = all.map((g, i) => {
+    const changed = generationChanges(all[i - 1], g);
+    return { number: g.number, createdAt: g.createdAt, status: g.status, files: changed.files, env: changed.env, ran: g.ran, destroyed: g.destroyed };
+  });
+  const t = pending.value;
+  return ok({ generations, current: store.current(), transaction: t === undefined ? undefined : { from: t.from, to: t.to, phase: t.phase, startedAt: t.startedAt } });
+}

@@ -1,4 +1,4 @@
-import { listGenerations } from '../apply.ts';
+import { listGenerations } from '../operations.ts';
 import { stateDirOf } from '../engine.ts';
 import { runningHolder } from '../state/lock.ts';
 import type { CliIo } from './output.ts';
