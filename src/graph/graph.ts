@@ -37,7 +37,7 @@ export class TaskGraph {
   readonly settings: GraphSettings;
   readonly #nodes: ReadonlyMap<TaskId, TaskNode>;
   readonly #order: readonly TaskNode[];
-  #downstream: Downstream | undefined;
+  #downstream: Rows | undefined;
 
   /** `nodes` in topological order, each at its `order`; `byId` the same nodes by id, when the caller has it already. */
   constructor(
@@ -104,36 +104,39 @@ export class TaskGraph {
   }
 }
 
-/** The graph's edges from each task, in compressed rows by order (see forEachDependent). */
-interface Downstream {
-  /** Task `o`'s dependents are the tasks of order `edges[start[o]]` up to `edges[start[o + 1]]`. */
+/** Edges in compressed rows: every node's downstream list, in one flat array. */
+interface Rows {
+  /** Node `i`'s downstreams are `edges[start[i]]` up to `edges[start[i + 1]]`, in the order their edges were given. */
   readonly start: Int32Array;
   readonly edges: Int32Array;
 }
 
-function downstreamOf(graph: TaskGraph): Downstream {
-  const nodes = graph.ordered;
-  const size = nodes.length;
-  // Two passes: count each task's dependents, then place them.
-  const start = new Int32Array(size + 1);
-  let count = 0;
-  const each = (visit: (up: number, down: number) => void): void => {
-    for (const node of nodes) {
-      for (const id of node.needs) visit(graph.get(id)!.order, node.order);
-      for (const id of node.after) visit(graph.get(id)!.order, node.order);
-    }
-  };
-  each((up) => {
-    start[up + 1]!++;
-    count++;
-  });
-  for (let s = 0; s < size; s++) start[s + 1]! += start[s]!;
-  const fill = start.slice(0, size);
-  const edges = new Int32Array(count);
-  each((up, down) => {
-    edges[fill[up]!++] = down;
-  });
+/** The edges `ups[e] → downs[e]` among `count` nodes, in compressed rows: two passes, count each row then place it. */
+function compressedRows(count: number, ups: ArrayLike<number>, downs: ArrayLike<number>): Rows {
+  const start = new Int32Array(count + 1);
+  for (let e = 0; e < ups.length; e++) start[ups[e]! + 1]!++;
+  for (let i = 0; i < count; i++) start[i + 1]! += start[i]!;
+  const fill = start.slice(0, count);
+  const edges = new Int32Array(ups.length);
+  for (let e = 0; e < ups.length; e++) edges[fill[ups[e]!]!++] = downs[e]!;
   return { start, edges };
+}
+
+/** The graph's edges (both kinds) from each task, by order (see forEachDependent). */
+function downstreamOf(graph: TaskGraph): Rows {
+  const ups: number[] = [];
+  const downs: number[] = [];
+  for (const node of graph.ordered) {
+    for (const id of node.needs) {
+      ups.push(graph.get(id)!.order);
+      downs.push(node.order);
+    }
+    for (const id of node.after) {
+      ups.push(graph.get(id)!.order);
+      downs.push(node.order);
+    }
+  }
+  return compressedRows(graph.size, ups, downs);
 }
 
 /**
@@ -144,17 +147,9 @@ function downstreamOf(graph: TaskGraph): Downstream {
  * 50,000 tasks graphology's edge bookkeeping alone took 350–650 ms.
  */
 export function topologicalOrder(count: number, ups: readonly number[], downs: readonly number[]): Int32Array | undefined {
-  // Edges in compressed rows: every upstream's downstream list, in one flat array.
   const waiting = new Int32Array(count);
-  const start = new Int32Array(count + 1);
-  for (let e = 0; e < ups.length; e++) {
-    start[ups[e]! + 1]!++;
-    waiting[downs[e]!]!++;
-  }
-  for (let i = 0; i < count; i++) start[i + 1]! += start[i]!;
-  const fill = start.slice(0, count);
-  const edges = new Int32Array(ups.length);
-  for (let e = 0; e < ups.length; e++) edges[fill[ups[e]!]!++] = downs[e]!;
+  for (const d of downs) waiting[d]!++;
+  const { start, edges } = compressedRows(count, ups, downs);
   const order = new Int32Array(count);
   let tail = 0;
   for (let i = 0; i < count; i++) if (waiting[i] === 0) order[tail++] = i;
