@@ -254,10 +254,13 @@ describe('racy entries', () => {
 
   test('a racy entry alone is not worth a save; saved beside a settled one it stays racy', () => {
     const old = write('old.txt', 'old');
-    Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 250); // old.txt settles: 250 ms > the 100 ms margin
     const fresh = write('fresh.txt', 'fresh');
-    const at = BigInt(Date.now()) * 1_000_000n;
-    const clock: HashCacheOptions = { now: () => at }; // fresh.txt stays racy to this clock
+    const oldIno = statSync(old, { bigint: true }).ino;
+    const freshStat = statSync(fresh, { bigint: true });
+    // The clock stands at fresh.txt's change, so it stays racy; old.txt reads as changed a second before, settled.
+    const at = freshStat.mtimeNs > freshStat.ctimeNs ? freshStat.mtimeNs : freshStat.ctimeNs;
+    const simulateStat = (st: BigIntStats): BigIntStats => (st.ino === oldIno ? altered(st, { mtimeNs: st.mtimeNs - NS, ctimeNs: st.ctimeNs - NS }) : st);
+    const clock: HashCacheOptions = { now: () => at, simulateStat };
     const cacheFile = path.join(dir, 'cache');
     const first = HashCache.load(cacheFile, clock).cache;
     first.hashFile(fresh);
