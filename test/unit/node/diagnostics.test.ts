@@ -131,8 +131,10 @@ describe('a container an apply cut short started', () => {
     // A rootfs swapped in after the container was made (renamed into place: its ctime moves, its mtime does not).
     await cutShortAfterRuncRun();
     const rootfs = path.join(rig.root, 'var/lib/nodegraph/containers/kube1/rootfs');
-    // Past a tick of the kernel's coarse clock, which ctime is read from (it may lag the creation time's by 4-10 ms).
-    await new Promise((resolve) => setTimeout(resolve, 50));
+    // The container started a second before the swap: ctime is read from the kernel's coarse clock, which may
+    // lag the creation time's by 4-10 ms, so a swap right after the start could read as older than it.
+    const container = rig.runner.containers.get('kube1')!;
+    rig.runner.containers.set('kube1', { ...container, created: new Date(Date.parse(container.created) - 1000).toISOString() });
     renameSync(rootfs, `${rootfs}.new`);
     renameSync(`${rootfs}.new`, rootfs);
     ok(await rig.apply());
