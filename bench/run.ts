@@ -9,6 +9,7 @@
 //   BENCH_COMPARE=bench/results/<earlier> npm run bench # and this run beside an earlier one
 //   npm run bench -- --report bench/results/<run> [--compare bench/results/<earlier>]
 //                                                       # the report again from raw data, nothing measured
+//   npm run bench -- --help                             # this text
 //
 // Raw data (every run's time, per round; memory; counts; the machine) goes to
 // bench/results/<stamp>/summary.json; the report is spliced into BENCHMARKS.md
@@ -22,7 +23,7 @@
 //   BENCH_RUNS=N                  measured runs per command and round, for every scenario
 //   BENCH_SCENARIOS=noop,leaf     a subset of the leaf graph's (its full build always runs: the others need its state)
 //   BENCH_JOBS=N                  job count for all three tools (default cores + 2, ninja's default)
-//   BENCH_DIR=/path               where the copies are generated (default $TMPDIR/nodegraph-bench)
+//   BENCH_DIR=/path               where the copies are generated (default $TMPDIR/nodegraph-bench-<pid>)
 //   BENCH_HASH=0                  skip bench/hash.ts
 //   BENCH_ENGINE=live             measure the checkout itself, not a snapshot taken at the start
 //   BENCH_KEEP=1                  keep the generated copies
@@ -61,7 +62,8 @@ const withStartup = env['BENCH_STARTUP'] !== '0';
 const ROUNDS = Number(env['BENCH_ROUNDS'] ?? 5);
 const runsOverride = env['BENCH_RUNS'] === undefined ? undefined : Number(env['BENCH_RUNS']);
 const jobs = Number(env['BENCH_JOBS'] ?? os.availableParallelism() + 2);
-const workRoot = path.resolve(env['BENCH_DIR'] ?? path.join(os.tmpdir(), 'nodegraph-bench'));
+// One folder per run, so that two benchmarks on one machine do not build in each other's copies.
+const workRoot = path.resolve(env['BENCH_DIR'] ?? path.join(os.tmpdir(), `nodegraph-bench-${process.pid}`));
 const LEAF_SCENARIOS = ['noop', 'leaf', 'touch', 'header'] as const;
 const wanted = new Set(env['BENCH_SCENARIOS'] === undefined ? LEAF_SCENARIOS : env['BENCH_SCENARIOS'].split(',').map((s) => s.trim()));
 /**
@@ -442,8 +444,26 @@ function publish(summary: Summary, resultsDir: string, earlier: Run | undefined)
 
 // ---- main -----------------------------------------------------------------------------------
 
+/** The usage is this file's leading comment: one text for the reader of the source and of --help. */
+function usage(): string {
+  const lines = readFileSync(new URL(import.meta.url), 'utf8').split('\n');
+  const end = lines.findIndex((l) => !l.startsWith('//'));
+  return lines.slice(0, end).map((l) => l.replace(/^\/\/ ?/, '')).join('\n') + '\n';
+}
+
 async function main(): Promise<void> {
-  const { values: args } = parseArgs({ options: { report: { type: 'string' }, compare: { type: 'string' } } });
+  let args: { report?: string; compare?: string; help?: boolean };
+  try {
+    args = parseArgs({ options: { report: { type: 'string' }, compare: { type: 'string' }, help: { type: 'boolean', short: 'h' } } }).values;
+  } catch (error) {
+    process.stderr.write(`bench: ${(error as Error).message}\n\n${usage()}`);
+    process.exitCode = 2;
+    return;
+  }
+  if (args.help === true) {
+    process.stdout.write(usage());
+    return;
+  }
   const compare = args.compare ?? env['BENCH_COMPARE'];
   const earlier = compare === undefined || compare === '' ? undefined : readRun(path.resolve(compare), REPO);
   if (args.report !== undefined) {
@@ -486,6 +506,7 @@ async function main(): Promise<void> {
   const done = summary({ ...(hash === undefined ? {} : { hash }), minutes: elapsedMinutes() });
   save(done);
   publish(done, resultsDir, earlier);
+  if (env['BENCH_KEEP'] !== '1' && env['BENCH_DIR'] === undefined) rmSync(workRoot, { recursive: true, force: true });
   log(`done in ${elapsedMinutes().toFixed(1)} min`);
 }
 
