@@ -1,7 +1,7 @@
 // The journal's writer: appends, syncs and compactions by the lock holder
 // (journal.ts states what each guarantees).
 
-import { closeSync, fstatSync, fsyncSync, ftruncateSync, openSync, readdirSync, readSync, renameSync, unlinkSync, writeSync } from 'node:fs';
+import { closeSync, fchmodSync, fstatSync, fsyncSync, ftruncateSync, openSync, readdirSync, readSync, renameSync, unlinkSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { randomId } from '../util/random.ts';
 import { err, ok, type Result } from '../util/result.ts';
@@ -17,6 +17,8 @@ import type { Appended, CompactionStats } from './types.ts';
 
 const NEWLINE_BYTE = Buffer.of(NEWLINE);
 const COMPACT_TMP_PREFIX = `${JOURNAL_FILE}.compact-`;
+/** The owner's alone: records keep a task's `env` as given, for its destroy and stop commands. */
+const JOURNAL_MODE = 0o600;
 /** How much of the file's start prepare() reads to find the header line. */
 const HEADER_READ_BYTES = 4096;
 
@@ -124,7 +126,8 @@ export function openJournal(lock: Lock, options: JournalOptions = {}): Result<Jo
   sweepCompactionTemps(dir);
   let fd: number;
   try {
-    fd = openSync(path, 'a+', 0o644); // O_RDWR | O_APPEND | O_CREAT
+    fd = openSync(path, 'a+', JOURNAL_MODE); // O_RDWR | O_APPEND | O_CREAT
+    fchmodSync(fd, JOURNAL_MODE); // a journal made before the mode was the owner's alone
   } catch (e) {
     return err(unwritable(path, e));
   }
@@ -312,7 +315,7 @@ class JournalWriter implements JournalStore {
     const content = JournalWriter.#compacted(records);
     let tfd: number | undefined;
     try {
-      tfd = openSync(tmp, 'wx', 0o644);
+      tfd = openSync(tmp, 'wx', JOURNAL_MODE);
       writeAll(tfd, content);
       fsyncSync(tfd);
       closeSync(tfd);
@@ -334,7 +337,7 @@ class JournalWriter implements JournalStore {
     if (this.#fd !== undefined) closeSync(this.#fd);
     this.#fd = undefined;
     try {
-      this.#fd = openSync(this.path, 'a+', 0o644);
+      this.#fd = openSync(this.path, 'a+', JOURNAL_MODE);
     } catch (e) {
       return err(unwritable(this.path, e));
     }

@@ -5,7 +5,7 @@
 // keyed digests is re-keyed without running its tasks again.
 
 import { createHash, createHmac } from 'node:crypto';
-import { readdirSync, readFileSync, statSync, writeFileSync, rmSync } from 'node:fs';
+import { chmodSync, readdirSync, readFileSync, statSync, writeFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, test } from 'vitest';
 import { fingerprintOf } from '../../src/plan/decide.ts';
@@ -194,6 +194,22 @@ describe('at rest', () => {
     expect(back.code).toBe(0);
     expect(rig.read('out/token')).toBe('tok-42');
     expect(plainHolders()).toEqual([]);
+  });
+
+  test("a task's own env, kept for its destroy command, is in a journal only its owner can read, made so on an older one too", async () => {
+    rig.nodefile(`  ng.task('t', {
+    env: { TOKEN: 'tok-44' },
+    outputs: ['out'],
+    run: ['sh', '-c', 'printf %s "$TOKEN" > out'],
+    destroy: ['rm', '-f', 'out'],
+  });`);
+    const journal = rig.path('.nodegraph', 'state.jsonl');
+    expect((await rig.run(['apply'])).code).toBe(0);
+    expect(readFileSync(journal, 'utf8')).toContain('tok-44');
+    expect(statSync(journal).mode & 0o777).toBe(0o600);
+    chmodSync(journal, 0o644);
+    expect((await rig.run(['apply'])).code).toBe(0);
+    expect(statSync(journal).mode & 0o777).toBe(0o600);
   });
 
   test('the sources digest is keyed: the same sources under another state key give another digest', async () => {
