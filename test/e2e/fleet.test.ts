@@ -85,7 +85,6 @@ function rollout(what: string, maxPods: number, faultOn?: Host): { code: number 
         ansible_python_interpreter: '/usr/bin/python3',
         nodegraph_executable_src: EXECUTABLE,
         nodegraph_graph_src: path.join(work, 'graph'),
-        nodegraph_state_dir: '{{ nodegraph_root }}/var/lib/nodegraph/state',
         nodegraph_files: { 'node.json': '{{ node | to_nice_json }}' },
         nodegraph_environment: { NODEGRAPH_NODE_CONFIG: '{{ nodegraph_graph_dir }}/node.json' },
       },

@@ -150,7 +150,7 @@ function playbook(logLevel: string, faultOn: string | undefined, ...extra: strin
 // --- what a node holds --------------------------------------------------------------------------
 
 const graphDir = (node: string): string => path.join(root(node), 'opt/nodegraph');
-const stateDir = (node: string): string => path.join(root(node), 'var/lib/nodegraph');
+const stateDir = (node: string): string => path.join(root(node), 'var/lib/nodegraph/state');
 
 function generation(node: string): number | null {
   const out = must([EXECUTABLE, 'generations', '--json', '-f', path.join(graphDir(node), 'Nodefile.ts'), '--state-dir', stateDir(node)]);
@@ -163,7 +163,7 @@ const logLevel = (node: string): string => /level = "(\w+)"/.exec(readFileSync(p
 /** Every entry below the node's root, by type, mode, owner and content; the hash cache (a cache of file hashes keyed by their stat, not state) left out. */
 function files(node: string, withHashCache = true): Record<string, string> {
   const tree = describeTree(root(node));
-  if (!withHashCache) for (const key of Object.keys(tree)) if (/var\/lib\/nodegraph\/hashcache(\.delta)?$/.test(key)) delete tree[key];
+  if (!withHashCache) for (const key of Object.keys(tree)) if (/var\/lib\/nodegraph\/state\/hashcache(\.delta)?$/.test(key)) delete tree[key];
   return tree;
 }
 
