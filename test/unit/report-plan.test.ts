@@ -5,7 +5,7 @@ import { expect, test } from 'vitest';
 import { taskId } from '../../src/ids.ts';
 import { listedPlan, type PlanEntry } from '../../src/plan/plan.ts';
 import { palette } from '../../src/report/color.ts';
-import { renderPlan } from '../../src/report/plan-view.ts';
+import { PLAN_CHUNK, renderPlan, writePlan } from '../../src/report/plan-view.ts';
 import { reasonText, VALUE_SHOWN } from '../../src/plan/reasons.ts';
 
 const entry = (id: string, action: PlanEntry['action'], verb: string, reasons: string[]) => ({ id: taskId(id), action, verb, reasons });
@@ -68,4 +68,14 @@ test('a changed value is shown whole, wrapped under its column; only one longer 
   expect(renderPlan(listedPlan([entry('conf', 'update', 'update', [cut])]), palette(false)).split('\n')[0]).toBe(`  ~ conf  update  ${cut} (all: nodegraph explain conf)`);
   // explain shows it whole.
   expect(reasonText({ kind: 'input-changed', input: 's', from: '', to: '', changes: [{ path: 'k', from: huge, to: '1' }] }, true)).toBe(`input s changed: k: ${huge} → 1`);
+});
+
+test('a long plan is written in pieces of about PLAN_CHUNK, never whole: their text is the rendered plan', () => {
+  const plan = listedPlan(Array.from({ length: 5000 }, (_, i) => entry(`t/${i}`, 'create', 'create', ['never ran'])));
+  const pieces: string[] = [];
+  writePlan(plan, palette(false), (text) => pieces.push(text));
+  const longestLine = '  + t/4999  create  never ran\n'.length;
+  expect(Math.max(...pieces.map((p) => p.length))).toBeLessThan(PLAN_CHUNK + longestLine);
+  expect(pieces.length).toBeGreaterThan(1);
+  expect(pieces.join('')).toBe(`${renderPlan(plan, palette(false))}\n`);
 });
