@@ -307,7 +307,7 @@ async function settle(options: ApplyOptions, session: Session, begun: Transactio
   if (cause === undefined && summary !== undefined) {
     transaction = advance(stateDir, transaction, 'health');
     emit({ type: 'transaction', message: 'waiting for the graph to be healthy' });
-    const health = await waitHealthy(summary.graph, session.runner, options.signal ?? new AbortController().signal, session.jobs, stateDir);
+    const health = await waitHealthy(summary.graph, session.runner, options.signal ?? new AbortController().signal, session.jobs, stateDir, options);
     if (!health.ok) cause = `${health.task} is not healthy: ${health.detail}`;
   }
   if (cause === undefined && summary !== undefined) {
@@ -370,7 +370,7 @@ function rollbackContext(options: ApplyOptions, runner: ProcessRunner, jobs: num
       if (s.skipped.length + s.canceled.length > 0) return err(`${s.skipped.length + s.canceled.length} tasks did not run`);
       return ok(s.graph);
     },
-    healthy: (graph, signal) => waitHealthy(graph, runner, signal, jobs, stateDir),
+    healthy: (graph, signal) => waitHealthy(graph, runner, signal, jobs, stateDir, options),
   };
 }
 

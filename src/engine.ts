@@ -50,6 +50,11 @@ export interface EngineOptions {
    * (hash/cache.ts, RACY ENTRIES); Date.now by default. Tests set it.
    */
   readonly now?: () => bigint;
+  /**
+   * How the engine waits out a time (the health poll's pause, transaction/health.ts); a
+   * timer by default. A test that sets `now` to a clock of its own sets this to move it.
+   */
+  readonly sleep?: (ms: number) => Promise<void>;
   /** The state lock, taken already by the caller, which also releases it (an atomic apply's inner runs). */
   readonly lock?: Lock;
 }

@@ -10,16 +10,22 @@ import { parseDuration } from '../util/duration.ts';
 
 export type Health = { readonly ok: true } | { readonly ok: false; readonly task: string; readonly detail: string };
 
+/** The health poll's time: EngineOptions.now and .sleep when a test sets them, the wall clock and a timer otherwise. */
+export interface HealthClock {
+  readonly now?: (() => bigint) | undefined;
+  readonly sleep?: ((ms: number) => Promise<void>) | undefined;
+}
+
 export function healthTasks(graph: TaskGraph): TaskNode[] {
   return graph.ordered.filter((n) => n.decl.spec.health !== undefined);
 }
 
-export async function waitHealthy(graph: TaskGraph, runner: ProcessRunner, signal: AbortSignal, jobs: number, stateDir?: string): Promise<Health> {
+export async function waitHealthy(graph: TaskGraph, runner: ProcessRunner, signal: AbortSignal, jobs: number, stateDir: string, clock: HealthClock = {}): Promise<Health> {
   const marked = healthTasks(graph);
   if (marked.length === 0) return everyCheck(graph, runner, signal, jobs);
   const verdicts = await Promise.all(
     marked.map(async (node) => {
-      const verdict = await watch(node, runner, signal);
+      const verdict = await watch(node, runner, signal, clock);
       return verdict.ok ? verdict : { ...verdict, detail: withKept(verdict.detail, await onFailure(node, runner, stateDir)) };
     }),
   );
@@ -45,18 +51,20 @@ async function onFailure(node: TaskNode, runner: ProcessRunner, stateDir: string
 }
 
 /** Polls one health task: pass within `within`, then keep passing for `stable`. */
-async function watch(node: TaskNode, runner: ProcessRunner, signal: AbortSignal): Promise<Health> {
+async function watch(node: TaskNode, runner: ProcessRunner, signal: AbortSignal, clock: HealthClock): Promise<Health> {
   const spec = node.decl.spec.health!;
   const within = parseDuration(spec.within) ?? 0;
   const stable = parseDuration(spec.stable ?? '0s') ?? 0;
   const interval = Math.min(1000, Math.max(100, Math.floor(Math.min(within || 1000, stable || 1000) / 10)));
-  const started = Date.now();
+  const nowMs = clock.now === undefined ? Date.now : (): number => Number(clock.now!() / 1_000_000n);
+  const sleep = clock.sleep ?? ((ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms)));
+  const started = nowMs();
   let passedAt: number | undefined;
   let last = '';
   for (;;) {
     if (signal.aborted) return { ok: false, task: node.id, detail: 'interrupted' };
     const verdict = await runCheck(node, runner, signal);
-    const now = Date.now();
+    const now = nowMs();
     if (verdict?.ok === true) {
       passedAt ??= now;
       if (now - passedAt >= stable) return { ok: true };
@@ -68,7 +76,7 @@ async function watch(node: TaskNode, runner: ProcessRunner, signal: AbortSignal)
       }
       if (now - started >= within) return { ok: false, task: node.id, detail: `its check did not pass within ${spec.within}${last === '' ? '' : `: ${last}`}` };
     }
-    await new Promise((resolve) => setTimeout(resolve, interval));
+    await sleep(interval);
   }
 }
 
