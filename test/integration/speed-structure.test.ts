@@ -12,7 +12,6 @@ import { observeAndPlan, withSession } from '../../src/engine.ts';
 import { execute } from '../../src/execute/scheduler.ts';
 import { LocalRunner } from '../../src/execute/runner.ts';
 import type { ProcessRunner } from '../../src/process-runner.ts';
-import { READ_AHEAD_MIN } from '../../src/observe/observe.ts';
 import { repo, Rig } from '../support/rig.ts';
 
 let rig: Rig;
@@ -209,11 +208,19 @@ test('a build lets go of what it observed and decided of each task once the task
   expect(done.ok).toBe(true);
 });
 
-test('a build asks the runner to read ahead the inputs the hash cache knows nothing of; a run whose cache knows them does not', async () => {
-  const n = READ_AHEAD_MIN + 10;
-  for (let i = 0; i < n; i++) rig.write(`in/${i}.txt`, `${i}\n`);
+test('a build of a thousand files the hash cache knows nothing of asks the runner to read them ahead, each once; a run whose cache knows them does not', async () => {
+  // A hundred tasks of ten files each and the header they share; their bodies are functions, so nothing but the reading is asked of the runner.
+  const tasks = 100;
+  const width = 10;
+  for (let i = 0; i < tasks; i++) for (let j = 0; j < width; j++) rig.write(`in/${i}/${j}.txt`, `${i}.${j}\n`);
   rig.write('in/header.h', 'h\n');
-  const nodefile = rig.nodefile(graph.replace(`i < ${TASKS}`, `i < ${n}`));
+  const nodefile = rig.nodefile(`
+    for (let i = 0; i < ${tasks}; i++) {
+      const inputs = { header: ng.file('in/header.h') };
+      for (let j = 0; j < ${width}; j++) inputs['f' + j] = ng.file('in/' + i + '/' + j + '.txt');
+      ng.task('read/' + i, { inputs, outputs: ['out/' + i], run: async (ctx) => { await ctx.writeIfChanged('out/' + i, String(i)); } });
+    }
+  `);
   // The real runner (spawnd), with what it is asked to read ahead written down.
   const real = new LocalRunner();
   const asked: string[][] = [];
@@ -223,13 +230,14 @@ test('a build asks the runner to read ahead the inputs the hash cache knows noth
     readAhead: (paths) => (asked.push([...paths]), real.readAhead(paths)),
   };
   const first = await applyNodefile({ nodefile, jobs: 4, runner, now: later });
-  expect(first.ok && first.value.ran.length).toBe(n);
-  // Each leaf once, and the header the tasks share once, in the order observe reads them.
-  expect(asked).toEqual([[...Array.from({ length: n }, (_, i) => [rig.path(`in/${i}.txt`), ...(i === 0 ? [rig.path('in/header.h')] : [])]).flat()]]);
+  expect(first.ok && first.value.ran.length).toBe(tasks);
+  // Each file once, the shared header with the first task's, in the order observe reads them.
+  const files = (i: number): string[] => [...(i === 0 ? [rig.path('in/header.h')] : []), ...Array.from({ length: width }, (_, j) => rig.path(`in/${i}/${j}.txt`))];
+  expect(asked).toEqual([Array.from({ length: tasks }, (_, i) => files(i)).flat()]);
   // Every task runs again (its output is gone), but every input is in the cache now.
   rmSync(rig.path('out'), { recursive: true });
   const second = await applyNodefile({ nodefile, jobs: 4, runner, now: later });
-  expect(second.ok && second.value.ran.length).toBe(n);
+  expect(second.ok && second.value.ran.length).toBe(tasks);
   expect(asked).toHaveLength(1);
 });
 
