@@ -261,8 +261,15 @@ describe('apply', () => {
 
   test('a task declared after the Nodefile returned (from a timer) is in no graph, and a warning says so', async () => {
     rig.nodefile(`
-      ng.task('a', { outputs: ['out/a'], run: ['sh', '-c', 'sleep 0.5; touch out/a'] });
-      setTimeout(() => ng.task('late', { outputs: ['out/late'], run: ['touch', 'out/late'] }), 50);
+      // Declared once a runs (the graph is made by then), and a waits for it: no timing to win.
+      ng.task('a', { outputs: ['out/a'], run: ['sh', '-c', 'touch started; until [ -e declared ]; do sleep 0.01; done; touch out/a'] });
+      const fs = process.getBuiltinModule('node:fs');
+      const timer = setInterval(() => {
+        if (!fs.existsSync(ng.dir + '/started')) return;
+        clearInterval(timer);
+        ng.task('late', { outputs: ['out/late'], run: ['touch', 'out/late'] });
+        fs.writeFileSync(ng.dir + '/declared', '');
+      }, 10);
     `);
     const result = await rig.run(['apply']);
     expect(result.code).toBe(0);
