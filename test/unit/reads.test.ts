@@ -72,7 +72,8 @@ test('what cannot be captured is named: a kernel interface, a descriptor not ope
     const { reads } = await recordReads(async () => {
       fs.readFileSync('/proc/self/status', 'utf8');
       fs.readSync(before, Buffer.alloc(1));
-      childProcess.spawnSync('true', ['--at-load']);
+      // The call is what is named: this one Node refuses before it starts a process (a cwd that is no path).
+      expect(() => childProcess.spawnSync('true', ['--at-load'], { cwd: 42 as never })).toThrow(/cwd/);
       try {
         fs.readFileSync(locked);
       } catch {
