@@ -10,7 +10,7 @@ import { HELPER_SCRIPT, helperAt } from '../../../src/node/helper.ts';
 import { hostDirTask, runtimeTask } from '../../../src/node/host-tasks.ts';
 import { provisionTask } from '../../../src/node/provision.ts';
 import { FakeRunner } from '../../support/fake-runner.ts';
-import { afterIds, checkOf, declared, runOf, sandbox } from './task-kit.ts';
+import { afterIds, checkOf, declared, runOf, sandbox } from '../../support/node/task-kit.ts';
 
 let dir: string;
 let runner: FakeRunner;

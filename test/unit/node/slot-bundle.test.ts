@@ -7,7 +7,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { NO_GRANTS, type GpuGrants } from '../../../src/node/gpu.ts';
 import { bundleTask } from '../../../src/node/slot-bundle.ts';
 import type { FakeRunner } from '../../support/fake-runner.ts';
-import { declared, runOf, sandbox } from './task-kit.ts';
+import { declared, runOf, sandbox } from '../../support/node/task-kit.ts';
 
 let dir: string;
 let runner: FakeRunner;

@@ -9,8 +9,8 @@ import { containerdSettingsSchema } from '../../../src/node/containerd.ts';
 import { kubeletSettingsSchema } from '../../../src/node/kubelet.ts';
 import { cniConfigTask, containerdConfigTask, kubeletConfigTask } from '../../../src/node/slot-config.ts';
 import type { FakeRunner } from '../../support/fake-runner.ts';
-import { CA } from './graph-rig.ts';
-import { afterIds, declared, runOf, sandbox } from './task-kit.ts';
+import { CA } from '../../support/node/graph-rig.ts';
+import { afterIds, declared, runOf, sandbox } from '../../support/node/task-kit.ts';
 
 let dir: string;
 let runner: FakeRunner;

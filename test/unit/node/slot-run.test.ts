@@ -7,7 +7,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { helperAt } from '../../../src/node/helper.ts';
 import { containerTask, unitTask, type SlotRun } from '../../../src/node/slot-run.ts';
 import type { FakeRunner } from '../../support/fake-runner.ts';
-import { afterIds, checkOf, declared, runOf, sandbox } from './task-kit.ts';
+import { afterIds, checkOf, declared, runOf, sandbox } from '../../support/node/task-kit.ts';
 
 let dir: string;
 let runner: FakeRunner;

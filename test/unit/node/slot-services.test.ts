@@ -9,7 +9,7 @@ import type { SlotRun } from '../../../src/node/slot-run.ts';
 import { serviceTask, verifiedTask } from '../../../src/node/slot-services.ts';
 import { writeSwitch } from '../../../src/node/switch.ts';
 import type { FakeRunner } from '../../support/fake-runner.ts';
-import { afterIds, checkOf, contextFor, declared, runOf, sandbox } from './task-kit.ts';
+import { afterIds, checkOf, contextFor, declared, runOf, sandbox } from '../../support/node/task-kit.ts';
 
 let dir: string;
 let runner: FakeRunner;

@@ -7,7 +7,7 @@ import { afterEach, beforeEach, expect, it } from 'vitest';
 import { writeSwitch } from '../../../src/node/switch.ts';
 import { switchingFrom } from '../../../src/node/takeover.ts';
 import type { FakeRunner } from '../../support/fake-runner.ts';
-import { sandbox } from './task-kit.ts';
+import { sandbox } from '../../support/node/task-kit.ts';
 
 let dir: string;
 let runner: FakeRunner;

@@ -10,7 +10,7 @@ import type { NodeConfigInput } from '../../../graphs/node-config.ts';
 import { applyNodefile } from '../../../src/apply.ts';
 import { planNodefile, teardownNodefile } from '../../../src/operations.ts';
 import type { EngineEvent } from '../../../src/events.ts';
-import { FakeRunner, type FakeRunnerOptions } from '../../support/fake-runner.ts';
+import { FakeRunner, type FakeRunnerOptions } from '../fake-runner.ts';
 
 export const NODEFILE = fileURLToPath(new URL('../../../graphs/container-node.ts', import.meta.url));
 

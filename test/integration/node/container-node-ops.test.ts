@@ -5,7 +5,7 @@
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { makeImage, makeRig, ok, type Rig } from './graph-rig.ts';
+import { makeImage, makeRig, ok, type Rig } from '../../support/node/graph-rig.ts';
 import type { FakeEvent } from '../../support/fake-runner.ts';
 import type { Plan } from '../../../src/plan/plan.ts';
 

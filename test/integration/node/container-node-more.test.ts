@@ -1,7 +1,7 @@
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { makeRig, ok, type Rig } from './graph-rig.ts';
+import { makeRig, ok, type Rig } from '../../support/node/graph-rig.ts';
 import type { FakeEvent } from '../../support/fake-runner.ts';
 
 let rig: Rig;

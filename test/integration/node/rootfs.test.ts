@@ -7,8 +7,8 @@ import path from 'node:path';
 import { afterEach, beforeEach, expect, it } from 'vitest';
 import { rootfsTask } from '../../../src/node/rootfs.ts';
 import { FakeRunner } from '../../support/fake-runner.ts';
-import { makeImage } from './graph-rig.ts';
-import { checkOf, declared, runOf, sandbox } from './task-kit.ts';
+import { makeImage } from '../../support/node/graph-rig.ts';
+import { checkOf, declared, runOf, sandbox } from '../../support/node/task-kit.ts';
 
 let dir: string;
 let runner: FakeRunner;

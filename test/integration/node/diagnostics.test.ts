@@ -6,7 +6,7 @@ import { readdirSync, readFileSync, renameSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { runcArgv, runcReason, runDetachedArgv } from '../../../src/node/runc.ts';
-import { makeRig, ok, type Rig } from './graph-rig.ts';
+import { makeRig, ok, type Rig } from '../../support/node/graph-rig.ts';
 
 let rig: Rig;
 afterEach(() => rig?.cleanup());

@@ -8,7 +8,7 @@ import path from 'node:path';
 import type { NodefileApi, TaskContext, TaskRef, TaskSpec } from '../../../src/nodefile/types.ts';
 import { taskId } from '../../../src/ids.ts';
 import { taskContext } from '../../../src/observe/context.ts';
-import { FakeRunner } from '../../support/fake-runner.ts';
+import { FakeRunner } from '../fake-runner.ts';
 
 export interface Declared {
   readonly ng: NodefileApi;

@@ -1,7 +1,7 @@
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { makeRig, NODEFILE, ok, type Rig } from './graph-rig.ts';
+import { makeRig, NODEFILE, ok, type Rig } from '../../support/node/graph-rig.ts';
 import { teardownNodefile } from '../../../src/operations.ts';
 import type { FakeEvent } from '../../support/fake-runner.ts';
 import { describeTree } from '../../support/tree.ts';
@@ -115,7 +115,7 @@ describe('graphs/container-node.ts with a fake runner', () => {
   it('unpacks a new image and restarts the container, leaving the services to start with it', async () => {
     rig = makeRig();
     ok(await rig.apply());
-    const { makeImage } = await import('./graph-rig.ts');
+    const { makeImage } = await import('../../support/node/graph-rig.ts');
     const image = makeImage(rig.dir, 'image2.tar.gz', 'two');
     rig.writeConfig((c) => ({ ...c, image }));
     rig.runner.reset();

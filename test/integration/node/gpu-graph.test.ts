@@ -6,7 +6,7 @@ import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { OciSpec } from '../../../src/node/bundle.ts';
-import { makeRig, ok, type Rig } from './graph-rig.ts';
+import { makeRig, ok, type Rig } from '../../support/node/graph-rig.ts';
 
 let rig: Rig | undefined;
 afterEach(() => rig?.cleanup());

@@ -9,7 +9,7 @@ import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { EngineEvent } from '../../../src/events.ts';
 import { describeTree } from '../../support/tree.ts';
-import { makeRig, ok, type Rig } from './graph-rig.ts';
+import { makeRig, ok, type Rig } from '../../support/node/graph-rig.ts';
 
 let rig: Rig;
 afterEach(() => rig?.cleanup());

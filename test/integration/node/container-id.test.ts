@@ -7,7 +7,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { validateNodeConfig } from '../../../graphs/node-config.ts';
 import { applyNodefile } from '../../../src/apply.ts';
 import { teardownNodefile } from '../../../src/operations.ts';
-import { makeRig, NODEFILE, ok, type Rig } from './graph-rig.ts';
+import { makeRig, NODEFILE, ok, type Rig } from '../../support/node/graph-rig.ts';
 
 let rig: Rig;
 afterEach(() => rig?.cleanup());
