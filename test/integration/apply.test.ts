@@ -83,10 +83,11 @@ describe('apply', () => {
   });
 
   test('checks run in parallel, up to -j: a graph of services waits for its slowest check, not for their sum', async () => {
-    // Each check notes when it starts and ends; ordered by time, -j 4 starts all four before any ends.
-    const services = [0, 1, 2, 3]
-      .map((i) => `ng.task('svc/${i}', { run: ['true'], check: { shell: 'echo "$(date +%s%N) start" >> checks.log; sleep 0.5; echo "$(date +%s%N) end" >> checks.log' } });`)
-      .join('\n');
+    // Each check notes when it starts and ends; ordered by time, -j 4 starts all four before any ends. While
+    // there is a barrier file, a check ends only once all four have started (run one at a time, the plan would
+    // not end); without it, a check takes half a second, time enough for another to start beside it.
+    const check = `echo "$(date +%s%N) start" >> checks.log; if [ -e barrier ]; then until [ "$(grep -c start checks.log)" -ge 4 ]; do sleep 0.01; done; else sleep 0.5; fi; echo "$(date +%s%N) end" >> checks.log`;
+    const services = [0, 1, 2, 3].map((i) => `ng.task('svc/${i}', { run: ['true'], check: { shell: ${JSON.stringify(check)} } });`).join('\n');
     rig.nodefile(services);
     expect((await rig.run(['apply'])).code).toBe(0);
     const order = (): string[] =>
@@ -98,8 +99,10 @@ describe('apply', () => {
         .sort((x, y) => (BigInt(x[0]) < BigInt(y[0]) ? -1 : 1))
         .map(([, what]) => what);
     rmSync(rig.path('checks.log'), { force: true });
+    rig.write('barrier', '');
     expect((await rig.run(['plan', '-j', '4'])).code).toBe(0);
-    expect(order().slice(0, 4)).toEqual(['start', 'start', 'start', 'start']);
+    expect(order()).toEqual(['start', 'start', 'start', 'start', 'end', 'end', 'end', 'end']);
+    rmSync(rig.path('barrier'));
     rmSync(rig.path('checks.log'));
     expect((await rig.run(['plan', '-j', '1'])).code).toBe(0);
     expect(order()).toEqual(['start', 'end', 'start', 'end', 'start', 'end', 'start', 'end']);
