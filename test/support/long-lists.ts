@@ -2,7 +2,7 @@
 // the lists a large graph makes, at a length whose spread into one call's
 // arguments (Math.max(...list), push(...list)) overflows this stack, and a
 // chain of tasks as long, which a recursion a task deep would overflow too.
-// Prints one JSON object: the length, and what each part made of it.
+// Prints the length on a line, then one JSON object: what each part made of it.
 
 import { analyze } from '../../src/graph/analyze.ts';
 import { taskId } from '../../src/ids.ts';
@@ -25,6 +25,8 @@ function spreadOverflows(n: number): boolean {
 // The shortest length (to 256) whose spread overflows at the top of the script: deeper in a call chain there is less stack still.
 let many = 256;
 while (!spreadOverflows(many)) many += 256;
+// Said first: a run that stops after this line overflowed in the code, not in Node's start-up.
+process.stdout.write(`${many}\n`);
 
 const entries = Array.from({ length: many }, (_, i) => ({ id: taskId(`t/${i}`), action: 'create' as const, verb: 'create', reasons: ['never ran'] }));
 const plan = listedPlan(entries);
@@ -43,7 +45,6 @@ if (!graph.ok) throw new Error(JSON.stringify(graph.error).slice(0, 300));
 const lines = rendered.split('\n');
 process.stdout.write(
   `${JSON.stringify({
-    many,
     lines: lines.length,
     first: lines[0],
     last: lines.at(-1),
