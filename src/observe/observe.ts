@@ -124,16 +124,40 @@ const NO_OUTPUTS: ReadonlyMap<string, never> = new Map<string, never>();
 const NO_INPUTS: ReadonlyMap<string, never> = new PairMap<string, never>([]);
 
 export async function observe(options: ObserveOptions): Promise<Result<Map<TaskId, TaskObservation>, Failure[]>> {
-  const { nodes, records, cache } = options;
-  const failures: Failure[] = [];
+  const { nodes, cache } = options;
   const observations = new TaskMap<TaskObservation>(options.graph);
   const files = filesToObserve(nodes, options.graph.dir);
-  const { paths, slots, starts } = files;
-
   // Checks and outputs only matter when there is a record they could agree with. The checks
   // (processes, most of them) start first, and run while the files are looked at below.
-  const verdicts = new Map<TaskId, { readonly ok: boolean; readonly detail: string }>();
-  const checks = nodes.filter((node) => node.decl.spec.check !== undefined && records.status(node.id) === 'ok');
+  const checks = startChecks(options);
+  // Files the cache knows nothing of are read below, one after another: many of them, the
+  // kernel is asked to read ahead first.
+  let readingAhead = false;
+  if (options.runner.readAhead !== undefined) {
+    const unknown = unknownInputs(files, cache);
+    readingAhead = unknown.length >= READ_AHEAD_MIN && options.runner.readAhead(unknown);
+  }
+  const pass = new FilePass(options, files);
+  for (let n = 0; n < nodes.length; n++) {
+    // The read-ahead request and the checks' output come in on the event loop: a turn every so often.
+    if ((readingAhead || checks.count > 0) && n % EVENT_LOOP_TURN === EVENT_LOOP_TURN - 1) await new Promise<void>((resolve) => setImmediate(resolve));
+    observations.set(nodes[n]!.id, pass.task(n));
+  }
+  await checks.done;
+  if (pass.failures.length > 0) return err(pass.failures);
+  for (const [id, check] of checks.verdicts) {
+    const current = observations.get(id)!;
+    observations.set(id, { inputs: current.inputs, outputs: current.outputs, check, ...(current.unkeyed === undefined ? {} : { unkeyed: current.unkeyed }) });
+  }
+  return ok(observations);
+}
+
+type Verdict = { readonly ok: boolean; readonly detail: string };
+
+/** Runs the checks of the tasks with a successful record, up to `jobs` at once. */
+function startChecks(options: ObserveOptions): { readonly count: number; readonly verdicts: Map<TaskId, Verdict>; readonly done: Promise<unknown> } {
+  const verdicts = new Map<TaskId, Verdict>();
+  const checks = options.nodes.filter((node) => node.decl.spec.check !== undefined && options.records.status(node.id) === 'ok');
   let next = 0;
   const worker = async (): Promise<void> => {
     while (next < checks.length && !options.signal.aborted) {
@@ -142,44 +166,48 @@ export async function observe(options: ObserveOptions): Promise<Result<Map<TaskI
       if (verdict !== undefined) verdicts.set(node.id, verdict);
     }
   };
-  const checking = Promise.all(Array.from({ length: Math.min(options.jobs, checks.length) }, worker));
+  return { count: checks.length, verdicts, done: Promise.all(Array.from({ length: Math.min(options.jobs, checks.length) }, worker)) };
+}
 
+/** One observing pass over the tasks' files: what it has looked at, and what went wrong. */
+class FilePass {
+  readonly failures: Failure[] = [];
+  readonly #options: ObserveOptions;
+  readonly #files: FilesToObserve;
   // One look per file in this pass (a header that is an input of a thousand tasks is
   // stat'ed once): by slot. Only here: the executor hashes outputs again after tasks write them.
-  const seenFiles: (ContentHash | Packed | Exclude<FileObservation['kind'], 'file'> | undefined)[] = new Array(paths.length);
+  readonly #seen: (ContentHash | Packed | Exclude<FileObservation['kind'], 'file'> | undefined)[];
   // And one walk per directory: a tree several tasks read is hashed once.
-  const trees = new Map<string, ContentHash>();
-  const scratch: string[] = [];
-  let key: Uint8Array | undefined;
-  let keyFailed = false;
-  // A sensitive input's digest under the state's key; undefined when the key cannot be had (a failure, once).
-  const secret = (value: unknown): ContentHash | undefined => {
-    if (key === undefined && !keyFailed) {
-      const got = options.key();
-      if (got.ok) key = got.value;
-      else {
-        keyFailed = true;
-        failures.push(got.error);
-      }
-    }
-    return key === undefined ? undefined : keyedHash(key, value);
-  };
-  // Files the cache knows nothing of are read below, one after another: many of them, the
-  // kernel is asked to read ahead first.
-  let readingAhead = false;
-  if (options.runner.readAhead !== undefined) {
-    const unknown = unknownInputs(files, cache);
-    readingAhead = unknown.length >= READ_AHEAD_MIN && options.runner.readAhead(unknown);
+  readonly #trees = new Map<string, ContentHash>();
+  readonly #scratch: string[] = [];
+  #key: Uint8Array | undefined;
+  #keyFailed = false;
+
+  constructor(options: ObserveOptions, files: FilesToObserve) {
+    this.#options = options;
+    this.#files = files;
+    this.#seen = new Array(files.paths.length);
   }
 
-  for (let n = 0; n < nodes.length; n++) {
-    // The read-ahead request and the checks' output come in on the event loop: a turn every so often.
-    if ((readingAhead || checks.length > 0) && n % EVENT_LOOP_TURN === EVENT_LOOP_TURN - 1) await new Promise<void>((resolve) => setImmediate(resolve));
-    const node = nodes[n]!;
-    let at = starts[n]!;
-    const inputs = scratch;
+  /** Node n's observation. */
+  task(n: number): TaskObservation {
+    const node = this.#files.nodes[n]!;
+    const trusted = this.#options.records.status(node.id) === 'ok';
+    const inputs = this.#scratch;
     inputs.length = 0;
-    const trusted = records.status(node.id) === 'ok';
+    const unkeyed = this.#inputs(node, this.#files.starts[n]!, trusted, inputs);
+    let outputs: ReadonlyMap<string, ContentHash | 'missing'> = NO_OUTPUTS;
+    if (trusted && node.outputs.length > 0) outputs = this.#outputs(node);
+    if (inputs.length === 0) return { inputs: NO_INPUTS, outputs };
+    // Read from the scratch list, which it does not keep.
+    if (inputs.length <= 2 * WALK_MAX) return new Observed(inputs, outputs, unkeyed);
+    const map = smallMap<string, ContentHash>(inputs.map((v, i) => ((i & 1) === 1 ? unpack(v) : v)));
+    return unkeyed === undefined ? { inputs: map, outputs } : { inputs: map, outputs, unkeyed };
+  }
+
+  /** Pushes name, hash… of the node's inputs (its file slots from `at`); gives its sensitive inputs' plain hashes. */
+  #inputs(node: TaskNode, at: number, trusted: boolean, inputs: string[]): Map<string, ContentHash> | undefined {
+    const options = this.#options;
     let unkeyed: Map<string, ContentHash> | undefined;
     for (const name in node.inputs) {
       const input = node.inputs[name]!;
@@ -193,68 +221,72 @@ export async function observe(options: ObserveOptions): Promise<Result<Map<TaskI
             inputs.push(name, hashValue(value));
             break;
           }
-          const digest = secret(value);
+          const digest = this.#secret(value);
           if (digest === undefined) break;
           inputs.push(name, digest);
           if (trusted) (unkeyed ??= new Map()).set(name, hashValue(value));
           break;
         }
         case 'glob':
-          inputs.push(name, hashGlob(input.pattern, options.graph.dir, cache).hash);
+          inputs.push(name, hashGlob(input.pattern, options.graph.dir, options.cache).hash);
           break;
         case 'file':
         case 'tree': {
-          const slot = slots[at++]!;
-          const absolute = paths[slot]!;
-          let seen = seenFiles[slot];
-          if (seen === undefined) {
-            const looked = cache.hashFile(absolute);
-            seenFiles[slot] = seen = looked.kind === 'file' ? looked.hash : looked.kind;
-          }
-          if (seen === 'missing' || seen === 'other') {
-            failures.push({ reason: 'missing-input', task: node.id, input: name, path: absolute, site: node.decl.site.get() });
-          } else if (seen === 'directory') {
-            let tree = trees.get(absolute);
-            if (tree === undefined) trees.set(absolute, (tree = hashTree(absolute, cache)));
-            inputs.push(name, tree);
-          } else {
-            // Packed for a task with no record, whose observation is held until it runs; as the
-            // record has it for one with a record, whose fingerprint is computed from it now.
-            if (trusted === (seen.length === PACKED_LENGTH)) seenFiles[slot] = seen = trusted ? unpack(seen) : pack(seen as ContentHash);
-            inputs.push(name, seen);
-          }
+          const seen = this.#file(node, name, this.#files.slots[at++]!, trusted);
+          if (seen !== undefined) inputs.push(name, seen);
           break;
         }
       }
     }
-    let outputs: ReadonlyMap<string, ContentHash | 'missing'> = NO_OUTPUTS;
-    if (trusted && node.outputs.length > 0) {
-      const seen = new Array<string>(node.outputs.length * 2);
-      // Declared outputs are each a different path (analysis refuses one declared twice).
-      for (let o = 0; o < node.outputs.length; o++) {
-        seen[2 * o] = node.outputs[o]!;
-        seen[2 * o + 1] = observePath(node.outputs[o]!, cache);
-        at++;
+    return unkeyed;
+  }
+
+  /** A file or tree input's hash (packed for a task with no record), or undefined when it is missing (a failure). */
+  #file(node: TaskNode, name: string, slot: number, trusted: boolean): string | undefined {
+    const absolute = this.#files.paths[slot]!;
+    let seen = this.#seen[slot];
+    if (seen === undefined) {
+      const looked = this.#options.cache.hashFile(absolute);
+      this.#seen[slot] = seen = looked.kind === 'file' ? looked.hash : looked.kind;
+    }
+    if (seen === 'missing' || seen === 'other') {
+      this.failures.push({ reason: 'missing-input', task: node.id, input: name, path: absolute, site: node.decl.site.get() });
+      return undefined;
+    }
+    if (seen === 'directory') {
+      let tree = this.#trees.get(absolute);
+      if (tree === undefined) this.#trees.set(absolute, (tree = hashTree(absolute, this.#options.cache)));
+      return tree;
+    }
+    // Packed for a task with no record, whose observation is held until it runs; as the
+    // record has it for one with a record, whose fingerprint is computed from it now.
+    if (trusted === (seen.length === PACKED_LENGTH)) this.#seen[slot] = seen = trusted ? unpack(seen) : pack(seen as ContentHash);
+    return seen;
+  }
+
+  /** The outputs' hashes of a task with a successful record. */
+  #outputs(node: TaskNode): ReadonlyMap<string, ContentHash | 'missing'> {
+    const seen = new Array<string>(node.outputs.length * 2);
+    // Declared outputs are each a different path (analysis refuses one declared twice).
+    for (let o = 0; o < node.outputs.length; o++) {
+      seen[2 * o] = node.outputs[o]!;
+      seen[2 * o + 1] = observePath(node.outputs[o]!, this.#options.cache);
+    }
+    return smallMap<string, ContentHash | 'missing'>(seen);
+  }
+
+  /** A sensitive input's digest under the state's key; undefined when the key cannot be had (a failure, once). */
+  #secret(value: unknown): ContentHash | undefined {
+    if (this.#key === undefined && !this.#keyFailed) {
+      const got = this.#options.key();
+      if (got.ok) this.#key = got.value;
+      else {
+        this.#keyFailed = true;
+        this.failures.push(got.error);
       }
-      outputs = smallMap<string, ContentHash | 'missing'>(seen);
     }
-    let observation: TaskObservation;
-    if (inputs.length === 0) observation = { inputs: NO_INPUTS, outputs };
-    // Read from the scratch list, which it does not keep.
-    else if (inputs.length <= 2 * WALK_MAX) observation = new Observed(inputs, outputs, unkeyed);
-    else {
-      const map = smallMap<string, ContentHash>(inputs.map((v, i) => ((i & 1) === 1 ? unpack(v) : v)));
-      observation = unkeyed === undefined ? { inputs: map, outputs } : { inputs: map, outputs, unkeyed };
-    }
-    observations.set(node.id, observation);
+    return this.#key === undefined ? undefined : keyedHash(this.#key, value);
   }
-  await checking;
-  if (failures.length > 0) return err(failures);
-  for (const [id, check] of verdicts) {
-    const current = observations.get(id)!;
-    observations.set(id, { inputs: current.inputs, outputs: current.outputs, check, ...(current.unkeyed === undefined ? {} : { unkeyed: current.unkeyed }) });
-  }
-  return ok(observations);
 }
 
 /** Fewer files than this to read are not worth asking the kernel to read ahead. */

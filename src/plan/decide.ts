@@ -146,10 +146,40 @@ export function decide(
     return { ...decision, rekeyed: { ...record, inputs, fingerprint: fingerprintOf(definitionOf(), observation.inputs, upstream) } };
   }
 
-  // What changed among the task's own definition and inputs is known now.
+  const found = changesSince(node, record, definitionOf(), observation, upstream, pending);
+  if (found.reasons.length > 0) {
+    const { reasons, changedInputs, changedUpstream } = found;
+    return result('update', both(reasons), changedInputs, changedUpstream, found.ownReasons === 0 ? [...changedUpstream, ...pending] : undefined);
+  }
+  if (pending.length > 0) {
+    return result('maybe', both(pending.map((id) => ({ kind: 'known-after', task: id }))), found.changedInputs, found.changedUpstream, pending);
+  }
+  // Definition, inputs and upstream outputs all match: the fingerprint is only
+  // derived from them, so a change in how it is derived re-runs nothing.
+  const drift = driftOf(observation, record);
+  // Most tasks of most runs end here: nothing to allocate for them but the decision.
+  return drift === undefined ? result('unchanged', NO_WHY, NONE, NONE) : result('drift', both(drift), NONE, NONE);
+}
+
+interface Changes {
+  readonly reasons: readonly ReasonDetail[];
+  readonly changedInputs: string[];
+  readonly changedUpstream: TaskId[];
+  /** How many reasons are the task's own (definition, inputs, an upstream no longer consumed). */
+  readonly ownReasons: number;
+}
+
+/** What changed since the record among the task's definition, inputs and settled upstream outputs. */
+function changesSince(
+  node: TaskNode,
+  record: TaskRecord,
+  definition: ContentHash,
+  observation: TaskObservation,
+  upstream: Readonly<Record<string, ContentHash>>,
+  pending: readonly TaskId[],
+): Changes {
   const reasons: ReasonDetail[] = [];
   const changedInputs: string[] = [];
-  const definition = definitionOf();
   if (record.definition !== definition) reasons.push({ kind: 'definition-changed', from: shortHash(record.definition), to: shortHash(definition) });
   for (const [name, hash] of observation.inputs) {
     const before = own(record.inputs, name);
@@ -179,15 +209,11 @@ export function decide(
       ownReasons++;
     }
   }
-  if (reasons.length > 0) {
-    return result('update', both(reasons), changedInputs, changedUpstream, ownReasons === 0 ? [...changedUpstream, ...pending] : undefined);
-  }
-  if (pending.length > 0) {
-    return result('maybe', both(pending.map((id) => ({ kind: 'known-after', task: id }))), changedInputs, changedUpstream, pending);
-  }
-  // Definition, inputs and upstream outputs all match: the fingerprint is only
-  // derived from them, so a change in how it is derived re-runs nothing.
+  return { reasons, changedInputs, changedUpstream, ownReasons };
+}
 
+/** How the outputs and the check disagree with the record, or undefined when they agree. */
+function driftOf(observation: TaskObservation, record: TaskRecord): ReasonDetail[] | undefined {
   let drift: ReasonDetail[] | undefined;
   for (const [output, hash] of observation.outputs) {
     if (hash === 'missing') (drift ??= []).push({ kind: 'output-missing', path: output });
@@ -196,8 +222,7 @@ export function decide(
   if (observation.check !== undefined && !observation.check.ok) {
     (drift ??= []).push({ kind: 'check-failed', detail: observation.check.detail });
   }
-  // Most tasks of most runs end here: nothing to allocate for them but the decision.
-  return drift === undefined ? result('unchanged', NO_WHY, NONE, NONE) : result('drift', both(drift), NONE, NONE);
+  return drift;
 }
 
 /**
