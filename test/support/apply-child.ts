@@ -3,7 +3,7 @@
 // given with the engine's clock fixed at the nanoseconds given, and prints the
 // ids of the tasks that ran as JSON.
 //
-//   node test/property/apply-child.ts NODEFILE CLOCK_NS
+//   node test/support/apply-child.ts NODEFILE CLOCK_NS
 
 import { applyNodefile } from '../../src/apply.ts';
 
