@@ -48,9 +48,10 @@ export function beginTransaction(begin: Begin): Result<Transaction, Failure> {
   // A pending generation with no transaction is what a crash before the record left: debris.
   store.dropPending();
   const from = store.current() ?? null;
-  const current = from === null ? undefined : store.read(from);
-  // The same sources as the current generation (a repair of drift): that generation again.
-  const to = current !== undefined && current.digest === begin.sources.digest ? from! : store.next();
+  // The same sources as the current generation (a repair of drift): that generation again. `current`
+  // holds its digest; only one written without it has the manifest read.
+  const digest = from === null ? undefined : (store.currentDigest() ?? store.read(from)?.digest);
+  const to = from !== null && digest === begin.sources.digest ? from : store.next();
   if (to !== from) {
     const recorded = store.record(to, begin.sources, { status: 'pending' });
     if (!recorded.ok) return err({ reason: 'transaction-not-started', message: generationProblem(recorded.error) });
