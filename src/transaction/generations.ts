@@ -6,7 +6,9 @@
 // evaluation found where it only looked (a path absent, a folder's entries),
 // and its `env` inputs, each as a keyed digest and its value sealed under the
 // state's key (state/seal.ts), never in plain; the sources' content lies in
-// `generations/objects/<sha256>`, one copy however many generations share it.
+// `generations/objects/<sha256>`, one copy however many generations share it,
+// and so does its list of files, cut into parts (manifest.ts, SourcePart), so
+// that recording and pruning cost what changed, not what there is.
 // `generations/current` names the generation the machine is at.
 //
 //   pending ──apply settled (and healthy)──▶ applied
@@ -23,8 +25,12 @@ import { stateKey } from '../state/key.ts';
 import { unseal } from '../state/seal.ts';
 import { writeDurably, fsyncFile } from '../util/durable.ts';
 import { err, ok, type Result } from '../util/result.ts';
-import { GENERATION_FORMAT, GENERATION_VERSION, sealEnv, sourcesDigest, type Generation, type SealedEnv, type SourceFile, type Sources } from './manifest.ts';
+import { GENERATION_FORMAT, GENERATION_VERSION, PART_MASK, partEnds, partKey, sealEnv, sourcesDigest, type Generation, type SealedEnv, type SourceFile, type SourcePart, type Sources, type StoredGeneration } from './manifest.ts';
 
+const { createHash } = process.getBuiltinModule('node:crypto');
+
+/** A prune that removes a generation whose number is a multiple of this also sweeps the store of what no kept manifest names (a crash's or a dropped pending generation's objects). */
+const SWEEP_EVERY = 16;
 /** How many generations are kept by default (`--keep`). */
 export const DEFAULT_KEEP = 10;
 /** Files up to this size are copied into the store; larger ones (an OS image) are hard-linked, or named by path and SHA-256. */
@@ -43,11 +49,14 @@ export class GenerationStore {
   readonly dir: string;
   readonly #stateDir: string;
   readonly #copyLimit: number;
+  readonly #partMask: number;
 
-  constructor(stateDir: string, options: { readonly copyLimit?: number } = {}) {
+  /** `partMask`: where parts are cut (manifest.ts, partEnds); smaller in tests, to make many. */
+  constructor(stateDir: string, options: { readonly copyLimit?: number; readonly partMask?: number } = {}) {
     this.#stateDir = stateDir;
     this.dir = path.join(stateDir, 'generations');
     this.#copyLimit = options.copyLimit ?? COPY_LIMIT;
+    this.#partMask = options.partMask ?? PART_MASK;
   }
 
   #manifest(n: number): string {
@@ -73,13 +82,61 @@ export class GenerationStore {
       .sort((a, b) => a - b);
   }
 
+  /** Generation `n` with its files; undefined when its manifest or one of its parts is missing, damaged or newer. */
   read(n: number): Generation | undefined {
+    const stored = this.head(n);
+    if (stored === undefined) return undefined;
+    const { parts, ...rest } = stored;
+    if (parts === undefined) return stored.files === undefined ? undefined : (rest as Generation);
+    const files: SourceFile[] = [];
+    for (const part of parts) {
+      const entries = this.#part(part);
+      if (entries === undefined) return undefined;
+      for (const entry of entries) files.push(entry);
+    }
+    return { ...rest, files };
+  }
+
+  /** Generation `n`'s manifest as stored: its parts named, not read. */
+  head(n: number): StoredGeneration | undefined {
     try {
-      const parsed = JSON.parse(readFileSync(this.#manifest(n), 'utf8')) as Generation;
+      const parsed = JSON.parse(readFileSync(this.#manifest(n), 'utf8')) as StoredGeneration;
       return parsed.format === GENERATION_FORMAT && parsed.version <= GENERATION_VERSION && parsed.number === n ? parsed : undefined;
     } catch {
       return undefined;
     }
+  }
+
+  /** A part's files, once its bytes are checked against the SHA-256 that names them. */
+  #part(part: SourcePart): SourceFile[] | undefined {
+    try {
+      const bytes = readFileSync(this.object(part.sha256));
+      if (createHash('sha256').update(bytes).digest('hex') !== part.sha256) return undefined;
+      const files = JSON.parse(bytes.toString('utf8')) as SourceFile[];
+      return Array.isArray(files) && files.length === part.count ? files : undefined;
+    } catch {
+      return undefined;
+    }
+  }
+
+  /** Stores `files` (entries of one part) as an object, synced before any manifest names it, unless it is there. */
+  #putPart(files: readonly SourceFile[], key: string): SourcePart {
+    const text = `${JSON.stringify(files.map((f) => ({ path: f.path, sha256: f.sha256, size: f.size, mode: f.mode, stored: f.stored })))}\n`;
+    const sha256 = createHash('sha256').update(text).digest('hex');
+    const object = this.object(sha256);
+    if (!existsSync(object)) writeDurably(object, text, 0o400);
+    return { sha256, key, count: files.length };
+  }
+
+  /** `files` cut into parts and stored (manifest.ts, partEnds). */
+  #putParts(files: readonly SourceFile[]): SourcePart[] {
+    const parts: SourcePart[] = [];
+    let from = 0;
+    for (const to of partEnds(files, this.#partMask)) {
+      parts.push(this.#putPart(files.slice(from, to), partKey(files, from, to)));
+      from = to;
+    }
+    return parts;
   }
 
   /**
@@ -170,35 +227,59 @@ export class GenerationStore {
     n: number,
     sources: Sources,
     extra: { readonly status: Generation['status']; readonly ran?: readonly string[]; readonly destroyed?: readonly string[] },
-  ): Result<Generation, GenerationError> {
-    const files: SourceFile[] = [];
-    // A file with the content it had in the current generation is stored already: its entry is reused, unstatted.
+  ): Result<StoredGeneration, GenerationError> {
+    // A part with the same files as one of the current generation's is that part (stored already,
+    // its entries unstatted); so is a file with the content it had there. Only the other parts are read.
     const current = this.current();
-    const known = new Map<string, SourceFile>();
-    if (current !== undefined) for (const file of this.read(current)?.files ?? []) known.set(file.path, file);
+    const before = current === undefined ? undefined : this.head(current);
+    const reuse = new Map<string, SourcePart>();
+    for (const part of before?.parts ?? []) reuse.set(part.key, part);
+    const ends = partEnds(sources.files, this.#partMask);
+    const keys = ends.map((to, i) => partKey(sources.files, i === 0 ? 0 : ends[i - 1]!, to));
+    let known: Map<string, SourceFile> | undefined;
+    const knownFiles = (): Map<string, SourceFile> => {
+      if (known !== undefined) return known;
+      known = new Map();
+      for (const file of before?.files ?? []) known.set(file.path, file);
+      const wanted = new Set(keys);
+      for (const part of before?.parts ?? []) if (!wanted.has(part.key)) for (const file of this.#part(part) ?? []) known.set(file.path, file);
+      return known;
+    };
+    const parts: SourcePart[] = [];
     try {
       mkdirSync(path.join(this.dir, 'objects'), { recursive: true, mode: 0o700 });
-      for (const file of sources.files) {
-        const same = known.get(file.path);
-        if (same !== undefined && same.sha256 === file.sha256) {
-          files.push(same);
+      let from = 0;
+      for (let i = 0; i < ends.length; from = ends[i++]!) {
+        const same = reuse.get(keys[i]!);
+        if (same !== undefined && same.count === ends[i]! - from) {
+          parts.push(same);
           continue;
         }
-        const stat = statSync(file.path);
-        files.push({ path: file.path, sha256: file.sha256, size: stat.size, mode: stat.mode & 0o7777, stored: this.#store(file, stat.size) });
+        const files: SourceFile[] = [];
+        for (let f = from; f < ends[i]!; f++) {
+          const file = sources.files[f]!;
+          const had = knownFiles().get(file.path);
+          if (had !== undefined && had.sha256 === file.sha256) {
+            files.push(had);
+            continue;
+          }
+          const stat = statSync(file.path);
+          files.push({ path: file.path, sha256: file.sha256, size: stat.size, mode: stat.mode & 0o7777, stored: this.#store(file, stat.size) });
+        }
+        parts.push(this.#putPart(files, keys[i]!));
       }
     } catch (error) {
       if ((error as { reason?: string }).reason !== undefined) return err({ ...(error as GenerationError), number: n } as GenerationError);
       return err({ reason: 'generation-write-failed', path: this.dir, message: (error as Error).message });
     }
-    const generation: Generation = {
+    const generation: StoredGeneration = {
       format: GENERATION_FORMAT,
       version: GENERATION_VERSION,
       number: n,
       createdAt: new Date().toISOString(),
       status: extra.status,
       nodefile: sources.nodefile,
-      files,
+      parts,
       probes: sources.probes,
       env: sources.env,
       digest: sources.digest,
@@ -209,13 +290,13 @@ export class GenerationStore {
   }
 
   /** Rewrites a manifest with a new status (and, once applied, what ran). */
-  mark(n: number, status: Generation['status'], what: { ran?: readonly string[]; destroyed?: readonly string[] } = {}): Result<Generation, GenerationError> {
-    const generation = this.read(n);
+  mark(n: number, status: Generation['status'], what: { ran?: readonly string[]; destroyed?: readonly string[] } = {}): Result<StoredGeneration, GenerationError> {
+    const generation = this.head(n);
     if (generation === undefined) return err({ reason: 'generation-missing', number: n, known: this.numbers() });
     return this.#write({ ...generation, status, ...what });
   }
 
-  #write(generation: Generation): Result<Generation, GenerationError> {
+  #write(generation: StoredGeneration): Result<StoredGeneration, GenerationError> {
     try {
       writeDurably(this.#manifest(generation.number), `${JSON.stringify(generation)}\n`);
       return ok(generation);
@@ -285,7 +366,7 @@ export class GenerationStore {
    * replaced, the manifest damaged) is an error, before anything changes.
    */
   env(n: number): Result<Record<string, string | null>, GenerationError> {
-    const generation = this.read(n);
+    const generation = this.head(n);
     if (generation === undefined) return err({ reason: 'generation-missing', number: n, known: this.numbers() });
     const values: Record<string, string | null> = {};
     let key: Uint8Array | undefined;
@@ -323,11 +404,19 @@ export class GenerationStore {
       const env: Record<string, SealedEnv | null> = {};
       for (const [name, value] of Object.entries(generation.env)) env[name] = typeof value === 'string' ? sealEnv(key, name, value) : value;
       const digest = sourcesDigest(generation.nodefile, env, generation.files, generation.probes ?? []);
-      const written = this.#write({ ...generation, version: GENERATION_VERSION, env, digest });
+      const { files, ...rest } = generation;
+      let parts: SourcePart[];
+      try {
+        parts = this.#putParts(files);
+      } catch (error) {
+        return err({ reason: 'generation-write-failed', path: this.dir, message: (error as Error).message });
+      }
+      // The key order #write's header expects: parts where files were.
+      const written = this.#write({ format: rest.format, version: GENERATION_VERSION, number: rest.number, createdAt: rest.createdAt, status: rest.status, nodefile: rest.nodefile, parts, probes: rest.probes ?? [], env, digest, ran: rest.ran, destroyed: rest.destroyed });
       if (!written.ok) return written;
     }
     const current = this.#current();
-    const manifest = current === undefined ? undefined : this.read(current.number);
+    const manifest = current === undefined ? undefined : this.head(current.number);
     if (manifest !== undefined && manifest.digest !== current!.digest) {
       try {
         this.setCurrent(manifest);
@@ -390,42 +479,78 @@ export class GenerationStore {
 
   /**
    * Keeps the newest `keep` generations (and always `current` and `pinned`),
-   * then removes the objects no kept manifest names.
+   * then removes the objects no kept manifest names. What a removed generation
+   * alone named is found from its parts that no kept generation shares; the
+   * whole store is swept every SWEEP_EVERY generations, or when a manifest
+   * names its files without parts.
    */
   prune(keep: number, pinned: readonly number[] = []): number[] {
     const numbers = this.numbers();
     const current = this.current();
     const kept = new Set([...numbers.slice(-Math.max(1, keep)), ...pinned, ...(current === undefined ? [] : [current])]);
     const removed = numbers.filter((n) => !kept.has(n));
-    for (const n of removed) rmSync(this.#manifest(n), { force: true });
     if (removed.length === 0) return removed;
+    const keptHeads = [...kept].map((n) => this.head(n));
+    const removedHeads = removed.map((n) => this.head(n));
+    for (const n of removed) rmSync(this.#manifest(n), { force: true });
+    const partsOnly = [...keptHeads, ...removedHeads].every((g) => g?.parts !== undefined);
+    const gone = partsOnly && numbers.at(-1)! % SWEEP_EVERY !== 0 ? this.#unnamed(keptHeads as StoredGeneration[], removedHeads as StoredGeneration[]) : this.#sweep(keptHeads);
+    for (const name of gone) rmSync(this.object(name), { force: true });
+    return removed;
+  }
+
+  /** The objects the `removed` generations named and no `kept` one does (each names its files by parts). */
+  #unnamed(kept: readonly StoredGeneration[], removed: readonly StoredGeneration[]): string[] {
+    const keptParts = new Set(kept.flatMap((g) => g.parts!.map((p) => p.sha256)));
+    const removedParts = new Set(removed.flatMap((g) => g.parts!.map((p) => p.sha256)));
+    // The parts only removed generations named, and the objects their files are in: each goes
+    // unless a kept part names it (a part's bytes could, however unlikely, be a source's too).
+    const candidates = new Set<string>();
+    for (const g of removed) {
+      for (const part of g.parts!) {
+        if (keptParts.has(part.sha256) || candidates.has(part.sha256)) continue;
+        candidates.add(part.sha256);
+        // A part that cannot be read any more: what it alone named stays until a sweep.
+        for (const file of this.#part(part) ?? []) if (file.stored !== 'path') candidates.add(file.sha256);
+      }
+    }
+    // First the kept parts no removed generation had (the newer versions of the parts that
+    // went, which name most candidates), then the rest.
+    const order = [...keptParts].sort((a, b) => Number(removedParts.has(a)) - Number(removedParts.has(b)));
+    for (const sha256 of order) {
+      if (candidates.size === 0) break;
+      let text: string;
+      try {
+        text = readFileSync(this.object(sha256), 'utf8');
+      } catch {
+        return []; // what a kept part names is unknown: nothing goes
+      }
+      if (candidates.size > 64) for (const m of text.matchAll(/"sha256":"([0-9a-f]{64})"/g)) candidates.delete(m[1]!);
+      else for (const c of candidates) if (text.includes(`"sha256":"${c}"`)) candidates.delete(c);
+    }
+    return [...candidates];
+  }
+
+  /** Every object no kept manifest names (none when a kept manifest or part cannot be read: what it names is unknown). */
+  #sweep(kept: readonly (StoredGeneration | undefined)[]): string[] {
+    const named = new Set<string>();
+    for (const g of kept) {
+      if (g === undefined) return [];
+      for (const file of g.files ?? []) named.add(file.sha256);
+      for (const part of g.parts ?? []) {
+        const files = this.#part(part);
+        if (files === undefined) return [];
+        named.add(part.sha256);
+        for (const file of files) named.add(file.sha256);
+      }
+    }
     let objects: string[] = [];
     try {
       objects = readdirSync(path.join(this.dir, 'objects'));
     } catch {
       // no store yet
     }
-    // An object stays if a kept manifest names it. Manifests are megabytes and mostly alike: the
-    // current one is parsed into a set, and the few objects it does not name are looked for in the others' bytes.
-    const first = current !== undefined && kept.has(current) ? current : [...kept][0]!;
-    const named = new Set<string>();
-    for (const file of this.read(first)?.files ?? []) named.add(file.sha256);
-    let unnamed = objects.filter((name) => !named.has(name));
-    for (const n of kept) {
-      if (n === first || unnamed.length === 0) continue;
-      const header = this.#header(n);
-      if (header?.format !== GENERATION_FORMAT || typeof header.version !== 'number' || header.version > GENERATION_VERSION) continue;
-      let text: string;
-      try {
-        text = readFileSync(this.#manifest(n), 'utf8');
-      } catch {
-        continue;
-      }
-      const names = unnamed.length > 64 ? new Set(Array.from(text.matchAll(/"sha256":"([0-9a-f]{64})"/g), (m) => m[1]!)) : undefined;
-      unnamed = unnamed.filter((name) => !(names?.has(name) ?? text.includes(`"sha256":"${name}"`)));
-    }
-    for (const name of unnamed) rmSync(path.join(this.dir, 'objects', name), { force: true });
-    return removed;
+    return objects.filter((name) => !named.has(name));
   }
 }
 

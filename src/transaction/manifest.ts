@@ -18,9 +18,10 @@ const { createHash } = process.getBuiltinModule('node:crypto');
 export const GENERATION_FORMAT = 'nodegraph-generation';
 /**
  * The manifest format version, stored as `version`: a newer one is refused
- * (GenerationStore.newer), not read. Version 1 held env values in plain; 2 seals them.
+ * (GenerationStore.newer), not read. Version 1 held env values in plain; 2 seals them;
+ * 3 names its files by parts (SourcePart) instead of listing them.
  */
-export const GENERATION_VERSION = 2;
+export const GENERATION_VERSION = 3;
 
 export interface SourceFile {
   /** Absolute. */
@@ -35,7 +36,7 @@ export interface SourceFile {
 
 export interface Generation {
   readonly format: typeof GENERATION_FORMAT;
-  readonly version: 1 | typeof GENERATION_VERSION;
+  readonly version: 1 | 2 | typeof GENERATION_VERSION;
   readonly number: number;
   readonly createdAt: string;
   readonly status: 'pending' | 'applied' | 'failed';
@@ -52,6 +53,53 @@ export interface Generation {
   /** Tasks that ran in the apply that made it. */
   readonly ran: readonly string[];
   readonly destroyed: readonly string[];
+}
+
+/**
+ * A run of a generation's files stored as one object (`objects/<sha256>`, the JSON
+ * array of their SourceFile entries), so generations that share most files share
+ * most parts: recording one after a small change writes and reads only the parts it
+ * changed, and pruning looks only into the parts no kept generation names.
+ */
+export interface SourcePart {
+  /** Hex SHA-256 of the part object's bytes. */
+  readonly sha256: string;
+  /** Hex SHA-256 of its files' paths and contents (partKey): equal keys, the same files. */
+  readonly key: string;
+  readonly count: number;
+}
+
+/** A manifest as it lies on disk: version 3 names its files by parts, older versions list them. */
+export type StoredGeneration = Omit<Generation, 'files'> & { readonly files?: readonly SourceFile[]; readonly parts?: readonly SourcePart[] };
+
+/** A part ends after a path whose hash has these low bits all zero (about 1,024 files a part on average)… */
+export const PART_MASK = 1023;
+/** …or at this many files. */
+const PART_MAX = 4096;
+
+/**
+ * Where `files` is cut into parts (each part's end, exclusive). The cuts depend on
+ * paths alone (FNV-1a), not on positions, so a file added or removed moves no cut but
+ * its neighbours', and a content change none.
+ */
+export function partEnds(files: readonly { readonly path: string }[], mask = PART_MASK): number[] {
+  const ends: number[] = [];
+  let start = 0;
+  for (let i = 0; i < files.length; i++) {
+    const p = files[i]!.path;
+    let h = 0x811c9dc5;
+    for (let c = 0; c < p.length; c++) h = Math.imul(h ^ p.charCodeAt(c), 0x01000193);
+    if ((h & mask) === 0 || i + 1 - start === PART_MAX) ends.push((start = i + 1));
+  }
+  if (start < files.length) ends.push(files.length);
+  return ends;
+}
+
+/** What a part is matched by: its files' paths and contents, in order. */
+export function partKey(files: readonly { readonly path: string; readonly sha256: string }[], from: number, to: number): string {
+  const digest = createHash('sha256');
+  for (let i = from; i < to; i++) digest.update(`${files[i]!.path}\0${files[i]!.sha256}\n`);
+  return digest.digest('hex');
 }
 
 /** An env input's value at rest: its HMAC under the state's key (what is compared) and the value sealed (what is set again). */

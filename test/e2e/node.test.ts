@@ -34,6 +34,7 @@ import { applyNodefile, rollbackNodefile, type ApplySummary } from '../../src/ap
 import { planNodefile, teardownNodefile } from '../../src/operations.ts';
 import type { PlanEntry } from '../../src/plan/plan.ts';
 import { containerUnit } from '../../src/node/supervise.ts';
+import { readManifest } from '../support/generations.ts';
 import { writeOciArchive } from '../support/oci-archive.ts';
 import {
   cgroupsNamed,
@@ -938,7 +939,7 @@ describe('graphs/container-node.ts on real runc, systemd and containerd', () => 
       expect(running, `after the kill at ${point}`).toEqual(['kube2']);
       expect(readFileSync(configFile, 'utf8'), 'the configuration is the running generation\'s').toBe(configBefore);
       const current = readFileSync(path.join(stateDir, 'generations/current'), 'utf8').split(' ')[0];
-      const manifest = JSON.parse(readFileSync(path.join(stateDir, `generations/${current}.json`), 'utf8')) as { files: { path: string; sha256: string }[] };
+      const manifest = readManifest(stateDir, Number(current));
       expect(manifest.files.find((f) => f.path === configFile)?.sha256).toBe(createHash('sha256').update(configBefore).digest('hex'));
       expect(sharedFiles()).toEqual(sharedBefore);
       expect(existsSync(path.join(stateDir, 'transaction.json'))).toBe(false);

@@ -6,6 +6,7 @@ import { chmodSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, s
 import path from 'node:path';
 import { execFileSync } from 'node:child_process';
 import { afterEach, beforeEach, expect, test } from 'vitest';
+import { readManifest } from '../support/generations.ts';
 import { Rig } from '../support/rig.ts';
 
 let rig: Rig;
@@ -49,8 +50,8 @@ test('each settled whole-graph apply records a generation, a no-op or a targeted
   set(4);
   expect((await rig.run(['apply', '--keep', '2'], { NG_TEST_VALUE: 'y' })).code).toBe(0);
   expect(readdirSync(rig.path('.nodegraph/generations')).filter((n) => n.endsWith('.json')).sort()).toEqual(['3.json', '4.json']);
-  // settings.json of generations 1 and 2 are no longer stored; the Nodefile (named by all) is.
-  const named = new Set([3, 4].flatMap((n) => (JSON.parse(rig.read(`.nodegraph/generations/${n}.json`)) as { files: { sha256: string }[] }).files.map((f) => f.sha256)));
+  // settings.json of generations 1 and 2 are no longer stored, nor the parts that listed them; the Nodefile (named by all) is.
+  const named = new Set([3, 4].flatMap((n) => readManifest(rig.path('.nodegraph'), n)).flatMap((g) => [...g.files.map((f) => f.sha256), ...g.parts!.map((p) => p.sha256)]));
   expect(new Set(readdirSync(rig.path('.nodegraph/generations/objects')))).toEqual(named);
 });
 
@@ -88,7 +89,7 @@ test('a generation whose stored copy is damaged is refused before anything chang
   expect((await rig.run(['apply'])).code).toBe(0);
   set(2);
   expect((await rig.run(['apply'])).code).toBe(0);
-  const settingsSha = (JSON.parse(rig.read('.nodegraph/generations/1.json')) as { files: { path: string; sha256: string }[] }).files.find((f) => f.path.endsWith('settings.json'))!.sha256;
+  const settingsSha = readManifest(rig.path('.nodegraph'), 1).files.find((f) => f.path.endsWith('settings.json'))!.sha256;
   const object = rig.path('.nodegraph/generations/objects', settingsSha);
   chmodSync(object, 0o600);
   writeFileSync(object, '{"v": 666}\n');
@@ -108,7 +109,7 @@ test('a large input is hard-linked where the state shares its filesystem, and ot
   project(`ng.task('unpack', { inputs: { image: ng.file('images/os.img') }, outputs: ['out/unpacked'], run: ['cp', 'images/os.img', 'out/unpacked'] });`);
   set(1);
   expect((await rig.run(['apply'])).code).toBe(0);
-  const stored = (JSON.parse(rig.read('.nodegraph/generations/1.json')) as { files: { path: string; sha256: string; stored: string }[] }).files.find((f) => f.path.endsWith('os.img'))!;
+  const stored = readManifest(rig.path('.nodegraph'), 1).files.find((f) => f.path.endsWith('os.img'))!;
   expect(stored.stored).toBe('link');
   expect(statSync(rig.path('.nodegraph/generations/objects', stored.sha256)).ino).toBe(statSync(rig.path('images/os.img')).ino);
 
@@ -116,7 +117,7 @@ test('a large input is hard-linked where the state shares its filesystem, and ot
   const elsewhere = mkdtempSync('/dev/shm/nodegraph-state-');
   try {
     expect((await rig.run(['apply', '--state-dir', elsewhere])).code).toBe(0);
-    const named = (JSON.parse(readFileSync(path.join(elsewhere, 'generations/1.json'), 'utf8')) as { files: { path: string; stored: string }[] }).files.find((f) => f.path.endsWith('os.img'))!;
+    const named = readManifest(elsewhere, 1).files.find((f) => f.path.endsWith('os.img'))!;
     expect(named.stored).toBe('path');
     set(2);
     rmSync(rig.path('images/os.img'));

@@ -7,6 +7,7 @@
 
 import { readFileSync, writeFileSync } from 'node:fs';
 import { afterEach, beforeEach, expect, test } from 'vitest';
+import { readManifest } from '../support/generations.ts';
 import { collect, Rig, until } from '../support/rig.ts';
 import { valid } from '../support/schemas.ts';
 
@@ -43,7 +44,7 @@ export default (ng: any) => {
   rig.write('runtime.txt', 'read by the action only\n');
 }
 const settings = (mode: string): void => void rig.write('settings.json', `{"mode": "${mode}"}\n`);
-const manifest = (n: number): { files: { path: string }[]; probes: { path: string; kind: string }[] } => JSON.parse(rig.read(`.nodegraph/generations/${n}.json`));
+const manifest = (n: number): { files: { path: string }[]; probes: { path: string; kind: string }[] } => readManifest(rig.path('.nodegraph'), n) as never;
 
 test('a failed atomic apply rolls back completely: the outputs and the files the Nodefile read are as before', async () => {
   project();
