@@ -50,13 +50,15 @@ export class GenerationStore {
   readonly #stateDir: string;
   readonly #copyLimit: number;
   readonly #partMask: number;
+  readonly #sweepEvery: number;
 
-  /** `partMask`: where parts are cut (manifest.ts, partEnds); smaller in tests, to make many. */
-  constructor(stateDir: string, options: { readonly copyLimit?: number; readonly partMask?: number } = {}) {
+  /** `partMask`: where parts are cut (manifest.ts, partEnds); smaller in tests, to make many; `sweepEvery` likewise. */
+  constructor(stateDir: string, options: { readonly copyLimit?: number; readonly partMask?: number; readonly sweepEvery?: number } = {}) {
     this.#stateDir = stateDir;
     this.dir = path.join(stateDir, 'generations');
     this.#copyLimit = options.copyLimit ?? COPY_LIMIT;
     this.#partMask = options.partMask ?? PART_MASK;
+    this.#sweepEvery = options.sweepEvery ?? SWEEP_EVERY;
   }
 
   #manifest(n: number): string {
@@ -494,7 +496,7 @@ export class GenerationStore {
     const removedHeads = removed.map((n) => this.head(n));
     for (const n of removed) rmSync(this.#manifest(n), { force: true });
     const partsOnly = [...keptHeads, ...removedHeads].every((g) => g?.parts !== undefined);
-    const gone = partsOnly && numbers.at(-1)! % SWEEP_EVERY !== 0 ? this.#unnamed(keptHeads as StoredGeneration[], removedHeads as StoredGeneration[]) : this.#sweep(keptHeads);
+    const gone = partsOnly && numbers.at(-1)! % this.#sweepEvery !== 0 ? this.#unnamed(keptHeads as StoredGeneration[], removedHeads as StoredGeneration[]) : this.#sweep(keptHeads);
     for (const name of gone) rmSync(this.object(name), { force: true });
     return removed;
   }
@@ -534,12 +536,16 @@ export class GenerationStore {
   /** Every object no kept manifest names (none when a kept manifest or part cannot be read: what it names is unknown). */
   #sweep(kept: readonly (StoredGeneration | undefined)[]): string[] {
     const named = new Set<string>();
+    const read = new Set<string>();
     for (const g of kept) {
       if (g === undefined) return [];
       for (const file of g.files ?? []) named.add(file.sha256);
       for (const part of g.parts ?? []) {
+        // Kept generations share most parts: each is read once.
+        if (read.has(part.sha256)) continue;
         const files = this.#part(part);
         if (files === undefined) return [];
+        read.add(part.sha256);
         named.add(part.sha256);
         for (const file of files) named.add(file.sha256);
       }

@@ -32,11 +32,11 @@ const sha = (text: string): string => createHash('sha256').update(text).digest('
 
 test('recording and pruning keep every kept generation whole and the store exactly what the kept ones name', () => {
   fc.assert(
-    fc.property(fc.array(step, { minLength: 1, maxLength: 24 }), (steps) => {
+    fc.property(fc.array(step, { minLength: 1, maxLength: 24 }), fc.integer({ min: 2, max: 16 }), (steps, sweepEvery) => {
       const dir = mkdtempSync(path.join(tmpdir(), 'nodegraph-gen-prop-'));
       try {
-        // A part ends after about one path in four: many parts at 24 files.
-        const store = new GenerationStore(path.join(dir, 'state'), { partMask: 3 });
+        // A part ends after about one path in four: many parts at 24 files; and a sweep every few prunes.
+        const store = new GenerationStore(path.join(dir, 'state'), { partMask: 3, sweepEvery });
         const recorded = new Map<number, Map<string, string>>();
         for (const s of steps) {
           if (s.kind === 'record') {
@@ -76,6 +76,6 @@ test('recording and pruning keep every kept generation whole and the store exact
         rmSync(dir, { recursive: true, force: true });
       }
     }),
-    { numRuns: 60 },
+    { numRuns: 120 },
   );
 });
