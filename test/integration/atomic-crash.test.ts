@@ -8,6 +8,7 @@
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { createHash } from 'node:crypto';
 import { afterEach, describe, expect, test } from 'vitest';
+import { readManifest } from '../support/generations.ts';
 import { Rig } from '../support/rig.ts';
 import { describeTree, makeSharedTree } from '../support/tree.ts';
 
@@ -59,7 +60,7 @@ async function expectAt(rig: Rig, version: string): Promise<void> {
   expect(machine(rig).outputs).toEqual(rendered(version));
   expect(existsSync(rig.path('.nodegraph/transaction.json'))).toBe(false);
   const current = Number(rig.read('.nodegraph/generations/current').split(' ')[0]);
-  const manifest = JSON.parse(rig.read(`.nodegraph/generations/${current}.json`)) as { files: { path: string; sha256: string }[] };
+  const manifest = readManifest(rig.path('.nodegraph'), current);
   const settingsSha = createHash('sha256').update(readFileSync(rig.path('settings.json'))).digest('hex');
   expect(manifest.files.find((f) => f.path.endsWith('/settings.json'))?.sha256).toBe(settingsSha);
   const plan = await rig.run(['plan', '--detailed-exitcode']);
