@@ -23,7 +23,7 @@ import { HASH_PREFIX } from '../ids.ts';
 import { newerFormatMessage } from '../state/errors.ts';
 import { stateKey } from '../state/key.ts';
 import { unseal } from '../state/seal.ts';
-import { writeDurably, fsyncFile } from '../util/durable.ts';
+import { DurableBatch, writeDurably } from '../util/durable.ts';
 import { err, ok, type Result } from '../util/result.ts';
 import { GENERATION_FORMAT, GENERATION_VERSION, PART_MASK, partEnds, partKey, sealEnv, sourcesDigest, type Generation, type SealedEnv, type SourceFile, type SourcePart, type Sources, type StoredGeneration } from './manifest.ts';
 
@@ -51,14 +51,19 @@ export class GenerationStore {
   readonly #copyLimit: number;
   readonly #partMask: number;
   readonly #sweepEvery: number;
+  readonly #onStep: ((step: string) => void) | undefined;
 
-  /** `partMask`: where parts are cut (manifest.ts, partEnds); smaller in tests, to make many; `sweepEvery` likewise. */
-  constructor(stateDir: string, options: { readonly copyLimit?: number; readonly partMask?: number; readonly sweepEvery?: number } = {}) {
+  /**
+   * `partMask`: where parts are cut (manifest.ts, partEnds); smaller in tests, to make many; `sweepEvery` likewise.
+   * `onStep`: for crash tests, called after each step that changes the store (a kill there is a crash there).
+   */
+  constructor(stateDir: string, options: { readonly copyLimit?: number; readonly partMask?: number; readonly sweepEvery?: number; readonly onStep?: (step: string) => void } = {}) {
     this.#stateDir = stateDir;
     this.dir = path.join(stateDir, 'generations');
     this.#copyLimit = options.copyLimit ?? COPY_LIMIT;
     this.#partMask = options.partMask ?? PART_MASK;
     this.#sweepEvery = options.sweepEvery ?? SWEEP_EVERY;
+    this.#onStep = options.onStep;
   }
 
   #manifest(n: number): string {
@@ -121,24 +126,29 @@ export class GenerationStore {
     }
   }
 
-  /** Stores `files` (entries of one part) as an object, synced before any manifest names it, unless it is there. */
-  #putPart(files: readonly SourceFile[], key: string): SourcePart {
+  /** Stores `files` (entries of one part) as an object in `batch`, unless it is there. */
+  #putPart(files: readonly SourceFile[], key: string, batch: DurableBatch): SourcePart {
     const text = `${JSON.stringify(files.map((f) => ({ path: f.path, sha256: f.sha256, size: f.size, mode: f.mode, stored: f.stored })))}\n`;
     const sha256 = createHash('sha256').update(text).digest('hex');
-    const object = this.object(sha256);
-    if (!existsSync(object)) writeDurably(object, text, 0o400);
+    if (!batch.has(sha256) && !existsSync(this.object(sha256))) batch.add(sha256, text, 0o400);
     return { sha256, key, count: files.length };
   }
 
-  /** `files` cut into parts and stored (manifest.ts, partEnds). */
+  /** `files` cut into parts and stored durably (manifest.ts, partEnds). */
   #putParts(files: readonly SourceFile[]): SourcePart[] {
-    const parts: SourcePart[] = [];
-    let from = 0;
-    for (const to of partEnds(files, this.#partMask)) {
-      parts.push(this.#putPart(files.slice(from, to), partKey(files, from, to)));
-      from = to;
+    const batch = new DurableBatch(path.join(this.dir, 'objects'), this.#onStep);
+    try {
+      const parts: SourcePart[] = [];
+      let from = 0;
+      for (const to of partEnds(files, this.#partMask)) {
+        parts.push(this.#putPart(files.slice(from, to), partKey(files, from, to), batch));
+        from = to;
+      }
+      batch.commit();
+      return parts;
+    } finally {
+      batch.discard();
     }
-    return parts;
   }
 
   /**
@@ -220,10 +230,12 @@ export class GenerationStore {
   }
 
   /**
-   * Stores the sources' content and writes generation `n`'s manifest. Every
-   * object is synced before the manifest names it, so a manifest never names
-   * content a power loss took. A file that no longer has the hash it was
-   * observed with is an error (it changed during the run): nothing is recorded.
+   * Stores the sources' content and writes generation `n`'s manifest. The
+   * objects it adds (sources and parts) are written as one batch (DurableBatch),
+   * durable under their names before the manifest that names them is written,
+   * so a manifest never names content a kill or a power loss took. A file that
+   * no longer has the hash it was observed with is an error (it changed during
+   * the run): nothing is recorded.
    */
   record(
     n: number,
@@ -248,12 +260,13 @@ export class GenerationStore {
       return known;
     };
     const parts: SourcePart[] = [];
+    const batch = new DurableBatch(path.join(this.dir, 'objects'), this.#onStep);
     try {
-      mkdirSync(path.join(this.dir, 'objects'), { recursive: true, mode: 0o700 });
+      mkdirSync(batch.dir, { recursive: true, mode: 0o700 });
       let from = 0;
       for (let i = 0; i < ends.length; from = ends[i++]!) {
         const same = reuse.get(keys[i]!);
-        if (same !== undefined && same.count === ends[i]! - from) {
+        if (same !== undefined && same.count === ends[i]! - from && existsSync(this.object(same.sha256))) {
           parts.push(same);
           continue;
         }
@@ -266,11 +279,14 @@ export class GenerationStore {
             continue;
           }
           const stat = statSync(file.path);
-          files.push({ path: file.path, sha256: file.sha256, size: stat.size, mode: stat.mode & 0o7777, stored: this.#store(file, stat.size) });
+          files.push({ path: file.path, sha256: file.sha256, size: stat.size, mode: stat.mode & 0o7777, stored: this.#store(file, stat.size, batch) });
         }
-        parts.push(this.#putPart(files, keys[i]!));
+        parts.push(this.#putPart(files, keys[i]!, batch));
       }
+      // Also when nothing was added: an object another run renamed into place and a kill kept from syncing its folder.
+      batch.commit();
     } catch (error) {
+      batch.discard();
       if ((error as { reason?: string }).reason !== undefined) return err({ ...(error as GenerationError), number: n } as GenerationError);
       return err({ reason: 'generation-write-failed', path: this.dir, message: (error as Error).message });
     }
@@ -301,14 +317,15 @@ export class GenerationStore {
   #write(generation: StoredGeneration): Result<StoredGeneration, GenerationError> {
     try {
       writeDurably(this.#manifest(generation.number), `${JSON.stringify(generation)}\n`);
+      this.#onStep?.('manifest written');
       return ok(generation);
     } catch (error) {
       return err({ reason: 'generation-write-failed', path: this.#manifest(generation.number), message: (error as Error).message });
     }
   }
 
-  /** Puts one file's content in the store (unless it is there) and says how. */
-  #store(file: { readonly path: string; readonly sha256: string }, size: number): SourceFile['stored'] {
+  /** Puts one file's content in the store (in `batch`, unless it is there) and says how. */
+  #store(file: { readonly path: string; readonly sha256: string }, size: number, batch: DurableBatch): SourceFile['stored'] {
     const object = this.object(file.sha256);
     if (size > this.#copyLimit) {
       if (existsSync(object)) return 'link';
@@ -320,20 +337,13 @@ export class GenerationStore {
       }
       return 'link';
     }
-    if (existsSync(object)) return 'copy';
-    const temp = `${object}.${process.pid}.tmp`;
-    try {
-      copyFileSync(file.path, temp);
-      const copied = sha256FileSync(temp).hash.slice(HASH_PREFIX);
-      if (copied !== file.sha256) {
-        throw { reason: 'generation-file-changed', number: 0, path: file.path, sha256: file.sha256 } satisfies GenerationError;
-      }
-      chmodSync(temp, 0o400);
-      fsyncFile(temp);
-      renameSync(temp, object);
-    } finally {
-      rmSync(temp, { force: true });
+    if (batch.has(file.sha256) || existsSync(object)) return 'copy';
+    // The bytes hashed are the bytes stored: a file that changed since it was observed is refused.
+    const bytes = readFileSync(file.path);
+    if (createHash('sha256').update(bytes).digest('hex') !== file.sha256) {
+      throw { reason: 'generation-file-changed', number: 0, path: file.path, sha256: file.sha256 } satisfies GenerationError;
     }
+    batch.add(file.sha256, bytes, 0o400);
     return 'copy';
   }
 
@@ -494,10 +504,16 @@ export class GenerationStore {
     if (removed.length === 0) return removed;
     const keptHeads = [...kept].map((n) => this.head(n));
     const removedHeads = removed.map((n) => this.head(n));
-    for (const n of removed) rmSync(this.#manifest(n), { force: true });
+    for (const n of removed) {
+      rmSync(this.#manifest(n), { force: true });
+      this.#onStep?.('manifest removed');
+    }
     const partsOnly = [...keptHeads, ...removedHeads].every((g) => g?.parts !== undefined);
     const gone = partsOnly && numbers.at(-1)! % this.#sweepEvery !== 0 ? this.#unnamed(keptHeads as StoredGeneration[], removedHeads as StoredGeneration[]) : this.#sweep(keptHeads);
-    for (const name of gone) rmSync(this.object(name), { force: true });
+    for (const name of gone) {
+      rmSync(this.object(name), { force: true });
+      this.#onStep?.('object removed');
+    }
     return removed;
   }
 
@@ -513,7 +529,7 @@ export class GenerationStore {
         if (keptParts.has(part.sha256) || candidates.has(part.sha256)) continue;
         candidates.add(part.sha256);
         // A part that cannot be read any more: what it alone named stays until a sweep.
-        for (const file of this.#part(part) ?? []) if (file.stored !== 'path') candidates.add(file.sha256);
+        for (const file of this.#part(part) ?? []) if (file.stored !== 'path' && !keptParts.has(file.sha256)) candidates.add(file.sha256);
       }
     }
     // First the kept parts no removed generation had (the newer versions of the parts that
