@@ -83,6 +83,36 @@ test('rollback applies the generation before the current one from its stored cop
   expect(missing.stderr).toBe('error[generation-missing]: there is no generation 9 (known: 1, 2, 3, 4)\n');
 });
 
+test('version 2 manifests (files listed, as an older nodegraph wrote them) are listed, rolled back to, recorded after and pruned beside version 3 ones', async () => {
+  project();
+  set(1);
+  expect((await rig.run(['apply'], { NG_TEST_VALUE: 'x' })).code).toBe(0);
+  set(2);
+  expect((await rig.run(['apply'], { NG_TEST_VALUE: 'x' })).code).toBe(0);
+  for (const n of [1, 2]) {
+    // The same keys in the same order, version 2 and the files listed where the parts were.
+    const { files } = readManifest(rig.path('.nodegraph'), n);
+    const stored = JSON.parse(rig.read(`.nodegraph/generations/${n}.json`)) as Record<string, unknown>;
+    const old = Object.fromEntries(Object.keys(stored).map((k) => (k === 'parts' ? ['files', files] : [k, k === 'version' ? 2 : stored[k]])));
+    writeFileSync(rig.path(`.nodegraph/generations/${n}.json`), `${JSON.stringify(old)}\n`);
+  }
+  const listed = await rig.run(['generations']);
+  expect(listed.stderr).toBe('');
+  expect(listed.stdout).toMatch(/^ +1 +\S+ +files: Nodefile\.ts, settings\.json; env: NG_TEST_VALUE; ran: .*\n\* +2 +\S+ +files: settings\.json; ran: settings, render\n$/);
+  const back = await rig.run(['rollback', '1'], { NG_TEST_VALUE: 'x' });
+  expect(back.stderr).toBe('');
+  expect(back.stdout).toContain('rollback to generation 1: restored settings.json');
+  expect(rig.read('out/v')).toBe('1');
+  expect(readManifest(rig.path('.nodegraph'), 3)).toMatchObject({ version: 3, parts: expect.any(Array) });
+  set(5);
+  expect((await rig.run(['apply', '--keep', '1'], { NG_TEST_VALUE: 'x' })).code).toBe(0);
+  expect(readdirSync(rig.path('.nodegraph/generations')).filter((n) => n.endsWith('.json'))).toEqual(['4.json']);
+  // Beside a version 2 manifest the prune sweeps the whole store: what is left is what generation 4 names.
+  const g = readManifest(rig.path('.nodegraph'), 4);
+  expect(new Set(readdirSync(rig.path('.nodegraph/generations/objects')))).toEqual(new Set([...g.files.map((f) => f.sha256), ...g.parts!.map((p) => p.sha256)]));
+  expect((await rig.run(['generations'])).stdout).toMatch(/^\* +4 /);
+});
+
 test('a generation whose stored copy is damaged is refused before anything changes', async () => {
   project();
   set(1);
