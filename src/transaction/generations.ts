@@ -25,16 +25,17 @@ import { stateKey } from '../state/key.ts';
 import { unseal } from '../state/seal.ts';
 import { DurableBatch, writeDurably } from '../util/durable.ts';
 import { err, ok, type Result } from '../util/result.ts';
+import { pruneStore, SWEEP_EVERY } from './prune.ts';
+import { currentSha256, sameContent, type Restored } from './restored.ts';
 import { GENERATION_FORMAT, GENERATION_VERSION, PART_MASK, partEnds, partKey, sealEnv, sourcesDigest, type Generation, type SealedEnv, type SourceFile, type SourcePart, type Sources, type StoredGeneration } from './manifest.ts';
 
 const { createHash } = process.getBuiltinModule('node:crypto');
 
-/** A prune that removes a generation whose number is a multiple of this also sweeps the store of what no kept manifest names (a crash's or a dropped pending generation's objects). */
-const SWEEP_EVERY = 16;
 /** How many generations are kept by default (`--keep`). */
 export const DEFAULT_KEEP = 10;
 /** Files up to this size are copied into the store; larger ones (an OS image) are hard-linked, or named by path and SHA-256. */
 export const COPY_LIMIT = 8 * 1024 * 1024;
+export { describeRestored, type Restored } from './restored.ts';
 
 /** What can go wrong with a generation: the Failure variants of that name (error.ts). */
 export type GenerationError = Extract<Failure, { reason: 'generation-missing' | 'generation-damaged' | 'generation-file-changed' | 'generation-write-failed' }>;
@@ -97,7 +98,7 @@ export class GenerationStore {
     if (parts === undefined) return stored.files === undefined ? undefined : (rest as Generation);
     const files: SourceFile[] = [];
     for (const part of parts) {
-      const entries = this.#part(part);
+      const entries = this.part(part);
       if (entries === undefined) return undefined;
       for (const entry of entries) files.push(entry);
     }
@@ -114,8 +115,8 @@ export class GenerationStore {
     }
   }
 
-  /** A part's files, once its bytes are checked against the SHA-256 that names them. */
-  #part(part: SourcePart): SourceFile[] | undefined {
+  /** A part's files, once its bytes are checked against the SHA-256 that names them; undefined when missing or damaged. */
+  part(part: SourcePart): SourceFile[] | undefined {
     try {
       const bytes = readFileSync(this.object(part.sha256));
       if (createHash('sha256').update(bytes).digest('hex') !== part.sha256) return undefined;
@@ -256,7 +257,7 @@ export class GenerationStore {
       known = new Map();
       for (const file of before?.files ?? []) known.set(file.path, file);
       const wanted = new Set(keys);
-      for (const part of before?.parts ?? []) if (!wanted.has(part.key)) for (const file of this.#part(part) ?? []) known.set(file.path, file);
+      for (const part of before?.parts ?? []) if (!wanted.has(part.key)) for (const file of this.part(part) ?? []) known.set(file.path, file);
       return known;
     };
     const parts: SourcePart[] = [];
@@ -489,121 +490,8 @@ export class GenerationStore {
     return held;
   }
 
-  /**
-   * Keeps the newest `keep` generations (and always `current` and `pinned`),
-   * then removes the objects no kept manifest names. What a removed generation
-   * alone named is found from its parts that no kept generation shares; the
-   * whole store is swept every SWEEP_EVERY generations, or when a manifest
-   * names its files without parts.
-   */
+  /** Keeps the newest `keep` generations (and always `current` and `pinned`) and what they name (prune.ts). */
   prune(keep: number, pinned: readonly number[] = []): number[] {
-    const numbers = this.numbers();
-    const current = this.current();
-    const kept = new Set([...numbers.slice(-Math.max(1, keep)), ...pinned, ...(current === undefined ? [] : [current])]);
-    const removed = numbers.filter((n) => !kept.has(n));
-    if (removed.length === 0) return removed;
-    const keptHeads = [...kept].map((n) => this.head(n));
-    const removedHeads = removed.map((n) => this.head(n));
-    for (const n of removed) {
-      rmSync(this.#manifest(n), { force: true });
-      this.#onStep?.('manifest removed');
-    }
-    const partsOnly = [...keptHeads, ...removedHeads].every((g) => g?.parts !== undefined);
-    const gone = partsOnly && numbers.at(-1)! % this.#sweepEvery !== 0 ? this.#unnamed(keptHeads as StoredGeneration[], removedHeads as StoredGeneration[]) : this.#sweep(keptHeads);
-    for (const name of gone) {
-      rmSync(this.object(name), { force: true });
-      this.#onStep?.('object removed');
-    }
-    return removed;
+    return pruneStore(this, keep, pinned, this.#sweepEvery, (n: number) => rmSync(this.#manifest(n), { force: true }), this.#onStep);
   }
-
-  /** The objects the `removed` generations named and no `kept` one does (each names its files by parts). */
-  #unnamed(kept: readonly StoredGeneration[], removed: readonly StoredGeneration[]): string[] {
-    const keptParts = new Set(kept.flatMap((g) => g.parts!.map((p) => p.sha256)));
-    const removedParts = new Set(removed.flatMap((g) => g.parts!.map((p) => p.sha256)));
-    // The parts only removed generations named, and the objects their files are in: each goes
-    // unless a kept part names it (a part's bytes could, however unlikely, be a source's too).
-    const candidates = new Set<string>();
-    for (const g of removed) {
-      for (const part of g.parts!) {
-        if (keptParts.has(part.sha256) || candidates.has(part.sha256)) continue;
-        candidates.add(part.sha256);
-        // A part that cannot be read any more: what it alone named stays until a sweep.
-        for (const file of this.#part(part) ?? []) if (file.stored !== 'path' && !keptParts.has(file.sha256)) candidates.add(file.sha256);
-      }
-    }
-    // First the kept parts no removed generation had (the newer versions of the parts that
-    // went, which name most candidates), then the rest.
-    const order = [...keptParts].sort((a, b) => Number(removedParts.has(a)) - Number(removedParts.has(b)));
-    for (const sha256 of order) {
-      if (candidates.size === 0) break;
-      let text: string;
-      try {
-        text = readFileSync(this.object(sha256), 'utf8');
-      } catch {
-        return []; // what a kept part names is unknown: nothing goes
-      }
-      if (candidates.size > 64) for (const m of text.matchAll(/"sha256":"([0-9a-f]{64})"/g)) candidates.delete(m[1]!);
-      else for (const c of candidates) if (text.includes(`"sha256":"${c}"`)) candidates.delete(c);
-    }
-    return [...candidates];
-  }
-
-  /** Every object no kept manifest names (none when a kept manifest or part cannot be read: what it names is unknown). */
-  #sweep(kept: readonly (StoredGeneration | undefined)[]): string[] {
-    const named = new Set<string>();
-    const read = new Set<string>();
-    for (const g of kept) {
-      if (g === undefined) return [];
-      for (const file of g.files ?? []) named.add(file.sha256);
-      for (const part of g.parts ?? []) {
-        // Kept generations share most parts: each is read once.
-        if (read.has(part.sha256)) continue;
-        const files = this.#part(part);
-        if (files === undefined) return [];
-        read.add(part.sha256);
-        named.add(part.sha256);
-        for (const file of files) named.add(file.sha256);
-      }
-    }
-    let objects: string[] = [];
-    try {
-      objects = readdirSync(path.join(this.dir, 'objects'));
-    } catch {
-      // no store yet
-    }
-    return objects.filter((name) => !named.has(name));
-  }
-}
-
-/** The SHA-256 of a regular file at `file`; '' for anything else. */
-function currentSha256(file: string): string {
-  try {
-    return lstatSync(file).isFile() ? sha256FileSync(file).hash.slice(HASH_PREFIX) : '';
-  } catch {
-    return '';
-  }
-}
-
-function sameContent(file: string, sha256: string): boolean {
-  try {
-    if (!lstatSync(file).isFile()) return false;
-    return sha256FileSync(file).hash.slice(HASH_PREFIX) === sha256;
-  } catch {
-    return false;
-  }
-}
-
-
-/** What restoring a generation's sources changed: files written back, files it did not have removed. */
-export interface Restored {
-  readonly written: readonly string[];
-  readonly removed: readonly string[];
-}
-
-/** `restored a, b; removed c`, paths relative to `base`; '' when nothing changed. */
-export function describeRestored(r: Restored, base: string): string {
-  const rel = (ps: readonly string[]): string => ps.map((p) => path.relative(base, p) || p).join(', ');
-  const parts = [...(r.written.length > 0 ? [`restored ${rel(r.written)}`] : []), ...(r.removed.length > 0 ? [`removed ${rel(r.removed)}`] : [])];
-  return parts.join('; ');
 }
