@@ -9,6 +9,7 @@
 import { readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import type { Failure } from '../error.ts';
+import { withLockFile } from '../state/lock.ts';
 import { GenerationStore } from '../transaction/generations.ts';
 import { writeDurably } from '../util/durable.ts';
 import type { CliIo } from './output.ts';
@@ -17,6 +18,9 @@ import { str, type Args } from './shared.ts';
 export const METRICS_ENV = 'NODEGRAPH_METRICS_FILE';
 /** Where the counters are kept, in the state folder. */
 export const METRICS_STATE = 'metrics.json';
+/** Held while metrics.json is read, counted into and written: a few milliseconds. */
+const METRICS_LOCK = 'metrics.lock';
+const METRICS_LOCK_WAIT_MS = 5000;
 
 export const METRICS_COMMANDS = ['apply', 'rollback', 'status'] as const;
 export type MetricsCommand = (typeof METRICS_COMMANDS)[number];
@@ -118,8 +122,9 @@ function readKept(file: string): { kept: Kept; damaged: boolean } {
 
 /**
  * Counts `run` into the state folder's metrics.json (when the folder exists: a run that
- * failed before making it keeps nothing) and writes the textfile. A write that fails is
- * a warning on stderr: the run's own outcome and exit code stand.
+ * failed before making it keeps nothing) and writes the textfile. The count is a
+ * read-modify-write under metrics.lock, so two runs ending at once both count. A write
+ * that fails is a warning on stderr: the run's own outcome and exit code stand.
  */
 export function recordMetrics(file: string, stateDir: string, run: MetricsRun, io: Pick<CliIo, 'stderr'>): void {
   const keptFile = path.join(stateDir, METRICS_STATE);
@@ -129,16 +134,27 @@ export function recordMetrics(file: string, stateDir: string, run: MetricsRun, i
   } catch {
     // no state folder yet
   }
-  const { kept, damaged } = stateExists ? readKept(keptFile) : { kept: fresh(), damaged: false };
-  if (damaged) io.stderr.write(`warning: ${keptFile} cannot be read: the metrics' counters start again from 0\n`);
-  const key = `${run.command} ${run.outcome}`;
-  kept.runs[key] = (kept.runs[key] ?? 0) + 1;
-  for (const cause of run.rollbacks ?? []) kept.rollbacks[cause] = (kept.rollbacks[cause] ?? 0) + 1;
-  kept.last[run.command] = { outcome: run.outcome, endedAt: run.endedAt, durationMs: run.endedAt - run.startedAt, tasks: run.tasks };
-  try {
-    if (stateExists) writeDurably(keptFile, `${JSON.stringify(kept)}\n`);
-  } catch (error) {
-    io.stderr.write(`warning: ${keptFile} could not be written (${(error as Error).message}): the metrics' counters were not kept\n`);
+  const count = (): Kept => {
+    const { kept, damaged } = stateExists ? readKept(keptFile) : { kept: fresh(), damaged: false };
+    if (damaged) io.stderr.write(`warning: ${keptFile} cannot be read: the metrics' counters start again from 0\n`);
+    countInto(kept, run);
+    try {
+      if (stateExists) writeDurably(keptFile, `${JSON.stringify(kept)}\n`);
+    } catch (error) {
+      io.stderr.write(`warning: ${keptFile} could not be written (${(error as Error).message}): the metrics' counters were not kept\n`);
+    }
+    return kept;
+  };
+  let kept: Kept;
+  if (!stateExists) kept = count();
+  else {
+    const locked = withLockFile(path.join(stateDir, METRICS_LOCK), 'nodegraph metrics', METRICS_LOCK_WAIT_MS, count);
+    if (locked.ok && locked.value !== 'busy') kept = locked.value;
+    else {
+      const why = locked.ok ? `${METRICS_LOCK} was held for ${METRICS_LOCK_WAIT_MS / 1000} s` : locked.error.message;
+      io.stderr.write(`warning: ${keptFile} was not counted into (${why}): this run's metrics were not kept\n`);
+      kept = readKept(keptFile).kept;
+    }
   }
   const generation = stateExists ? (new GenerationStore(stateDir).current() ?? 0) : 0;
   try {
@@ -147,6 +163,15 @@ export function recordMetrics(file: string, stateDir: string, run: MetricsRun, i
   } catch (error) {
     io.stderr.write(`warning: ${file} could not be written: ${(error as Error).message}\n`);
   }
+}
+
+/** `run` counted into `kept`, which it returns. */
+function countInto(kept: Kept, run: MetricsRun): Kept {
+  const key = `${run.command} ${run.outcome}`;
+  kept.runs[key] = (kept.runs[key] ?? 0) + 1;
+  for (const cause of run.rollbacks ?? []) kept.rollbacks[cause] = (kept.rollbacks[cause] ?? 0) + 1;
+  kept.last[run.command] = { outcome: run.outcome, endedAt: run.endedAt, durationMs: run.endedAt - run.startedAt, tasks: run.tasks };
+  return kept;
 }
 
 const seconds = (ms: number): string => String(ms / 1000);

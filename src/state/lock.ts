@@ -25,6 +25,59 @@ const pause = (ms: number): void => {
   Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
 };
 
+/** This process as a lock's holder, with a token of this acquisition's own. */
+function ownInfo(command: string): LockInfo {
+  const boot = bootId();
+  const ownStart = procStat(process.pid)?.start;
+  return {
+    pid: process.pid,
+    host: hostname(),
+    command,
+    startedAt: new Date().toISOString(),
+    token: randomId(),
+    ...(boot === undefined ? {} : { bootId: boot }),
+    ...(ownStart === undefined ? {} : { pidStart: ownStart }),
+  };
+}
+
+/**
+ * Runs `fn` holding the lock file `path` (the state lock's kind of file: created whole by link,
+ * a dead holder's taken over), waiting up to `waitMs` for a live holder to let go; 'busy' when it
+ * did not. For a few milliseconds' read-modify-write beside the state lock, which a run refused
+ * that lock still needs.
+ */
+export function withLockFile<T>(path: string, command: string, waitMs: number, fn: () => T): Result<T | 'busy', StateDirUnwritable> {
+  const info = ownInfo(command);
+  for (let waited = 0; ; ) {
+    const created = create(path, info);
+    if (!created.ok) return created;
+    if (created.value === 'created') {
+      try {
+        return ok(fn());
+      } finally {
+        try {
+          unlinkSync(path);
+        } catch {
+          // gone already: nothing to release
+        }
+      }
+    }
+    const seen = read(path);
+    if (!seen.ok) return seen;
+    const s = seen.value;
+    if (s.kind === 'missing') continue;
+    const stale = s.kind === 'held' ? liveness(s.info) === 'dead' : writtenBeforeBoot(s.mtimeMs);
+    if (stale) {
+      const removed = removeStale(path, s);
+      if (!removed.ok) return removed;
+      continue;
+    }
+    if (waited >= waitMs) return ok('busy');
+    pause(10);
+    waited += 10;
+  }
+}
+
 /** The lock is held by someone else (or its file cannot be understood). */
 export interface Locked {
   readonly reason: 'locked';
@@ -139,17 +192,7 @@ export function acquire(stateDir: string, options: AcquireOptions = {}): Result<
   const made = ensureStateDir(dir);
   if (!made.ok) return made;
   const path = join(dir, 'lock');
-  const boot = bootId();
-  const ownStart = procStat(process.pid)?.start;
-  const info: LockInfo = {
-    pid: process.pid,
-    host: hostname(),
-    command: options.command ?? process.argv.join(' '),
-    startedAt: new Date().toISOString(),
-    token: randomId(),
-    ...(boot === undefined ? {} : { bootId: boot }),
-    ...(ownStart === undefined ? {} : { pidStart: ownStart }),
-  };
+  const info = ownInfo(options.command ?? process.argv.join(' '));
   let tookOverFrom: LockHolder | undefined;
   let removedUnreadable: Lock['removedUnreadable'];
   let last: Locked | undefined;

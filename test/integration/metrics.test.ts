@@ -4,6 +4,7 @@
 
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { hostname } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, expect, test } from 'vitest';
 import { apiTypes, Rig } from '../support/rig.ts';
@@ -171,6 +172,22 @@ test('a metrics file that cannot be written is a warning: the run and its exit c
   expect(status.stderr).toMatch(new RegExp(`^warning: ${rig.path('metrics', 'taken.prom')} could not be written: EISDIR`));
   expect(status.code).toBe(0);
   expect(readdirSync(rig.path('metrics')).sort()).toEqual(['node.prom', 'taken.prom']);
+});
+
+test('runs that end at once each count, and a killed run\'s metrics.lock is taken over', async () => {
+  const statusRuns = (): number => {
+    const runs = (JSON.parse(rig.read('.nodegraph/metrics.json')) as { runs: Record<string, number> }).runs;
+    return Object.entries(runs).reduce((sum, [name, n]) => (name.startsWith('status ') ? sum + n : sum), 0);
+  };
+  const before = statusRuns();
+  // A lock left by a run killed while it counted: its pid has exited.
+  const dead = spawnSync('true').pid;
+  rig.write('.nodegraph/metrics.lock', `${JSON.stringify({ pid: dead, host: hostname(), command: 'nodegraph status', startedAt: new Date().toISOString(), token: 'killed' })}\n`);
+  const runs = await Promise.all(Array.from({ length: 6 }, () => rig.run(['status', '--metrics-file', PROM])));
+  for (const run of runs) expect(run.stderr).not.toContain('warning');
+  expect(statusRuns()).toBe(before + 6);
+  expect(existsSync(rig.path('.nodegraph', 'metrics.lock'))).toBe(false);
+  metrics('six runs at once');
 });
 
 test('promtool check metrics accepts every metrics file written above', (ctx) => {
