@@ -65,10 +65,6 @@ export class DurableBatch {
     return this.#names.has(name);
   }
 
-  get size(): number {
-    return this.#names.size;
-  }
-
   /** Writes `content` beside `dir/name` (`mode`: the file's; no fsync yet). */
   add(name: string, content: string | Uint8Array, mode = 0o600): void {
     if (this.#names.has(name)) return;
