@@ -202,27 +202,113 @@ export function removeQuietly(file: string): void {
   }
 }
 
+/** How long a remover waits for the one whose turn it is: a turn lasts a read and an unlink. */
+const TURN_WAIT_MS = 2000;
+
+const pause = (ms: number): void => {
+  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
+};
+
+/** This process as a lock's holder, with a token of this acquisition's own. */
+export function ownInfo(command: string): LockInfo {
+  const boot = bootId();
+  const ownStart = procStat(process.pid)?.start;
+  return {
+    pid: process.pid,
+    host: hostname(),
+    command,
+    startedAt: new Date().toISOString(),
+    token: randomId(),
+    ...(boot === undefined ? {} : { bootId: boot }),
+    ...(ownStart === undefined ? {} : { pidStart: ownStart }),
+  };
+}
+
 /**
- * Removes the stale lock we judged dead, and only that one.
+ * Removes the stale lock we judged dead, and only that one: 'changed' when the
+ * lock is no longer the one judged (removed by another run, or another run's
+ * fresh lock in its place).
  *
- * Without flock() there is no atomic "delete this file if it is still the
- * one I looked at". Two runs may both judge the same lock stale; a plain
- * unlink() by the slower one could then delete the lock the faster one has
- * just created, and both would run. Instead the lock is moved aside with
- * rename() (atomic: exactly one mover gets any given file) and what was moved
- * is then checked: same inode and byte-identical content (the token makes
- * every lock's content unique, which also covers inode-number reuse) as the
- * lock judged stale. If we moved someone else's fresh lock instead, it is put
- * back with link(), which cannot overwrite a lock created meanwhile.
- *
- * The residual window: if a third run creates a lock in the microseconds
- * between our mistaken move and the put-back, the put-back fails and the
- * run whose lock we moved keeps running while the third one also runs. That
- * needs three runs racing on a stale lock within microseconds; the moved lock
- * is left at `<lock>.stale-*` for inspection, and its owner's release() /
- * isHeld() report it as no longer held.
+ * Without flock() there is no atomic "delete this file if it is still the one
+ * I looked at", and a file's identity cannot stand in for it: ext4 gives the
+ * inode of a stale lock just removed to the next lock created. So removers take
+ * turns, each holding `<lock>.takeover` (a lock of the same kind) while it
+ * compares the lock with the one it judged, byte for byte (the token makes every
+ * lock's content unique), and unlinks it if they are equal. While a turn is
+ * held only its holder removes a stale lock, a dead holder never releases one,
+ * and a live lock is never moved, so nothing changes the file between the
+ * comparison and the unlink but `nodegraph unlock`.
  */
 export function removeStale(path: string, stale: Exclude<Seen, { kind: 'missing' }>): Result<'removed' | 'changed', StateDirUnwritable> {
+  const turn = takeTurn(`${path}.takeover`);
+  if (!turn.ok) return turn;
+  if (turn.value === 'busy') return ok('changed');
+  try {
+    const now = read(path);
+    if (!now.ok) return now;
+    if (now.value.kind !== stale.kind || now.value.content !== stale.content) return ok('changed');
+    unlinkSync(path);
+    return ok('removed');
+  } catch (e) {
+    if (errnoCode(e) === 'ENOENT') return ok('changed');
+    return err(unwritable(path, e));
+  } finally {
+    releaseIfOurs(`${path}.takeover`, turn.value.token);
+  }
+}
+
+/**
+ * Takes the remover's turn `path`, waiting for a live holder (whose turn lasts
+ * microseconds); a turn left by a killed remover is moved aside (moveAsideIfSame).
+ * 'busy' when a live holder kept it for TURN_WAIT_MS.
+ */
+function takeTurn(path: string): Result<LockInfo | 'busy', StateDirUnwritable> {
+  const info = ownInfo('nodegraph: removing a stale lock');
+  for (let waited = 0; ; ) {
+    const created = create(path, info);
+    if (!created.ok) return created;
+    if (created.value === 'created') return ok(info);
+    const seen = read(path);
+    if (!seen.ok) return seen;
+    const s = seen.value;
+    if (s.kind === 'missing') continue;
+    if (s.kind === 'held' ? liveness(s.info) === 'dead' : writtenBeforeBoot(s.mtimeMs)) {
+      const moved = moveAsideIfSame(path, s);
+      if (!moved.ok) return moved;
+      continue;
+    }
+    if (waited >= TURN_WAIT_MS) return ok('busy');
+    pause(1);
+    waited += 1;
+  }
+}
+
+/** Unlinks the lock file `path` if it still holds `token`; never removes another's. */
+export function releaseIfOurs(path: string, token: string): Result<'released' | 'not-ours' | 'missing', StateDirUnwritable> {
+  const seen = read(path);
+  if (!seen.ok) return seen;
+  if (seen.value.kind === 'missing') return ok('missing');
+  if (seen.value.kind !== 'held' || seen.value.info.token !== token) return ok('not-ours');
+  // Between the check and the unlink only a forced unlock plus a new
+  // acquire could swap the file; a live holder's lock is never removed.
+  try {
+    unlinkSync(path);
+    return ok('released');
+  } catch (e) {
+    if (errnoCode(e) === 'ENOENT') return ok('missing');
+    return err(unwritable(path, e));
+  }
+}
+
+/**
+ * Removes a remover's turn left by a killed remover, and only that one. The turn
+ * is moved aside with rename() (exactly one mover gets any given file) and what
+ * was moved is compared with the one judged stale; a fresh turn moved by mistake
+ * is put back with link(), which cannot overwrite one taken meanwhile. A third
+ * remover taking the turn between that move and the put-back would share it: that
+ * needs a remover killed within its turn and three more racing on it.
+ */
+function moveAsideIfSame(path: string, stale: Exclude<Seen, { kind: 'missing' }>): Result<'removed' | 'changed', StateDirUnwritable> {
   const aside = `${path}.stale-${randomId()}`;
   try {
     const st = statSync(path);
@@ -233,21 +319,10 @@ export function removeStale(path: string, stale: Exclude<Seen, { kind: 'missing'
     return err(unwritable(path, e));
   }
   const moved = read(aside);
-  if (
-    moved.ok &&
-    moved.value.kind === stale.kind &&
-    moved.value.dev === stale.dev &&
-    moved.value.ino === stale.ino &&
-    moved.value.content === stale.content
-  ) {
-    try {
-      unlinkSync(aside);
-    } catch {
-      // a leftover .stale-* file is harmless
-    }
+  if (moved.ok && moved.value.kind === stale.kind && moved.value.content === stale.content) {
+    removeQuietly(aside);
     return ok('removed');
   }
-  // Not the stale lock: put it back, never over a lock created meanwhile.
   try {
     linkSync(aside, path);
     unlinkSync(aside);
@@ -256,4 +331,3 @@ export function removeStale(path: string, stale: Exclude<Seen, { kind: 'missing'
   }
   return ok('changed');
 }
-

@@ -12,8 +12,8 @@ import { join, resolve } from 'node:path';
 import { randomId } from '../util/random.ts';
 import { err, ok, type Result } from '../util/result.ts';
 import { ensureStateDir, errnoCode, unwritable, type StateDirUnwritable } from './errors.ts';
-import { bootId, create, holderOf, liveness, parseInfo, read, removeStale, writtenBeforeBoot, type LockHolder, type LockInfo } from './lock-file.ts';
-import { closeRecord, endLeftovers, openRecord, procStat, type EndedRun } from './processes.ts';
+import { create, holderOf, liveness, ownInfo, parseInfo, read, releaseIfOurs, removeStale, writtenBeforeBoot, type LockHolder, type LockInfo } from './lock-file.ts';
+import { closeRecord, endLeftovers, openRecord, type EndedRun } from './processes.ts';
 import { removeOrphanedTransaction } from './transaction-files.ts';
 
 export type { LockHolder, LockInfo } from './lock-file.ts';
@@ -24,21 +24,6 @@ const { hostname } = process.getBuiltinModule('node:os');
 const pause = (ms: number): void => {
   Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
 };
-
-/** This process as a lock's holder, with a token of this acquisition's own. */
-function ownInfo(command: string): LockInfo {
-  const boot = bootId();
-  const ownStart = procStat(process.pid)?.start;
-  return {
-    pid: process.pid,
-    host: hostname(),
-    command,
-    startedAt: new Date().toISOString(),
-    token: randomId(),
-    ...(boot === undefined ? {} : { bootId: boot }),
-    ...(ownStart === undefined ? {} : { pidStart: ownStart }),
-  };
-}
 
 /**
  * Runs `fn` holding the lock file `path` (the state lock's kind of file: created whole by link,
@@ -55,11 +40,7 @@ export function withLockFile<T>(path: string, command: string, waitMs: number, f
       try {
         return ok(fn());
       } finally {
-        try {
-          unlinkSync(path);
-        } catch {
-          // gone already: nothing to release
-        }
+        releaseIfOurs(path, info.token);
       }
     }
     const seen = read(path);
@@ -151,28 +132,16 @@ function makeLock(
       // The record first: one left behind by a run that ended well would have the next
       // holder end what its finished commands left running, as for a killed run.
       closeRecord(record);
-      const seen = read(path);
-      if (!seen.ok) return seen;
-      if (seen.value.kind === 'missing') return ok('missing');
-      if (seen.value.kind !== 'held' || seen.value.info.token !== info.token) return ok('not-ours');
-      // Between the check and the unlink only a forced unlock plus a new
-      // acquire could swap the file; a live holder is never taken over.
-      try {
-        unlinkSync(path);
-        return ok('released');
-      } catch (e) {
-        if (errnoCode(e) === 'ENOENT') return ok('missing');
-        return err(unwritable(path, e));
-      }
+      return releaseIfOurs(path, info.token);
     },
   };
 }
 
-/** Leftover `lock.stale-*` and `lock.new-*` files older than a minute are from crashed takeovers and acquisitions. */
+/** Leftover `*lock.stale-*`, `*lock.new-*` and `*lock.takeover.*` files older than a minute are from crashed takeovers and acquisitions. */
 function sweepAside(stateDir: string): void {
   try {
     for (const name of readdirSync(stateDir)) {
-      if (!name.startsWith('lock.stale-') && !name.startsWith('lock.new-')) continue;
+      if (!/lock\.(stale-|new-|takeover\.)/.test(name)) continue;
       const file = join(stateDir, name);
       if (Date.now() - statSync(file).mtimeMs > 60_000) unlinkSync(file);
     }

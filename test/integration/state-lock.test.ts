@@ -2,11 +2,12 @@
 
 import { spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
-import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, expect, test } from 'vitest';
 import { acquire, breakLock, forceUnlock, openState, readLock, readState, type Lock } from '../../src/state/index.ts';
+import { read, removeStale } from '../../src/state/lock-file.ts';
 
 let dir: string;
 const held: Lock[] = [];
@@ -79,6 +80,29 @@ test('a lock left by a dead process on this host is taken over', () => {
   const l = take();
   expect(l.tookOverFrom).toMatchObject({ pid, command: 'nodegraph apply' });
   expect(JSON.parse(readFileSync(lockFile(), 'utf8')).pid).toBe(process.pid);
+  expect(readdirSync(dir).filter((n) => n.startsWith('lock.'))).toEqual([]);
+});
+
+test('a stale lock judged by one run and taken over by another first: the new lock is not touched, not even for a moment', () => {
+  writeFileSync(lockFile(), `${JSON.stringify({ pid: deadPid(), host: hostname(), command: 'nodegraph apply', startedAt: '2026-01-01T00:00:00.000Z', token: 'old' })}\n`);
+  const judged = read(lockFile());
+  if (!judged.ok || judged.value.kind !== 'held') throw new Error('the stale lock was not read');
+  const winner = take();
+  // ext4 gives the stale lock's inode to the next file created: the winner's lock may carry the very inode judged.
+  const now = statSync(lockFile(), { bigint: true });
+  const sameInode = { ...judged.value, dev: Number(now.dev), ino: Number(now.ino) };
+  expect(removeStale(lockFile(), sameInode)).toEqual({ ok: true, value: 'changed' });
+  // A rename aside and back would change the inode's ctime; a lock moved for a moment lets a third run in.
+  expect(statSync(lockFile(), { bigint: true }).ctimeNs).toBe(now.ctimeNs);
+  expect(winner.isHeld()).toBe(true);
+});
+
+test('a remover killed while taking its turn leaves lock.takeover: the next run takes the turn over and the lock', () => {
+  const dead = { pid: deadPid(), host: hostname(), command: 'nodegraph apply', startedAt: '2026-01-01T00:00:00.000Z' };
+  writeFileSync(lockFile(), `${JSON.stringify({ ...dead, token: 'old' })}\n`);
+  writeFileSync(`${lockFile()}.takeover`, `${JSON.stringify({ ...dead, token: 'turn' })}\n`);
+  const l = take();
+  expect(l.tookOverFrom).toMatchObject({ pid: dead.pid });
   expect(readdirSync(dir).filter((n) => n.startsWith('lock.'))).toEqual([]);
 });
 
