@@ -190,8 +190,12 @@ export interface Observed {
   readonly plan: DecidedPlan;
 }
 
-/** `keyed`: the observation is kept (a saved plan), so a missing state key is made, as a command holding the lock makes it. */
-export async function observeAndPlan(session: Session, options: { readonly keyed?: boolean } = {}): Promise<Result<Observed, Failure[]>> {
+/**
+ * `keyed`: the observation is kept (a saved plan), so a missing state key is made, as a command
+ * holding the lock makes it. `shown`: the observation is only shown, so the inputs of a task
+ * without a record are not read (observe's unrecordedInputs 'look').
+ */
+export async function observeAndPlan(session: Session, options: { readonly keyed?: boolean; readonly shown?: boolean } = {}): Promise<Result<Observed, Failure[]>> {
   const selected = selectTasks(session.graph, session.targets);
   const observations = await observe({
     graph: session.graph,
@@ -204,6 +208,7 @@ export async function observeAndPlan(session: Session, options: { readonly keyed
     env: session.env,
     // A command holding the lock makes the key when none is there yet; a read-only one does not write.
     key: () => stateKey(session.state.dir, session.state.lock !== undefined || options.keyed === true),
+    unrecordedInputs: options.shown === true ? 'look' : 'hash',
   });
   if (!observations.ok) return err(await withSites(session.graph.file, observations.error));
   const plan = makePlan(session.graph, observations.value, session.state.records, {

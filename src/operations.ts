@@ -73,7 +73,7 @@ export interface PlanResult {
 
 export async function planNodefile(options: EngineOptions & { readonly out?: string; readonly atomic?: boolean; readonly diff?: boolean }): Promise<Result<PlanResult, Failure[]>> {
   return withSession(options, { lock: false }, async (session) => {
-    const observed = await observeAndPlan(session, { keyed: options.out !== undefined });
+    const observed = await observeAndPlan(session, options.out === undefined ? { shown: true } : { keyed: true });
     if (!observed.ok) return observed;
     const plan = observed.value.plan.undecided;
     const view = generationView(session, options.atomic);

@@ -144,7 +144,7 @@ export async function run(args: Args, io: CliIo): Promise<number> {
   let status: Map<TaskId, TaskStatus> | undefined;
   if (args.values['status'] === true) {
     const seen = await withSession(options, { lock: false }, async (session) => {
-      const observed = await observeAndPlan(session);
+      const observed = await observeAndPlan(session, { shown: true });
       if (!observed.ok) return observed;
       const stops = (id: TaskId): boolean => session.graph.get(id)?.decl.spec.stop !== undefined;
       return ok(new Map(observed.value.plan.entries().map((e) => [e.id, statusOf(e, session.state.records.get(e.id), { stops: stops(e.id) })])));

@@ -71,7 +71,7 @@ export async function run(args: Args, io: CliIo): Promise<number> {
   const metrics = metricsTarget(args, io, 'status');
   if (typeof metrics === 'object') return printFailures([metrics], io);
   const result = await withSession(options, { lock: false }, async (session) => {
-    const observed = await observeAndPlan(session);
+    const observed = await observeAndPlan(session, { shown: true });
     if (!observed.ok) return observed;
     const generation = generationView(session);
     if (!generation.ok) return generation;

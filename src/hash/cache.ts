@@ -194,6 +194,14 @@ export class HashCache {
     }
   }
 
+  /** What is at `file` (following symlinks), from one stat: its content is neither read nor cached. */
+  kindOf(file: string): FileObservation['kind'] {
+    const st = this.#statOf(keyOf(file));
+    if (st === undefined) return 'missing';
+    if (isRegular(st)) return 'file';
+    return (Number(st.mode) & S_IFMT) === S_IFDIR ? 'directory' : 'other';
+  }
+
   /** As hashFile, but a large file's content is read off the main thread. */
   async hashFileAsync(file: string): Promise<FileObservation> {
     const key = keyOf(file);

@@ -36,6 +36,13 @@ export interface ObserveOptions {
   readonly env: Readonly<Record<string, string | undefined>>;
   /** The state folder's key (state/key.ts), asked for once, when a task has a sensitive input. */
   readonly key: () => Result<Uint8Array, Failure>;
+  /**
+   * 'look': the observation is only shown (a plan not saved, a status), so a task without a
+   * successful record, which is decided from that alone, has its file and tree inputs only
+   * stat'ed (a missing one is reported all the same) and its observation lists none of them.
+   * 'hash' (the default): every input is hashed, for an observation that is run or saved.
+   */
+  readonly unrecordedInputs?: 'hash' | 'look';
 }
 
 /** The files an observing pass stats, worked out from the graph alone. */
@@ -134,7 +141,9 @@ export async function observe(options: ObserveOptions): Promise<Result<Map<TaskI
   // kernel is asked to read ahead first.
   let readingAhead = false;
   if (options.runner.readAhead !== undefined) {
-    const unknown = unknownInputs(files, cache);
+    // Only what will be read: with unrecordedInputs 'look', a task without a record's inputs are not.
+    const reads = options.unrecordedInputs === 'look' ? (node: TaskNode): boolean => options.records.status(node.id) === 'ok' : () => true;
+    const unknown = unknownInputs(files, cache, reads);
     readingAhead = unknown.length >= READ_AHEAD_MIN && options.runner.readAhead(unknown);
   }
   const pass = new FilePass(options, files);
@@ -176,7 +185,8 @@ class FilePass {
   readonly #files: FilesToObserve;
   // One look per file in this pass (a header that is an input of a thousand tasks is
   // stat'ed once): by slot. Only here: the executor hashes outputs again after tasks write them.
-  readonly #seen: (ContentHash | Packed | Exclude<FileObservation['kind'], 'file'> | undefined)[];
+  // 'looked': a file seen to be there, its content not read (unrecordedInputs 'look').
+  readonly #seen: (ContentHash | Packed | Exclude<FileObservation['kind'], 'file'> | 'looked' | undefined)[];
   // And one walk per directory: a tree several tasks read is hashed once.
   readonly #trees = new Map<string, ContentHash>();
   readonly #scratch: string[] = [];
@@ -241,11 +251,20 @@ class FilePass {
     return unkeyed;
   }
 
-  /** A file or tree input's hash (packed for a task with no record), or undefined when it is missing (a failure). */
+  /**
+   * A file or tree input's hash (packed for a task with no record); undefined when it is
+   * missing (a failure) or was only looked at (unrecordedInputs 'look').
+   */
   #file(node: TaskNode, name: string, slot: number, trusted: boolean): string | undefined {
     const absolute = this.#files.paths[slot]!;
+    const look = !trusted && this.#options.unrecordedInputs === 'look';
     let seen = this.#seen[slot];
-    if (seen === undefined) {
+    if (seen === undefined && look) {
+      const kind = this.#options.cache.kindOf(absolute);
+      this.#seen[slot] = seen = kind === 'file' ? 'looked' : kind;
+    }
+    if (seen === undefined || seen === 'looked') {
+      if (look) return undefined;
       const looked = this.#options.cache.hashFile(absolute);
       this.#seen[slot] = seen = looked.kind === 'file' ? looked.hash : looked.kind;
     }
@@ -253,6 +272,7 @@ class FilePass {
       this.failures.push({ reason: 'missing-input', task: node.id, input: name, path: absolute, site: node.decl.site.get() });
       return undefined;
     }
+    if (look) return undefined;
     if (seen === 'directory') {
       let tree = this.#trees.get(absolute);
       if (tree === undefined) this.#trees.set(absolute, (tree = hashTree(absolute, this.#options.cache)));
@@ -294,13 +314,14 @@ export const READ_AHEAD_MIN = 256;
 /** Tasks observed between two turns of the event loop while a read-ahead request goes out or checks run. */
 const EVENT_LOOP_TURN = 256;
 
-/** The file inputs the cache holds no entry for, each once, in the order observe looks at them. */
-function unknownInputs(files: FilesToObserve, cache: HashCache): string[] {
+/** The file inputs of the tasks `reads` that the cache holds no entry for, each once, in the order observe looks at them. */
+function unknownInputs(files: FilesToObserve, cache: HashCache, reads: (node: TaskNode) => boolean): string[] {
   const { nodes, paths, slots, starts } = files;
   const listed = new Uint8Array(paths.length);
   const unknown: string[] = [];
   for (let n = 0; n < nodes.length; n++) {
     const node = nodes[n]!;
+    if (!reads(node)) continue;
     let at = starts[n]!;
     for (const name in node.inputs) {
       const kind = node.inputs[name]!.kind;

@@ -11,6 +11,7 @@ import { applyNodefile } from '../../src/apply.ts';
 import { observeAndPlan, withSession } from '../../src/engine.ts';
 import { execute } from '../../src/execute/scheduler.ts';
 import { LocalRunner } from '../../src/execute/runner.ts';
+import { planNodefile } from '../../src/operations.ts';
 import type { ProcessRunner } from '../../src/process-runner.ts';
 import { repo, Rig } from '../support/rig.ts';
 
@@ -239,6 +240,41 @@ test('a build of a thousand files the hash cache knows nothing of asks the runne
   const second = await applyNodefile({ nodefile, jobs: 4, runner, now: later });
   expect(second.ok && second.value.ran.length).toBe(tasks);
   expect(asked).toHaveLength(1);
+});
+
+test("a plan that is only shown reads no input of a task that never ran, nor asks for it to be read ahead, and still names a missing one; a saved plan and an apply read them", async () => {
+  const tasks = 300;
+  for (let i = 0; i < tasks; i++) rig.write(`in/${i}.txt`, `${i}\n`);
+  rig.write('in/header.h', 'h\n');
+  const nodefile = rig.nodefile(`
+    for (let i = 0; i < ${tasks}; i++) {
+      ng.task('copy/' + i, { inputs: { src: ng.file('in/' + i + '.txt'), header: ng.file('in/header.h') }, outputs: ['out/' + i], run: ['cp', 'in/' + i + '.txt', 'out/' + i] });
+    }
+  `);
+  const real = new LocalRunner();
+  const asked: string[][] = [];
+  const runner: ProcessRunner = {
+    run: (command, options) => real.run(command, options),
+    runTask: (command, options) => real.runTask(command, options),
+    readAhead: (paths) => (asked.push([...paths]), real.readAhead(paths)),
+  };
+  const shown = await planNodefile({ nodefile, runner });
+  if (!shown.ok) throw new Error(JSON.stringify(shown.error));
+  expect(shown.value.plan.counts.create).toBe(tasks);
+  expect([shown.value.io.contentReads, shown.value.io.stats, asked.length]).toEqual([0, tasks + 1, 0]);
+  // Saved, the plan is bound to every input's hash: each is read, and the many unknown ones read ahead.
+  const saved = await planNodefile({ nodefile, runner, out: rig.path('plan.json') });
+  if (!saved.ok) throw new Error(JSON.stringify(saved.error));
+  expect(saved.value.io.contentReads).toBe(tasks + 1);
+  expect(asked).toHaveLength(1);
+  expect(saved.value.saved!.observed!['copy/7']!.inputs['src']).toBe(`sha256:${createHash('sha256').update('7\n').digest('hex')}`);
+  // A missing input is named all the same.
+  rmSync(rig.path('in/7.txt'));
+  const missing = await planNodefile({ nodefile, runner });
+  expect(missing.ok ? [] : missing.error).toMatchObject([{ reason: 'missing-input', task: 'copy/7', input: 'src' }]);
+  rig.write('in/7.txt', '7\n');
+  const applied = await applyNodefile({ nodefile, jobs: 4, runner });
+  expect(applied.ok && applied.value.ran.length).toBe(tasks);
 });
 
 test("observations give out each input's content hash, whether the task has a record (hashes kept as recorded) or not (kept packed until it runs)", async () => {
