@@ -149,7 +149,7 @@ async function runOnce(session: Session, options: ApplyOptions, saved: SavedPlan
   const store = new GenerationStore(stateDir);
   const observed = await observeAndPlan(session);
   if (!observed.ok) return { failures: observed.error, orphans: [] };
-  const { plan, selected, observations } = observed.value;
+  const { plan, selected, observations, sources: observedSources } = observed.value;
   if (saved !== undefined) {
     const now = bindPlan(session.graph, selected, observations, session.state.records, plan, {
       targets: saved.targets,
@@ -167,7 +167,7 @@ async function runOnce(session: Session, options: ApplyOptions, saved: SavedPlan
     if (!key.ok) return { failures: [key.error], orphans: [] };
     const sealed = store.sealPlain(key.value);
     if (!sealed.ok) return { failures: [sealed.error], orphans: [] };
-    sources = collectSources(session.graph, nodefileModules(), observations, session.env, key.value, nodefileReads());
+    sources = collectSources(session.graph, nodefileModules(), observedSources, session.env, key.value, nodefileReads());
   }
   const setting = session.graph.settings.atomic;
   let transaction = typeof atomicity === 'object' ? atomicity.resume : undefined;

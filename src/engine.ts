@@ -17,6 +17,7 @@ import { taskId, type TaskId } from './ids.ts';
 import { loadNodefile } from './nodefile/load.ts';
 import type { Declarations } from './nodefile/builder.ts';
 import type { TaskObservation } from './plan/decide.ts';
+import type { ObservedSources } from './hash/observation.ts';
 import { observe } from './observe/observe.ts';
 import { makePlan, selectTasks, type DecidedPlan } from './plan/plan.ts';
 import { openState, type OpenState } from './state/open.ts';
@@ -187,6 +188,8 @@ export interface Observed {
   readonly selected: readonly TaskNode[];
   /** The executor drops each task's observation once the task is settled (execute/scheduler.ts). */
   readonly observations: Map<TaskId, TaskObservation>;
+  /** What observing read of the selected tasks' sources. */
+  readonly sources: ObservedSources;
   readonly plan: DecidedPlan;
 }
 
@@ -211,12 +214,12 @@ export async function observeAndPlan(session: Session, options: { readonly keyed
     unrecordedInputs: options.shown === true ? 'look' : 'hash',
   });
   if (!observations.ok) return err(await withSites(session.graph.file, observations.error));
-  const plan = makePlan(session.graph, observations.value, session.state.records, {
+  const plan = makePlan(session.graph, observations.value.observations, session.state.records, {
     ...(session.targets === undefined ? {} : { targets: session.targets }),
     replace: session.replace,
   });
   emitLateWarnings(session);
-  return ok({ selected, observations: observations.value, plan });
+  return ok({ selected, observations: observations.value.observations, sources: observations.value.sources, plan });
 }
 
 /** Warnings about records found invalid only when something read them (state/records.ts). */

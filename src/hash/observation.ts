@@ -19,3 +19,19 @@ export interface TaskObservation {
    */
   readonly unkeyed?: ReadonlyMap<string, ContentHash>;
 }
+
+/**
+ * What an observing pass read of the file inputs and env inputs of the tasks it
+ * observed: a whole-graph apply keeps these as its generation's sources
+ * (transaction/manifest.ts) without looking at any of them again.
+ */
+export interface ObservedSources {
+  /**
+   * Calls `visit` with each file input's absolute path once, in the order the pass
+   * looked (the tasks' order, each task's inputs in their order), and the hash it
+   * saw; undefined where it only stat'ed the file (observe's unrecordedInputs 'look').
+   */
+  forEachFile(visit: (path: string, hash: ContentHash | undefined) => void): void;
+  /** The names of the env inputs. */
+  readonly envNames: ReadonlySet<string>;
+}

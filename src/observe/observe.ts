@@ -16,7 +16,7 @@ import type { ProcessRunner } from '../process-runner.ts';
 import type { Records } from '../state/records.ts';
 import { PairMap, smallMap, WALK_MAX } from '../util/pairs.ts';
 import { err, ok, type Result } from '../util/result.ts';
-import type { TaskObservation } from '../hash/observation.ts';
+import type { ObservedSources, TaskObservation } from '../hash/observation.ts';
 import { runCheck } from './check.ts';
 import { observePath } from './outputs.ts';
 
@@ -57,12 +57,15 @@ export interface FilesToObserve {
   /** Node i's file and tree inputs (in for…in order), then its outputs, as indexes into paths: from slots[starts[i]]. */
   readonly slots: Int32Array;
   readonly starts: Int32Array;
+  /** 1 at each path that some task declares a file input (not only a tree, nor an output). */
+  readonly fileInputs: Uint8Array;
 }
 
 export function filesToObserve(nodes: readonly TaskNode[], dir: string): FilesToObserve {
   const paths: string[] = [];
   const inputSlots = new Map<string, number>();
   const slots: number[] = [];
+  const fileSlots: number[] = [];
   const starts = new Int32Array(nodes.length);
   for (let i = 0; i < nodes.length; i++) {
     const node = nodes[i]!;
@@ -75,10 +78,13 @@ export function filesToObserve(nodes: readonly TaskNode[], dir: string): FilesTo
       let slot = inputSlots.get(absolute);
       if (slot === undefined) inputSlots.set(absolute, (slot = paths.push(absolute) - 1));
       slots.push(slot);
+      if (input.kind === 'file') fileSlots.push(slot);
     }
     for (const output of node.outputs) slots.push(paths.push(output) - 1);
   }
-  return { nodes, paths, slots: Int32Array.from(slots), starts };
+  const fileInputs = new Uint8Array(paths.length);
+  for (const slot of fileSlots) fileInputs[slot] = 1;
+  return { nodes, paths, slots: Int32Array.from(slots), starts, fileInputs };
 }
 
 /**
@@ -130,7 +136,13 @@ const unpack = (value: string): ContentHash =>
 const NO_OUTPUTS: ReadonlyMap<string, never> = new Map<string, never>();
 const NO_INPUTS: ReadonlyMap<string, never> = new PairMap<string, never>([]);
 
-export async function observe(options: ObserveOptions): Promise<Result<Map<TaskId, TaskObservation>, Failure[]>> {
+/** Each observed task's observation, and what the pass read of their sources. */
+export interface Observations {
+  readonly observations: Map<TaskId, TaskObservation>;
+  readonly sources: ObservedSources;
+}
+
+export async function observe(options: ObserveOptions): Promise<Result<Observations, Failure[]>> {
   const { nodes, cache } = options;
   const observations = new TaskMap<TaskObservation>(options.graph);
   const files = filesToObserve(nodes, options.graph.dir);
@@ -158,7 +170,7 @@ export async function observe(options: ObserveOptions): Promise<Result<Map<TaskI
     const current = observations.get(id)!;
     observations.set(id, { inputs: current.inputs, outputs: current.outputs, check, ...(current.unkeyed === undefined ? {} : { unkeyed: current.unkeyed }) });
   }
-  return ok(observations);
+  return ok({ observations, sources: pass });
 }
 
 type Verdict = { readonly ok: boolean; readonly detail: string };
@@ -179,8 +191,9 @@ function startChecks(options: ObserveOptions): { readonly count: number; readonl
 }
 
 /** One observing pass over the tasks' files: what it has looked at, and what went wrong. */
-class FilePass {
+class FilePass implements ObservedSources {
   readonly failures: Failure[] = [];
+  readonly envNames = new Set<string>();
   readonly #options: ObserveOptions;
   readonly #files: FilesToObserve;
   // One look per file in this pass (a header that is an input of a thousand tasks is
@@ -197,6 +210,19 @@ class FilePass {
     this.#options = options;
     this.#files = files;
     this.#seen = new Array(files.paths.length);
+  }
+
+  forEachFile(visit: (path: string, hash: ContentHash | undefined) => void): void {
+    const { paths, fileInputs } = this.#files;
+    for (let slot = 0; slot < paths.length; slot++) {
+      if (fileInputs[slot] !== 1) continue;
+      const path = paths[slot]!;
+      const seen = this.#seen[slot];
+      // A file input that is a folder is hashed as a tree, as its observation has it.
+      if (seen === 'directory') visit(path, this.#trees.get(path));
+      else if (seen === undefined || seen === 'looked' || seen === 'missing' || seen === 'other') visit(path, undefined);
+      else visit(path, seen.length === PACKED_LENGTH ? unpack(seen) : (seen as ContentHash));
+    }
   }
 
   /** Node n's observation. */
@@ -226,6 +252,7 @@ class FilePass {
           break;
         case 'value':
         case 'env': {
+          if (input.kind === 'env') this.envNames.add(input.name);
           const value = input.kind === 'value' ? input.value : (options.env[input.name] ?? null);
           if (input.kind === 'value' && input.sensitive !== true) {
             inputs.push(name, hashValue(value));

@@ -6,7 +6,7 @@
 import path from 'node:path';
 import type { TaskGraph } from '../graph/graph.ts';
 import { writtenBy } from '../graph/written.ts';
-import type { TaskObservation } from '../hash/observation.ts';
+import type { ObservedSources } from '../hash/observation.ts';
 import { sha256FileSync } from '../hash/file.ts';
 import { keyedHash } from '../hash/value.ts';
 import { HASH_PREFIX, type ContentHash, type TaskId } from '../ids.ts';
@@ -147,37 +147,35 @@ export interface Sources {
 export function collectSources(
   graph: TaskGraph,
   modules: readonly string[],
-  observations: ReadonlyMap<TaskId, TaskObservation>,
+  observed: ObservedSources,
   env: Readonly<Record<string, string | undefined>>,
   key: Uint8Array,
   read: EvaluationSources = NOTHING_READ,
 ): Sources {
-  const files = new Map<string, string>();
-  for (const file of [graph.file, ...modules]) if (!files.has(file)) files.set(file, sha256FileSync(file).hash.slice(HASH_PREFIX));
-  const names = new Set<string>();
-  for (const node of graph.ordered) {
-    const inputs = node.inputs;
-    for (const name in inputs) {
-      const input = inputs[name]!;
-      if (input.kind === 'env') names.add(input.name);
-      if (input.kind !== 'file') continue;
-      const absolute = join(graph.dir, input.path);
-      if (files.has(absolute)) continue;
-      const seen = observations.get(node.id)?.inputs.get(name);
-      files.set(absolute, (seen ?? sha256FileSync(absolute).hash).slice(HASH_PREFIX));
+  const list: { path: string; sha256: string }[] = [];
+  const nodefile = new Set([graph.file, ...modules]);
+  for (const file of nodefile) list.push({ path: file, sha256: sha256FileSync(file).hash.slice(HASH_PREFIX) });
+  // Each file input once, as observing saw it (it has no hash only where observing did not read it).
+  observed.forEachFile((file, hash) => {
+    if (!nodefile.has(file)) list.push({ path: file, sha256: (hash ?? sha256FileSync(file).hash).slice(HASH_PREFIX) });
+  });
+  const probes: SourceProbe[] = [];
+  if (read.files.size + read.probes.length > 0) {
+    const listed = new Set(list.map((f) => f.path));
+    const written = writtenBy(graph);
+    // By path: reads made concurrently (readFile) come in any order, and the digest must not.
+    for (const p of [...read.files.keys()].sort()) {
+      if (listed.has(p) || written.covers(p)) continue;
+      list.push({ path: p, sha256: read.files.get(p)! });
+      listed.add(p);
+    }
+    for (const probe of read.probes) {
+      if (listed.has(probe.path) || written.covers(probe.path)) continue;
+      probes.push(probe.entries === undefined ? probe : { ...probe, entries: probe.entries.filter((e) => !written.touches(join(probe.path, e))) });
     }
   }
-  const written = read.files.size + read.probes.length === 0 ? undefined : writtenBy(graph);
-  // By path: reads made concurrently (readFile) come in any order, and the digest must not.
-  for (const p of [...read.files.keys()].sort()) if (!files.has(p) && !written!.covers(p)) files.set(p, read.files.get(p)!);
-  const probes: SourceProbe[] = [];
-  for (const probe of read.probes) {
-    if (files.has(probe.path) || written!.covers(probe.path)) continue;
-    probes.push(probe.entries === undefined ? probe : { ...probe, entries: probe.entries.filter((e) => !written!.touches(join(probe.path, e))) });
-  }
   const values: Record<string, SealedEnv | null> = {};
-  for (const name of [...names].sort()) values[name] = sealEnv(key, name, env[name]);
-  const list = [...files].map(([p, sha256]) => ({ path: p, sha256 }));
+  for (const name of [...observed.envNames].sort()) values[name] = sealEnv(key, name, env[name]);
   return { nodefile: graph.file, files: list, probes, env: values, digest: sourcesDigest(graph.file, values, list, probes) };
 }
 
@@ -198,7 +196,16 @@ export function sourcesDigest(
 ): string {
   const digests = Object.fromEntries(Object.entries(env).map(([name, value]) => [name, value?.digest ?? null]));
   const digest = createHash('sha256').update(`${nodefile}\n${JSON.stringify(digests)}\n`);
-  for (const file of files) digest.update(`${file.path}\0${file.sha256}\n`);
+  // In chunks: an update a file is a call into the hash a file.
+  let chunk = '';
+  for (const file of files) {
+    chunk += `${file.path}\0${file.sha256}\n`;
+    if (chunk.length >= 1 << 16) {
+      digest.update(chunk);
+      chunk = '';
+    }
+  }
+  digest.update(chunk);
   for (const probe of probes) digest.update(`?${probe.path}\0${probe.kind}\0${probe.entries?.join('\0') ?? ''}\n`);
   return digest.digest('hex');
 }
