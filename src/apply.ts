@@ -25,7 +25,8 @@ import { acquire, borrow } from './state/lock.ts';
 import { lockWarnings } from './state/open.ts';
 import { advance, beginTransaction, commit, generationProblem, rollBack, type RollbackContext } from './transaction/atomic.ts';
 import { describeRestored, DEFAULT_KEEP, GenerationStore } from './transaction/generations.ts';
-import { collectSources, type Sources } from './transaction/manifest.ts';
+import { sealSources, sourceFiles, type SourceFiles, type Sources } from './transaction/manifest.ts';
+import type { ObservedSources } from './hash/observation.ts';
 import { waitHealthy } from './transaction/health.ts';
 import { IntentLog, type Intent } from './transaction/intents.ts';
 import { readTransaction, transactionDir, type Transaction } from './transaction/record.ts';
@@ -147,9 +148,13 @@ async function runOnce(session: Session, options: ApplyOptions, saved: SavedPlan
   const started = Date.now();
   const stateDir = stateDirOf(options);
   const store = new GenerationStore(stateDir);
-  const observed = await observeAndPlan(session);
+  const whole = session.targets === undefined;
+  // A whole apply records its sources: the files are taken while observing, which lets go of what it looked at.
+  let files: SourceFiles | undefined;
+  const onSources = (seen: ObservedSources): void => void (files = sourceFiles(session.graph, nodefileModules(), seen, nodefileReads()));
+  const observed = await observeAndPlan(session, whole ? { onSources } : {});
   if (!observed.ok) return { failures: observed.error, orphans: [] };
-  const { plan, selected, observations, sources: observedSources } = observed.value;
+  const { plan, selected, observations } = observed.value;
   if (saved !== undefined) {
     const now = bindPlan(session.graph, selected, observations, session.state.records, plan, {
       targets: saved.targets,
@@ -159,7 +164,6 @@ async function runOnce(session: Session, options: ApplyOptions, saved: SavedPlan
     const changes = planChanges(saved, now);
     if (changes.length > 0) return { failures: [{ reason: 'plan-stale', path: options.planFile!, changes }], orphans: [] };
   }
-  const whole = session.targets === undefined;
   let sources: Sources | undefined;
   if (whole) {
     // The lock is held: the key is made if missing, and manifests that hold env values in plain are sealed first.
@@ -167,7 +171,7 @@ async function runOnce(session: Session, options: ApplyOptions, saved: SavedPlan
     if (!key.ok) return { failures: [key.error], orphans: [] };
     const sealed = store.sealPlain(key.value);
     if (!sealed.ok) return { failures: [sealed.error], orphans: [] };
-    sources = collectSources(session.graph, nodefileModules(), observedSources, session.env, key.value, nodefileReads());
+    sources = sealSources(session.graph.file, files!, session.env, key.value);
   }
   const setting = session.graph.settings.atomic;
   let transaction = typeof atomicity === 'object' ? atomicity.resume : undefined;

@@ -188,17 +188,19 @@ export interface Observed {
   readonly selected: readonly TaskNode[];
   /** The executor drops each task's observation once the task is settled (execute/scheduler.ts). */
   readonly observations: Map<TaskId, TaskObservation>;
-  /** What observing read of the selected tasks' sources. */
-  readonly sources: ObservedSources;
   readonly plan: DecidedPlan;
 }
 
 /**
  * `keyed`: the observation is kept (a saved plan), so a missing state key is made, as a command
  * holding the lock makes it. `shown`: the observation is only shown, so the inputs of a task
- * without a record are not read (observe's unrecordedInputs 'look').
+ * without a record are not read (observe's unrecordedInputs 'look'). `onSources`: given what
+ * observing read of the tasks' sources (observe's onSources).
  */
-export async function observeAndPlan(session: Session, options: { readonly keyed?: boolean; readonly shown?: boolean } = {}): Promise<Result<Observed, Failure[]>> {
+export async function observeAndPlan(
+  session: Session,
+  options: { readonly keyed?: boolean; readonly shown?: boolean; readonly onSources?: (sources: ObservedSources) => void } = {},
+): Promise<Result<Observed, Failure[]>> {
   const selected = selectTasks(session.graph, session.targets);
   const observations = await observe({
     graph: session.graph,
@@ -212,14 +214,15 @@ export async function observeAndPlan(session: Session, options: { readonly keyed
     // A command holding the lock makes the key when none is there yet; a read-only one does not write.
     key: () => stateKey(session.state.dir, session.state.lock !== undefined || options.keyed === true),
     unrecordedInputs: options.shown === true ? 'look' : 'hash',
+    ...(options.onSources === undefined ? {} : { onSources: options.onSources }),
   });
   if (!observations.ok) return err(await withSites(session.graph.file, observations.error));
-  const plan = makePlan(session.graph, observations.value.observations, session.state.records, {
+  const plan = makePlan(session.graph, observations.value, session.state.records, {
     ...(session.targets === undefined ? {} : { targets: session.targets }),
     replace: session.replace,
   });
   emitLateWarnings(session);
-  return ok({ selected, observations: observations.value.observations, sources: observations.value.sources, plan });
+  return ok({ selected, observations: observations.value, plan });
 }
 
 /** Warnings about records found invalid only when something read them (state/records.ts). */

@@ -43,6 +43,8 @@ export interface ObserveOptions {
    * 'hash' (the default): every input is hashed, for an observation that is run or saved.
    */
   readonly unrecordedInputs?: 'hash' | 'look';
+  /** Given what the pass read of the tasks' sources once it has looked at every task, before it is let go of. */
+  readonly onSources?: (sources: ObservedSources) => void;
 }
 
 /** The files an observing pass stats, worked out from the graph alone. */
@@ -136,13 +138,7 @@ const unpack = (value: string): ContentHash =>
 const NO_OUTPUTS: ReadonlyMap<string, never> = new Map<string, never>();
 const NO_INPUTS: ReadonlyMap<string, never> = new PairMap<string, never>([]);
 
-/** Each observed task's observation, and what the pass read of their sources. */
-export interface Observations {
-  readonly observations: Map<TaskId, TaskObservation>;
-  readonly sources: ObservedSources;
-}
-
-export async function observe(options: ObserveOptions): Promise<Result<Observations, Failure[]>> {
+export async function observe(options: ObserveOptions): Promise<Result<Map<TaskId, TaskObservation>, Failure[]>> {
   const { nodes, cache } = options;
   const observations = new TaskMap<TaskObservation>(options.graph);
   const files = filesToObserve(nodes, options.graph.dir);
@@ -170,7 +166,8 @@ export async function observe(options: ObserveOptions): Promise<Result<Observati
     const current = observations.get(id)!;
     observations.set(id, { inputs: current.inputs, outputs: current.outputs, check, ...(current.unkeyed === undefined ? {} : { unkeyed: current.unkeyed }) });
   }
-  return ok({ observations, sources: pass });
+  options.onSources?.(pass);
+  return ok(observations);
 }
 
 type Verdict = { readonly ok: boolean; readonly detail: string };

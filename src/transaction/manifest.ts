@@ -136,22 +136,22 @@ export interface Sources {
   readonly digest: string;
 }
 
+/** A graph's sources but its env values: what observing hands on (sourceFiles), before it is sealed (sealSources). */
+export interface SourceFiles {
+  readonly files: readonly { readonly path: string; readonly sha256: string }[];
+  readonly probes: readonly SourceProbe[];
+  /** The env inputs' names, sorted. */
+  readonly envNames: readonly string[];
+}
+
 /**
- * The sources of `graph`: the Nodefile and `modules` (hashed here), each file
- * input that no task writes (hashed by observing, which a whole-graph apply
- * did for every task), each `env` input's value (sealed under `key`, the
- * state's), and what the evaluation
- * `read` — except what the graph's tasks write: an output read at load is the
- * tasks' to make again, not a source to put back.
+ * The files of `graph`'s sources: the Nodefile and `modules` (hashed here), each
+ * file input (as observing saw it), and what the evaluation `read` — except what
+ * the graph's tasks write: an output read at load is the tasks' to make again, not
+ * a source to put back. Called while observing, so that what observing looked at
+ * is let go of before the tasks run.
  */
-export function collectSources(
-  graph: TaskGraph,
-  modules: readonly string[],
-  observed: ObservedSources,
-  env: Readonly<Record<string, string | undefined>>,
-  key: Uint8Array,
-  read: EvaluationSources = NOTHING_READ,
-): Sources {
+export function sourceFiles(graph: TaskGraph, modules: readonly string[], observed: ObservedSources, read: EvaluationSources = NOTHING_READ): SourceFiles {
   const list: { path: string; sha256: string }[] = [];
   const nodefile = new Set([graph.file, ...modules]);
   for (const file of nodefile) list.push({ path: file, sha256: sha256FileSync(file).hash.slice(HASH_PREFIX) });
@@ -174,9 +174,14 @@ export function collectSources(
       probes.push(probe.entries === undefined ? probe : { ...probe, entries: probe.entries.filter((e) => !written.touches(join(probe.path, e))) });
     }
   }
+  return { files: list, probes, envNames: [...observed.envNames].sort() };
+}
+
+/** The sources of the graph of `nodefile`: its `files`, and each env input's value sealed under `key` (the state's). */
+export function sealSources(nodefile: string, files: SourceFiles, env: Readonly<Record<string, string | undefined>>, key: Uint8Array): Sources {
   const values: Record<string, SealedEnv | null> = {};
-  for (const name of [...observed.envNames].sort()) values[name] = sealEnv(key, name, env[name]);
-  return { nodefile: graph.file, files: list, probes, env: values, digest: sourcesDigest(graph.file, values, list, probes) };
+  for (const name of files.envNames) values[name] = sealEnv(key, name, env[name]);
+  return { nodefile, files: files.files, probes: files.probes, env: values, digest: sourcesDigest(nodefile, values, files.files, files.probes) };
 }
 
 export function sealEnv(key: Uint8Array, name: string, value: string | null | undefined): SealedEnv | null {
