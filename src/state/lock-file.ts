@@ -257,29 +257,42 @@ export function removeStale(path: string, stale: Exclude<Seen, { kind: 'missing'
   }
 }
 
-/**
- * Takes the remover's turn `path`, waiting for a live holder (whose turn lasts
- * microseconds); a turn left by a killed remover is moved aside (moveAsideIfSame).
- * 'busy' when a live holder kept it for TURN_WAIT_MS.
- */
+/** Takes the remover's turn `path` (takeLockFile; a turn lasts microseconds): this turn's info, or 'busy'. */
 function takeTurn(path: string): Result<LockInfo | 'busy', StateDirUnwritable> {
   const info = ownInfo('nodegraph: removing a stale lock');
+  const taken = takeLockFile(path, info, TURN_WAIT_MS, 1, moveAsideIfSame);
+  if (!taken.ok) return taken;
+  return ok(taken.value === 'busy' ? 'busy' : info);
+}
+
+/**
+ * Creates the lock file `path` holding `info`, looking again every `pollMs` for up to `waitMs`
+ * while a live holder has it; a dead holder's (or one written before this boot, unreadable) is
+ * removed with `removeDead` and taken. 'busy' when a live holder kept it.
+ */
+export function takeLockFile(
+  path: string,
+  info: LockInfo,
+  waitMs: number,
+  pollMs: number,
+  removeDead: (path: string, seen: Exclude<Seen, { kind: 'missing' }>) => Result<'removed' | 'changed', StateDirUnwritable>,
+): Result<'created' | 'busy', StateDirUnwritable> {
   for (let waited = 0; ; ) {
     const created = create(path, info);
     if (!created.ok) return created;
-    if (created.value === 'created') return ok(info);
+    if (created.value === 'created') return ok('created');
     const seen = read(path);
     if (!seen.ok) return seen;
     const s = seen.value;
     if (s.kind === 'missing') continue;
     if (s.kind === 'held' ? liveness(s.info) === 'dead' : writtenBeforeBoot(s.mtimeMs)) {
-      const moved = moveAsideIfSame(path, s);
-      if (!moved.ok) return moved;
+      const removed = removeDead(path, s);
+      if (!removed.ok) return removed;
       continue;
     }
-    if (waited >= TURN_WAIT_MS) return ok('busy');
-    pause(1);
-    waited += 1;
+    if (waited >= waitMs) return ok('busy');
+    pause(pollMs);
+    waited += pollMs;
   }
 }
 

@@ -12,7 +12,7 @@ import { join, resolve } from 'node:path';
 import { randomId } from '../util/random.ts';
 import { err, ok, type Result } from '../util/result.ts';
 import { ensureStateDir, errnoCode, unwritable, type StateDirUnwritable } from './errors.ts';
-import { create, holderOf, liveness, ownInfo, parseInfo, read, releaseIfOurs, removeStale, writtenBeforeBoot, type LockHolder, type LockInfo } from './lock-file.ts';
+import { create, holderOf, liveness, ownInfo, parseInfo, read, releaseIfOurs, removeStale, takeLockFile, writtenBeforeBoot, type LockHolder, type LockInfo } from './lock-file.ts';
 import { closeRecord, endLeftovers, openRecord, type EndedRun } from './processes.ts';
 import { removeOrphanedTransaction } from './transaction-files.ts';
 
@@ -33,29 +33,13 @@ const pause = (ms: number): void => {
  */
 export function withLockFile<T>(path: string, command: string, waitMs: number, fn: () => T): Result<T | 'busy', StateDirUnwritable> {
   const info = ownInfo(command);
-  for (let waited = 0; ; ) {
-    const created = create(path, info);
-    if (!created.ok) return created;
-    if (created.value === 'created') {
-      try {
-        return ok(fn());
-      } finally {
-        releaseIfOurs(path, info.token);
-      }
-    }
-    const seen = read(path);
-    if (!seen.ok) return seen;
-    const s = seen.value;
-    if (s.kind === 'missing') continue;
-    const stale = s.kind === 'held' ? liveness(s.info) === 'dead' : writtenBeforeBoot(s.mtimeMs);
-    if (stale) {
-      const removed = removeStale(path, s);
-      if (!removed.ok) return removed;
-      continue;
-    }
-    if (waited >= waitMs) return ok('busy');
-    pause(10);
-    waited += 10;
+  const taken = takeLockFile(path, info, waitMs, 10, removeStale);
+  if (!taken.ok) return taken;
+  if (taken.value === 'busy') return ok('busy');
+  try {
+    return ok(fn());
+  } finally {
+    releaseIfOurs(path, info.token);
   }
 }
 

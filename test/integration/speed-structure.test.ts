@@ -209,6 +209,16 @@ test('a build lets go of what it observed and decided of each task once the task
   expect(done.ok).toBe(true);
 });
 
+/** The real runner (spawnd), with what it is asked to read ahead written down in `asked`. */
+function readingAheadInto(asked: string[][]): ProcessRunner {
+  const real = new LocalRunner();
+  return {
+    run: (command, options) => real.run(command, options),
+    runTask: (command, options) => real.runTask(command, options),
+    readAhead: (paths) => (asked.push([...paths]), real.readAhead(paths)),
+  };
+}
+
 test('a build of a thousand files the hash cache knows nothing of asks the runner to read them ahead, each once; a run whose cache knows them does not', async () => {
   // A hundred tasks of ten files each and the header they share; their bodies are functions, so nothing but the reading is asked of the runner.
   const tasks = 100;
@@ -222,14 +232,8 @@ test('a build of a thousand files the hash cache knows nothing of asks the runne
       ng.task('read/' + i, { inputs, outputs: ['out/' + i], run: async (ctx) => { await ctx.writeIfChanged('out/' + i, String(i)); } });
     }
   `);
-  // The real runner (spawnd), with what it is asked to read ahead written down.
-  const real = new LocalRunner();
   const asked: string[][] = [];
-  const runner: ProcessRunner = {
-    run: (command, options) => real.run(command, options),
-    runTask: (command, options) => real.runTask(command, options),
-    readAhead: (paths) => (asked.push([...paths]), real.readAhead(paths)),
-  };
+  const runner = readingAheadInto(asked);
   const first = await applyNodefile({ nodefile, jobs: 4, runner, now: later });
   expect(first.ok && first.value.ran.length).toBe(tasks);
   // Each file once, the shared header with the first task's, in the order observe reads them.
@@ -251,13 +255,8 @@ test("a plan that is only shown reads no input of a task that never ran, nor ask
       ng.task('copy/' + i, { inputs: { src: ng.file('in/' + i + '.txt'), header: ng.file('in/header.h') }, outputs: ['out/' + i], run: ['cp', 'in/' + i + '.txt', 'out/' + i] });
     }
   `);
-  const real = new LocalRunner();
   const asked: string[][] = [];
-  const runner: ProcessRunner = {
-    run: (command, options) => real.run(command, options),
-    runTask: (command, options) => real.runTask(command, options),
-    readAhead: (paths) => (asked.push([...paths]), real.readAhead(paths)),
-  };
+  const runner = readingAheadInto(asked);
   const shown = await planNodefile({ nodefile, runner });
   if (!shown.ok) throw new Error(JSON.stringify(shown.error));
   expect(shown.value.plan.counts.create).toBe(tasks);
