@@ -3,30 +3,14 @@ import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { makeRig, ok, type Rig } from '../../support/node/graph-rig.ts';
 import type { FakeEvent } from '../../support/fake-runner.ts';
+import { story as storyOf } from '../../support/node/story.ts';
 
 let rig: Rig;
 afterEach(() => rig?.cleanup());
 
-const story = (events: readonly FakeEvent[]): string[] =>
-  events.flatMap((e) => {
-    switch (e.kind) {
-      case 'container-start':
-      case 'container-stop':
-        return [`${e.kind} ${e.id}`];
-      case 'service-start':
-        return [`start ${e.unit}${e.already ? ' (already)' : ''}`];
-      case 'service-boot':
-        return [`boot ${e.unit}`];
-      case 'service-restart':
-        return [`restart ${e.unit}`];
-      case 'service-stop':
-        return [`stop ${e.unit}`];
-      case 'host-unit':
-        return [`host ${e.verb} ${e.unit}`];
-      default:
-        return [];
-    }
-  });
+/** The events these tests follow, as short words (test/support/node/story.ts). */
+const FOLLOWED = new Set<FakeEvent['kind']>(['container-start', 'container-stop', 'service-start', 'service-boot', 'service-restart', 'service-stop', 'host-unit']);
+const story = (events: readonly FakeEvent[]): string[] => storyOf(events, FOLLOWED);
 
 describe('the container node, further', () => {
   it('on a host with systemd, keeps the container in a unit and removes the unit on destroy', async () => {
@@ -37,8 +21,8 @@ describe('the container node, further', () => {
     const unit = path.join(rig.root, 'etc/systemd/system/nodegraph-kube1.service');
     expect(readFileSync(unit, 'utf8')).toContain(`ExecStart=/usr/sbin/runc --root ${rig.root}/run/runc run --bundle ${rig.root}/var/lib/nodegraph/containers/kube1 kube1`);
     expect(story(rig.runner.events)).toEqual([
-      'host daemon-reload ',
-      'host daemon-reload ',
+      'host daemon-reload',
+      'host daemon-reload',
       'host enable nodegraph-kube1.service',
       'host restart nodegraph-kube1.service',
       'container-start kube1',

@@ -7,35 +7,15 @@ import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { makeImage, makeRig, ok, type Rig } from '../../support/node/graph-rig.ts';
 import type { FakeEvent } from '../../support/fake-runner.ts';
+import { story as storyOf } from '../../support/node/story.ts';
 import type { Plan } from '../../../src/plan/plan.ts';
 
 let rig: Rig;
 afterEach(() => rig?.cleanup());
 
-const story = (events: readonly FakeEvent[]): string[] =>
-  events.flatMap((e) => {
-    switch (e.kind) {
-      case 'container-start':
-      case 'container-stop':
-        return [`${e.kind} ${e.id}`];
-      case 'service-start':
-        return [`start ${e.unit}${e.already ? ' (already)' : ''}`];
-      case 'service-boot':
-        return [`boot ${e.unit}`];
-      case 'service-restart':
-        return [`restart ${e.unit}`];
-      case 'host-unit':
-        return [`host ${e.verb} ${e.unit}`.trim()];
-      case 'image-import':
-        return [`import ${path.basename(e.archive)}`];
-      case 'image-remove':
-        return [`remove ${e.refs.join(' ')}`];
-      case 'modprobe':
-        return [`modprobe ${e.module}`];
-      default:
-        return [];
-    }
-  });
+/** The events these tests follow, as short words (test/support/node/story.ts). */
+const FOLLOWED = new Set<FakeEvent['kind']>(['container-start', 'container-stop', 'service-start', 'service-boot', 'service-restart', 'host-unit', 'image-import', 'image-remove', 'modprobe']);
+const story = (events: readonly FakeEvent[]): string[] => storyOf(events, FOLLOWED);
 
 /** Plan entries that do something, as `id: verb (reasons)`, without the short hashes a reason shows. */
 const changes = (plan: Plan): string[] =>

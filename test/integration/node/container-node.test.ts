@@ -4,30 +4,15 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { makeRig, NODEFILE, ok, type Rig } from '../../support/node/graph-rig.ts';
 import { teardownNodefile } from '../../../src/operations.ts';
 import type { FakeEvent } from '../../support/fake-runner.ts';
+import { story as storyOf } from '../../support/node/story.ts';
 import { describeTree } from '../../support/tree.ts';
 
 let rig: Rig;
 afterEach(() => rig?.cleanup());
 
-/** Service and container events, without the reloads, as short words. */
-const story = (events: readonly FakeEvent[]): string[] =>
-  events.flatMap((e) => {
-    switch (e.kind) {
-      case 'container-start':
-      case 'container-stop':
-        return [`${e.kind} ${e.id}`];
-      case 'service-start':
-        return [`start ${e.unit}${e.already ? ' (already)' : ''}`];
-      case 'service-boot':
-        return [`boot ${e.unit}`];
-      case 'service-restart':
-        return [`restart ${e.unit}`];
-      case 'service-stop':
-        return [`stop ${e.unit}`];
-      default:
-        return [];
-    }
-  });
+/** The events these tests follow, as short words (test/support/node/story.ts). */
+const FOLLOWED = new Set<FakeEvent['kind']>(['container-start', 'container-stop', 'service-start', 'service-boot', 'service-restart', 'service-stop']);
+const story = (events: readonly FakeEvent[]): string[] => storyOf(events, FOLLOWED);
 
 describe('graphs/container-node.ts with a fake runner', () => {
   it('brings the node up on the first apply, in order', async () => {
