@@ -5,6 +5,7 @@
 import { closeSync, fstatSync, linkSync, openSync, readFileSync, renameSync, statSync, unlinkSync, writeSync } from 'node:fs';
 import { randomId } from '../util/random.ts';
 import { err, ok, type Result } from '../util/result.ts';
+import { pause } from '../util/pause.ts';
 import { errnoCode, errnoMessage, unwritable, type StateDirUnwritable } from './errors.ts';
 import { procStat } from './processes.ts';
 
@@ -204,10 +205,6 @@ export function removeQuietly(file: string): void {
 
 /** How long a remover waits for the one whose turn it is: a turn lasts a read and an unlink. */
 const TURN_WAIT_MS = 2000;
-
-const pause = (ms: number): void => {
-  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
-};
 
 /** This process as a lock's holder, with a token of this acquisition's own. */
 export function ownInfo(command: string): LockInfo {

@@ -11,6 +11,7 @@ import { readdirSync, readFileSync, renameSync, statSync, unlinkSync } from 'nod
 import { join, resolve } from 'node:path';
 import { randomId } from '../util/random.ts';
 import { err, ok, type Result } from '../util/result.ts';
+import { pause } from '../util/pause.ts';
 import { ensureStateDir, errnoCode, unwritable, type StateDirUnwritable } from './errors.ts';
 import { create, holderOf, liveness, ownInfo, parseInfo, read, releaseIfOurs, removeStale, takeLockFile, writtenBeforeBoot, type LockHolder, type LockInfo } from './lock-file.ts';
 import { closeRecord, endLeftovers, openRecord, type EndedRun } from './processes.ts';
@@ -20,10 +21,6 @@ export type { LockHolder, LockInfo } from './lock-file.ts';
 
 // Built-ins by getBuiltinModule rather than import: see cli/main.ts.
 const { hostname } = process.getBuiltinModule('node:os');
-
-const pause = (ms: number): void => {
-  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
-};
 
 /**
  * Runs `fn` holding the lock file `path` (the state lock's kind of file: created whole by link,

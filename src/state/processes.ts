@@ -30,6 +30,7 @@
 
 import { closeSync, openSync, readdirSync, readFileSync, readlinkSync, unlinkSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
+import { pause } from '../util/pause.ts';
 
 /** Who wrote a record: the same fields as the lock's info (src/state/lock.ts LockInfo). */
 export interface RecordHolder {
@@ -314,10 +315,6 @@ function members(started: readonly { pid: number; start: number }[], procs: read
   }
   return [...found.values()];
 }
-
-const pause = (ms: number): void => {
-  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
-};
 
 /** How long ending a dead run's processes may wait for them to be gone. */
 const END_WITHIN_MS = 10_000;
