@@ -281,22 +281,19 @@ class FilePass implements ObservedSources {
    */
   #file(node: TaskNode, name: string, slot: number, trusted: boolean): string | undefined {
     const absolute = this.#files.paths[slot]!;
-    const look = !trusted && this.#options.unrecordedInputs === 'look';
     let seen = this.#seen[slot];
-    if (seen === undefined && look) {
-      const kind = this.#options.cache.kindOf(absolute);
-      this.#seen[slot] = seen = kind === 'file' ? 'looked' : kind;
+    if (!trusted && this.#options.unrecordedInputs === 'look') {
+      if (seen === undefined) {
+        const kind = this.#options.cache.kindOf(absolute);
+        this.#seen[slot] = seen = kind === 'file' ? 'looked' : kind;
+      }
+      return seen === 'missing' || seen === 'other' ? this.#missing(node, name, absolute) : undefined;
     }
     if (seen === undefined || seen === 'looked') {
-      if (look) return undefined;
       const looked = this.#options.cache.hashFile(absolute);
       this.#seen[slot] = seen = looked.kind === 'file' ? looked.hash : looked.kind;
     }
-    if (seen === 'missing' || seen === 'other') {
-      this.failures.push({ reason: 'missing-input', task: node.id, input: name, path: absolute, site: node.decl.site.get() });
-      return undefined;
-    }
-    if (look) return undefined;
+    if (seen === 'missing' || seen === 'other') return this.#missing(node, name, absolute);
     if (seen === 'directory') {
       let tree = this.#trees.get(absolute);
       if (tree === undefined) this.#trees.set(absolute, (tree = hashTree(absolute, this.#options.cache)));
@@ -306,6 +303,12 @@ class FilePass implements ObservedSources {
     // record has it for one with a record, whose fingerprint is computed from it now.
     if (trusted === (seen.length === PACKED_LENGTH)) this.#seen[slot] = seen = trusted ? unpack(seen) : pack(seen as ContentHash);
     return seen;
+  }
+
+  /** A missing input: a failure, and no hash. */
+  #missing(node: TaskNode, name: string, absolute: string): undefined {
+    this.failures.push({ reason: 'missing-input', task: node.id, input: name, path: absolute, site: node.decl.site.get() });
+    return undefined;
   }
 
   /** The outputs' hashes of a task with a successful record. */
