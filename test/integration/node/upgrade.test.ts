@@ -17,6 +17,15 @@ afterEach(() => rig?.cleanup());
 const slotDir = (slot: string): string => path.join(rig.root, 'var/lib/nodegraph/containers', slot);
 
 /** kubelet's identity after its TLS bootstrap, a CNI binary, as a node has them. */
+/** A switch from kube1 to kube2 cut short after it wrote its marker and stopped kube1: the marker's path. */
+function switchCutShort(): string {
+  const marker = path.join(rig.root, 'var/lib/nodegraph/containers/switch.json');
+  writeFileSync(marker, `${JSON.stringify({ from: ['kube1'], to: 'kube2', reset: false })}\n`);
+  rig.runner.containers.delete('kube1');
+  rig.writeConfig((c) => ({ ...c, slot: 'kube2', prepare: ['kube1'] }));
+  return marker;
+}
+
 function bootstrapped(): void {
   mkdirSync(path.join(rig.root, 'var/lib/kubelet/pki'), { recursive: true });
   writeFileSync(path.join(rig.root, 'var/lib/kubelet/pki/kubelet-client-current.pem'), 'identity of node-a\n');
@@ -141,11 +150,8 @@ describe('switching the running slot (blue/green)', () => {
     rig = makeRig();
     ok(await rig.apply());
     bootstrapped();
-    const marker = path.join(rig.root, 'var/lib/nodegraph/containers/switch.json');
     // A run cut short: it wrote the marker and stopped kube1, and no more.
-    writeFileSync(marker, `${JSON.stringify({ from: ['kube1'], to: 'kube2', reset: false })}\n`);
-    rig.runner.containers.delete('kube1');
-    rig.writeConfig((c) => ({ ...c, slot: 'kube2', prepare: ['kube1'] }));
+    const marker = switchCutShort();
     const plan = ok(await rig.plan()).plan;
     expect(plan.entries().find((e) => String(e.id) === 'kube2/takeover')?.verb, 'still a switch from kube1').toBe('upgrade from kube1');
     ok(await rig.apply());
@@ -201,10 +207,7 @@ describe('switching the running slot (blue/green)', () => {
     ok(await rig.apply());
     bootstrapped();
     // Back to kube2, whose takeover has a record: a run cut short wrote the marker and stopped kube1.
-    const marker = path.join(rig.root, 'var/lib/nodegraph/containers/switch.json');
-    writeFileSync(marker, `${JSON.stringify({ from: ['kube1'], to: 'kube2', reset: false })}\n`);
-    rig.runner.containers.delete('kube1');
-    rig.writeConfig((c) => ({ ...c, slot: 'kube2', prepare: ['kube1'] }));
+    const marker = switchCutShort();
     const entry = ok(await rig.plan()).plan.entries().find((e) => String(e.id) === 'kube2/takeover');
     expect(entry?.reasons).toEqual(['check failed: a switch from kube1 is under way, its resets not done']);
     const summary = ok(await rig.apply());
