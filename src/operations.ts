@@ -18,7 +18,7 @@ import { GenerationStore } from './transaction/generations.ts';
 import { generationChanges } from './transaction/manifest.ts';
 import { healthTasks } from './transaction/health.ts';
 import { readTransaction, type Transaction } from './transaction/record.ts';
-import { textChanges, type TextChange } from './transaction/text-inputs.ts';
+import { StoredContent, textChanges, type TextChange } from './transaction/text-inputs.ts';
 import { OutputGuard } from './graph/analyze.ts';
 import type { TaskGraph } from './graph/graph.ts';
 import type { TaskId } from './ids.ts';
@@ -95,11 +95,12 @@ export async function planNodefile(options: EngineOptions & { readonly out?: str
 /** The changed file inputs of the plan's tasks whose applied text the generations keep. */
 function changedTexts(session: Session, plan: Plan): Map<TaskId, readonly TextChange[]> {
   const texts = new Map<TaskId, readonly TextChange[]>();
+  const store = new StoredContent(new GenerationStore(session.state.dir));
   for (const entry of plan) {
     const names = entry.reasonDetails.flatMap((d) => (d.kind === 'input-changed' && d.sensitive !== true ? [d.input] : []));
     const node = session.graph.get(entry.id);
     if (names.length === 0 || node === undefined) continue;
-    const changes = textChanges(session.state.dir, session.graph.dir, node, session.state.records.get(entry.id), names);
+    const changes = textChanges(store, session.graph.dir, node, session.state.records.get(entry.id), names);
     if (changes.length > 0) texts.set(entry.id, changes);
   }
   return texts;

@@ -3,7 +3,8 @@ import { observeAndPlan, withSession } from '../engine.ts';
 import { shortHash, taskId, type ContentHash } from '../ids.ts';
 import { reasonText } from '../plan/reasons.ts';
 import { palette, type Palette } from '../report/color.ts';
-import { textChanges } from '../transaction/text-inputs.ts';
+import { GenerationStore } from '../transaction/generations.ts';
+import { StoredContent, textChanges } from '../transaction/text-inputs.ts';
 import { ok } from '../util/result.ts';
 import type { CliIo } from './output.ts';
 import { engineOptions, paletteFor, printFailures, type Args } from './shared.ts';
@@ -44,7 +45,7 @@ export async function run(args: Args, io: CliIo): Promise<number> {
     };
     // A small text file input that changed, as a diff against the text the generations kept.
     const changedNames = entry.reasonDetails.flatMap((d) => (d.kind === 'input-changed' && d.sensitive !== true ? [d.input] : []));
-    const texts = textChanges(session.state.dir, session.graph.dir, node, record, changedNames);
+    const texts = textChanges(new StoredContent(new GenerationStore(session.state.dir)), session.graph.dir, node, record, changedNames);
     const { unifiedDiff } = texts.length === 0 ? { unifiedDiff: undefined } : await import('../report/text-diff.ts');
     const diffOf = (name: string, p: Palette): string[] | undefined => {
       const change = texts.find((t) => t.input === name);

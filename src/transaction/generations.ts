@@ -8,14 +8,16 @@
 // state's key (state/seal.ts), never in plain; the sources' content lies in
 // `generations/objects/<sha256>`, one copy however many generations share it,
 // and so does its list of files, cut into parts (manifest.ts, SourcePart), so
-// that recording and pruning cost what changed, not what there is.
+// that recording and pruning cost what changed, not what there is. A small
+// file's content lies in its part: a build of many small sources stores a few
+// parts, not a file each.
 // `generations/current` names the generation the machine is at.
 //
 //   pending ──apply settled (and healthy)──▶ applied
 //      └──────rolled back─────────────────▶ failed   (kept: `rollback N` applies it again)
 // What a manifest holds and how sources are collected: manifest.ts.
 
-import { closeSync, copyFileSync, existsSync, linkSync, openSync, readSync, lstatSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, chmodSync } from 'node:fs';
+import { closeSync, existsSync, linkSync, openSync, readSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import path from 'node:path';
 import type { Failure } from '../error.ts';
 import { sha256FileSync } from '../hash/file.ts';
@@ -26,7 +28,7 @@ import { unseal } from '../state/seal.ts';
 import { DurableBatch, writeDurably } from '../util/durable.ts';
 import { err, ok, type Result } from '../util/result.ts';
 import { pruneStore, SWEEP_EVERY } from './prune.ts';
-import { currentSha256, sameContent, type Restored } from './restored.ts';
+import { restoreSources, type Restored } from './restored.ts';
 import { GENERATION_FORMAT, GENERATION_VERSION, PART_MASK, partEnds, partKey, sealEnv, sourcesDigest, type Generation, type SealedEnv, type SourceFile, type SourcePart, type Sources, type StoredGeneration } from './manifest.ts';
 
 const { createHash } = process.getBuiltinModule('node:crypto');
@@ -35,12 +37,17 @@ const { createHash } = process.getBuiltinModule('node:crypto');
 export const DEFAULT_KEEP = 10;
 /** Files up to this size are copied into the store; larger ones (an OS image) are hard-linked, or named by path and SHA-256. */
 export const COPY_LIMIT = 8 * 1024 * 1024;
+/** Files up to this size are kept in their part (`stored: 'inline'`): a page, what an object of its own would take on disk at least. */
+export const INLINE_LIMIT = 4096;
 export { describeRestored, type Restored } from './restored.ts';
 
 /** What can go wrong with a generation: the Failure variants of that name (error.ts). */
 export type GenerationError = Extract<Failure, { reason: 'generation-missing' | 'generation-damaged' | 'generation-file-changed' | 'generation-write-failed' }>;
 
 const HEX = /^[0-9a-f]{64}$/;
+const COPY = { stored: 'copy' } as const;
+const LINK = { stored: 'link' } as const;
+const PATH = { stored: 'path' } as const;
 /** How #write begins a manifest (JSON.stringify keeps the keys' order): format, version, number, createdAt, status. */
 const HEADER = new RegExp(`^\\{"format":"${GENERATION_FORMAT}","version":(\\d+),"number":(\\d+),"createdAt":"[^"]*","status":"(pending|applied|failed)"`);
 const HEADER_BYTES = 256;
@@ -50,6 +57,7 @@ export class GenerationStore {
   readonly dir: string;
   readonly #stateDir: string;
   readonly #copyLimit: number;
+  readonly #inlineLimit: number;
   readonly #partMask: number;
   readonly #sweepEvery: number;
   readonly #onStep: ((step: string) => void) | undefined;
@@ -58,10 +66,14 @@ export class GenerationStore {
    * `partMask`: where parts are cut (manifest.ts, partEnds); smaller in tests, to make many; `sweepEvery` likewise.
    * `onStep`: for crash tests, called after each step that changes the store (a kill there is a crash there).
    */
-  constructor(stateDir: string, options: { readonly copyLimit?: number; readonly partMask?: number; readonly sweepEvery?: number; readonly onStep?: (step: string) => void } = {}) {
+  constructor(
+    stateDir: string,
+    options: { readonly copyLimit?: number; readonly inlineLimit?: number; readonly partMask?: number; readonly sweepEvery?: number; readonly onStep?: (step: string) => void } = {},
+  ) {
     this.#stateDir = stateDir;
     this.dir = path.join(stateDir, 'generations');
     this.#copyLimit = options.copyLimit ?? COPY_LIMIT;
+    this.#inlineLimit = options.inlineLimit ?? INLINE_LIMIT;
     this.#partMask = options.partMask ?? PART_MASK;
     this.#sweepEvery = options.sweepEvery ?? SWEEP_EVERY;
     this.#onStep = options.onStep;
@@ -129,7 +141,7 @@ export class GenerationStore {
 
   /** Stores `files` (entries of one part) as an object in `batch`, unless it is there. */
   #putPart(files: readonly SourceFile[], key: string, batch: DurableBatch): SourcePart {
-    const text = `${JSON.stringify(files.map((f) => ({ path: f.path, sha256: f.sha256, size: f.size, mode: f.mode, stored: f.stored })))}\n`;
+    const text = `${JSON.stringify(files.map((f) => ({ path: f.path, sha256: f.sha256, size: f.size, mode: f.mode, stored: f.stored, content: f.content })))}\n`;
     const sha256 = createHash('sha256').update(text).digest('hex');
     if (!batch.has(sha256) && !existsSync(this.object(sha256))) batch.add(sha256, text, 0o400);
     return { sha256, key, count: files.length };
@@ -280,7 +292,7 @@ export class GenerationStore {
             continue;
           }
           const stat = statSync(file.path);
-          files.push({ path: file.path, sha256: file.sha256, size: stat.size, mode: stat.mode & 0o7777, stored: this.#store(file, stat.size, batch) });
+          files.push({ path: file.path, sha256: file.sha256, size: stat.size, mode: stat.mode & 0o7777, ...this.#store(file, stat.size, batch) });
         }
         parts.push(this.#putPart(files, keys[i]!, batch));
       }
@@ -325,28 +337,32 @@ export class GenerationStore {
     }
   }
 
-  /** Puts one file's content in the store (in `batch`, unless it is there) and says how. */
-  #store(file: { readonly path: string; readonly sha256: string }, size: number, batch: DurableBatch): SourceFile['stored'] {
+  /** Puts one file's content in the store (in its part, or in `batch` unless it is there) and says how. */
+  #store(file: { readonly path: string; readonly sha256: string }, size: number, batch: DurableBatch): Pick<SourceFile, 'stored' | 'content'> {
     const object = this.object(file.sha256);
     if (size > this.#copyLimit) {
-      if (existsSync(object)) return 'link';
+      if (existsSync(object)) return LINK;
       try {
         linkSync(file.path, object);
       } catch (error) {
-        if ((error as NodeJS.ErrnoException).code === 'EXDEV' || (error as NodeJS.ErrnoException).code === 'EPERM') return 'path';
+        if ((error as NodeJS.ErrnoException).code === 'EXDEV' || (error as NodeJS.ErrnoException).code === 'EPERM') return PATH;
         throw error;
       }
-      return 'link';
+      return LINK;
     }
-    if (batch.has(file.sha256) || existsSync(object)) return 'copy';
+    const inline = size <= this.#inlineLimit;
+    if (!inline && (batch.has(file.sha256) || existsSync(object))) return COPY;
     // The bytes hashed are the bytes stored: a file that changed since it was observed is refused.
     const bytes = readFileSync(file.path);
     if (createHash('sha256').update(bytes).digest('hex') !== file.sha256) {
       throw { reason: 'generation-file-changed', number: 0, path: file.path, sha256: file.sha256 } satisfies GenerationError;
     }
+    if (inline) return { stored: 'inline', content: bytes.toString('base64') };
     batch.add(file.sha256, bytes, 0o400);
-    return 'copy';
+    return COPY;
   }
+
+
 
   /**
    * Checks that everything generation `n` needs is there with its content:
@@ -355,13 +371,18 @@ export class GenerationStore {
    */
   verify(n: number): Result<Generation, GenerationError> {
     const generation = this.read(n);
-    if (generation === undefined) return err({ reason: 'generation-missing', number: n, known: this.numbers() });
+    if (generation === undefined) {
+      // The manifest is there, one of its parts is not (or not whole): damaged, not missing.
+      const part = this.head(n)?.parts?.find((p) => this.part(p) === undefined);
+      if (part !== undefined) return err({ reason: 'generation-damaged', number: n, path: this.object(part.sha256), message: 'this part of its list of files is missing, or not the content its SHA-256 names' });
+      return err({ reason: 'generation-missing', number: n, known: this.numbers() });
+    }
     for (const file of generation.files) {
       if (!HEX.test(file.sha256)) return err({ reason: 'generation-damaged', number: n, path: file.path, message: 'its manifest names no valid SHA-256' });
       const where = file.stored === 'path' ? file.path : this.object(file.sha256);
       let found: string;
       try {
-        found = sha256FileSync(where).hash.slice(HASH_PREFIX);
+        found = file.stored === 'inline' ? createHash('sha256').update(Buffer.from(file.content ?? '', 'base64')).digest('hex') : sha256FileSync(where).hash.slice(HASH_PREFIX);
       } catch (error) {
         if (file.stored === 'path') return err({ reason: 'generation-file-changed', number: n, path: file.path, sha256: file.sha256 });
         return err({ reason: 'generation-damaged', number: n, path: file.path, message: `its stored copy cannot be read (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})` });
@@ -440,54 +461,9 @@ export class GenerationStore {
     return ok(undefined);
   }
 
-  /**
-   * Puts generation `n`'s sources back at their paths (verified first: a
-   * damaged generation changes nothing). Only files whose content differs are
-   * written, each atomically. A file its evaluation found absent is removed
-   * only when another kept generation read that path with its present
-   * content: then nothing is lost (the store holds it, and rolling forward
-   * gives it back). Any other file there — edited since, or made by someone
-   * else, a task's undeclared output — may be the only copy, and stays.
-   * Folders are not made or emptied.
-   * Returns the paths it rewrote or removed.
-   */
+  /** Puts generation `n`'s sources back at their paths (restored.ts, restoreSources). */
   restore(n: number): Result<Restored, GenerationError> {
-    const verified = this.verify(n);
-    if (!verified.ok) return verified;
-    const written: string[] = [];
-    const removed: string[] = [];
-    try {
-      for (const file of verified.value.files) {
-        if (file.stored === 'path') continue;
-        if (sameContent(file.path, file.sha256)) continue;
-        mkdirSync(path.dirname(file.path), { recursive: true });
-        const temp = path.join(path.dirname(file.path), `.${path.basename(file.path)}.${process.pid}.restore`);
-        copyFileSync(this.object(file.sha256), temp);
-        chmodSync(temp, file.mode);
-        renameSync(temp, file.path);
-        written.push(file.path);
-      }
-      const absent = (verified.value.probes ?? []).filter((p) => p.kind === 'absent');
-      const held = absent.length === 0 ? new Set<string>() : this.#held(n);
-      for (const probe of absent) {
-        if (!held.has(`${probe.path}\0${currentSha256(probe.path)}`)) continue;
-        rmSync(probe.path);
-        removed.push(probe.path);
-      }
-    } catch (error) {
-      return err({ reason: 'generation-write-failed', path: removed.at(-1) ?? written.at(-1) ?? this.dir, message: (error as Error).message });
-    }
-    return ok({ written, removed });
-  }
-
-  /** Path and SHA-256 of every file the kept generations other than `n` hold in the store. */
-  #held(n: number): Set<string> {
-    const held = new Set<string>();
-    for (const generation of this.list()) {
-      if (generation.number === n) continue;
-      for (const file of generation.files) if (file.stored !== 'path' && existsSync(this.object(file.sha256))) held.add(`${file.path}\0${file.sha256}`);
-    }
-    return held;
+    return restoreSources(this, n);
   }
 
   /** Keeps the newest `keep` generations (and always `current` and `pinned`) and what they name (prune.ts). */

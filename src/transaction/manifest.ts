@@ -19,9 +19,10 @@ export const GENERATION_FORMAT = 'nodegraph-generation';
 /**
  * The manifest format version, stored as `version`: a newer one is refused
  * (GenerationStore.newer), not read. Version 1 held env values in plain; 2 seals them;
- * 3 names its files by parts (SourcePart) instead of listing them.
+ * 3 names its files by parts (SourcePart) instead of listing them; 4 keeps small files'
+ * content in their part (`stored: 'inline'`).
  */
-export const GENERATION_VERSION = 3;
+export const GENERATION_VERSION = 4;
 
 export interface SourceFile {
   /** Absolute. */
@@ -30,13 +31,18 @@ export interface SourceFile {
   readonly sha256: string;
   readonly size: number;
   readonly mode: number;
-  /** 'copy' and 'link' have their content in the store; 'path' only names it. */
-  readonly stored: 'copy' | 'link' | 'path';
+  /** 'copy' and 'link' have their content in the store as an object of its own, 'inline' in its part; 'path' only names it. */
+  readonly stored: 'copy' | 'link' | 'path' | 'inline';
+  /** For 'inline': the content, base64. */
+  readonly content?: string;
 }
+
+/** A file whose content is an object of the store's own (`objects/<sha256>`). */
+export const inObject = (file: Pick<SourceFile, 'stored'>): boolean => file.stored === 'copy' || file.stored === 'link';
 
 export interface Generation {
   readonly format: typeof GENERATION_FORMAT;
-  readonly version: 1 | 2 | typeof GENERATION_VERSION;
+  readonly version: 1 | 2 | 3 | typeof GENERATION_VERSION;
   readonly number: number;
   readonly createdAt: string;
   readonly status: 'pending' | 'applied' | 'failed';
@@ -57,7 +63,7 @@ export interface Generation {
 
 /**
  * A run of a generation's files stored as one object (`objects/<sha256>`, the JSON
- * array of their SourceFile entries), so generations that share most files share
+ * array of their SourceFile entries, small files' content inline), so generations that share most files share
  * most parts: recording one after a small change writes and reads only the parts it
  * changed, and pruning looks only into the parts no kept generation names.
  */

@@ -9,7 +9,7 @@
 
 import { readdirSync, readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
-import type { SourceFile, SourcePart, StoredGeneration } from './manifest.ts';
+import { inObject, type SourceFile, type SourcePart, type StoredGeneration } from './manifest.ts';
 
 /** A prune that removes a generation while the newest number is a multiple of this sweeps the store of what no kept manifest names (a crash's or a dropped pending generation's objects). */
 export const SWEEP_EVERY = 16;
@@ -65,7 +65,7 @@ function unnamed(store: PrunedStore, kept: readonly StoredGeneration[], removed:
       if (keptParts.has(part.sha256) || candidates.has(part.sha256)) continue;
       candidates.add(part.sha256);
       // A part that cannot be read any more: what it alone named stays until a sweep.
-      for (const file of store.part(part) ?? []) if (file.stored !== 'path' && !keptParts.has(file.sha256)) candidates.add(file.sha256);
+      for (const file of store.part(part) ?? []) if (inObject(file) && !keptParts.has(file.sha256)) candidates.add(file.sha256);
     }
   }
   // First the kept parts no removed generation had (the newer versions of the parts that

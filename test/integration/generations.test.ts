@@ -50,8 +50,11 @@ test('each settled whole-graph apply records a generation, a no-op or a targeted
   set(4);
   expect((await rig.run(['apply', '--keep', '2'], { NG_TEST_VALUE: 'y' })).code).toBe(0);
   expect(readdirSync(rig.path('.nodegraph/generations')).filter((n) => n.endsWith('.json')).sort()).toEqual(['3.json', '4.json']);
-  // settings.json of generations 1 and 2 are no longer stored, nor the parts that listed them; the Nodefile (named by all) is.
-  const named = new Set([3, 4].flatMap((n) => readManifest(rig.path('.nodegraph'), n)).flatMap((g) => [...g.files.map((f) => f.sha256), ...g.parts!.map((p) => p.sha256)]));
+  // The parts that listed settings.json of generations 1 and 2 are no longer stored. Both files are small:
+  // their content is in their part, so the parts are all the store holds.
+  const manifests = [3, 4].map((n) => readManifest(rig.path('.nodegraph'), n));
+  expect(manifests.flatMap((g) => g.files.map((f) => `${path.basename(f.path)} ${f.stored}`))).toEqual(['Nodefile.ts inline', 'settings.json inline', 'Nodefile.ts inline', 'settings.json inline']);
+  const named = new Set(manifests.flatMap((g) => g.parts!.map((p) => p.sha256)));
   expect(new Set(readdirSync(rig.path('.nodegraph/generations/objects')))).toEqual(named);
 });
 
@@ -83,15 +86,18 @@ test('rollback applies the generation before the current one from its stored cop
   expect(missing.stderr).toBe('error[generation-missing]: there is no generation 9 (known: 1, 2, 3, 4)\n');
 });
 
-test('version 2 manifests (files listed, as an older nodegraph wrote them) are listed, rolled back to, recorded after and pruned beside version 3 ones', async () => {
+test('version 2 manifests (files listed, each an object, as an older nodegraph wrote them) are listed, rolled back to, recorded after and pruned beside version 4 ones', async () => {
   project();
   set(1);
   expect((await rig.run(['apply'], { NG_TEST_VALUE: 'x' })).code).toBe(0);
   set(2);
   expect((await rig.run(['apply'], { NG_TEST_VALUE: 'x' })).code).toBe(0);
   for (const n of [1, 2]) {
-    // The same keys in the same order, version 2 and the files listed where the parts were.
-    const { files } = readManifest(rig.path('.nodegraph'), n);
+    // The same keys in the same order, version 2 and the files listed where the parts were, each content an object.
+    const files = readManifest(rig.path('.nodegraph'), n).files.map(({ content, ...f }) => {
+      writeFileSync(rig.path('.nodegraph/generations/objects', f.sha256), Buffer.from(content!, 'base64'));
+      return { ...f, stored: 'copy' };
+    });
     const stored = JSON.parse(rig.read(`.nodegraph/generations/${n}.json`)) as Record<string, unknown>;
     const old = Object.fromEntries(Object.keys(stored).map((k) => (k === 'parts' ? ['files', files] : [k, k === 'version' ? 2 : stored[k]])));
     writeFileSync(rig.path(`.nodegraph/generations/${n}.json`), `${JSON.stringify(old)}\n`);
@@ -103,21 +109,25 @@ test('version 2 manifests (files listed, as an older nodegraph wrote them) are l
   expect(back.stderr).toBe('');
   expect(back.stdout).toContain('rollback to generation 1: restored settings.json');
   expect(rig.read('out/v')).toBe('1');
-  expect(readManifest(rig.path('.nodegraph'), 3)).toMatchObject({ version: 3, parts: expect.any(Array) });
+  expect(readManifest(rig.path('.nodegraph'), 3)).toMatchObject({ version: 4, parts: expect.any(Array) });
   set(5);
   expect((await rig.run(['apply', '--keep', '1'], { NG_TEST_VALUE: 'x' })).code).toBe(0);
   expect(readdirSync(rig.path('.nodegraph/generations')).filter((n) => n.endsWith('.json'))).toEqual(['4.json']);
   // Beside a version 2 manifest the prune sweeps the whole store: what is left is what generation 4 names.
   const g = readManifest(rig.path('.nodegraph'), 4);
-  expect(new Set(readdirSync(rig.path('.nodegraph/generations/objects')))).toEqual(new Set([...g.files.map((f) => f.sha256), ...g.parts!.map((p) => p.sha256)]));
+  // The Nodefile, unchanged, is still the object generation 1 had; the changed settings.json is kept inline.
+  expect(g.files.map((f) => `${path.basename(f.path)} ${f.stored}`)).toEqual(['Nodefile.ts copy', 'settings.json inline']);
+  expect(new Set(readdirSync(rig.path('.nodegraph/generations/objects')))).toEqual(new Set([g.files[0]!.sha256, ...g.parts!.map((p) => p.sha256)]));
   expect((await rig.run(['generations'])).stdout).toMatch(/^\* +4 /);
 });
 
 test('a generation whose stored copy is damaged is refused before anything changes', async () => {
   project();
-  set(1);
+  // Over 4 KiB: an object of its own, not kept in its part.
+  const large = (v: number): void => rig.write('settings.json', `{"v": ${v}, "pad": "${'x'.repeat(5000)}"}\n`) as unknown as void;
+  large(1);
   expect((await rig.run(['apply'])).code).toBe(0);
-  set(2);
+  large(2);
   expect((await rig.run(['apply'])).code).toBe(0);
   const settingsSha = readManifest(rig.path('.nodegraph'), 1).files.find((f) => f.path.endsWith('settings.json'))!.sha256;
   const object = rig.path('.nodegraph/generations/objects', settingsSha);
@@ -126,9 +136,28 @@ test('a generation whose stored copy is damaged is refused before anything chang
   const refused = await rig.run(['rollback', '1']);
   expect(refused.code).toBe(1);
   expect(refused.stderr).toMatch(new RegExp(`^error\\[generation-damaged\\]: generation 1 is damaged, and was not applied: ${rig.path('settings.json')}: its stored copy has sha256:[0-9a-f]{12}…, not sha256:${settingsSha.slice(0, 12)}…\\n$`));
-  expect(rig.read('settings.json')).toBe('{"v": 2}\n');
+  expect(JSON.parse(rig.read('settings.json'))).toMatchObject({ v: 2 });
   expect(rig.read('out/v')).toBe('2');
   expect(rig.read('.nodegraph/generations/current')).toMatch(/^2 [0-9a-f]{64}\n$/);
+});
+
+test('a generation whose part (which holds small files inline) is damaged is refused before anything changes', async () => {
+  project();
+  set(1);
+  expect((await rig.run(['apply'])).code).toBe(0);
+  set(2);
+  expect((await rig.run(['apply'])).code).toBe(0);
+  const manifest = readManifest(rig.path('.nodegraph'), 1);
+  const settings = manifest.files.find((f) => f.path.endsWith('settings.json'))!;
+  expect(settings.stored).toBe('inline');
+  const part = rig.path('.nodegraph/generations/objects', manifest.parts!.find((p) => rig.read(`.nodegraph/generations/objects/${p.sha256}`).includes(settings.content!))!.sha256);
+  chmodSync(part, 0o600);
+  writeFileSync(part, readFileSync(part, 'utf8').replace(settings.content!, Buffer.from('{"v": 666}\n').toString('base64')));
+  const refused = await rig.run(['rollback', '1']);
+  expect(refused.code).toBe(1);
+  expect(refused.stderr).toBe(`error[generation-damaged]: generation 1 is damaged, and was not applied: ${part}: this part of its list of files is missing, or not the content its SHA-256 names\n`);
+  expect(rig.read('settings.json')).toBe('{"v": 2}\n');
+  expect(rig.read('out/v')).toBe('2');
 });
 
 test('a large input is hard-linked where the state shares its filesystem, and otherwise named by path and SHA-256: a changed one is refused', async () => {

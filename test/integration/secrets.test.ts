@@ -13,6 +13,7 @@ import { encodeLine } from '../../src/state/journal.ts';
 import { decodePayload } from '../../src/state/record.ts';
 import type { ContentHash } from '../../src/ids.ts';
 import { readManifest } from '../support/generations.ts';
+import { GENERATION_VERSION } from '../../src/transaction/manifest.ts';
 import { Rig } from '../support/rig.ts';
 
 let rig: Rig;
@@ -184,7 +185,7 @@ describe('at rest', () => {
     expect((await rig.run(['apply'], { PASSWORD: 'hunter3', TOKEN: 'tok-43' })).code).toBe(0);
     expect(rig.read('out/token')).toBe('tok-43');
     expect(plainHolders()).toEqual([]);
-    expect(generation(1)).toMatchObject({ version: 3, env: { TOKEN: { digest: expect.stringMatching(/^sha256:[0-9a-f]{64}$/), sealed: expect.stringMatching(/^aes-256-gcm:/) } } });
+    expect(generation(1)).toMatchObject({ version: GENERATION_VERSION, env: { TOKEN: { digest: expect.stringMatching(/^sha256:[0-9a-f]{64}$/), sealed: expect.stringMatching(/^aes-256-gcm:/) } } });
     expect(statSync(rig.path('.nodegraph/generations/1.json')).mode & 0o777).toBe(0o600);
     const listed = await rig.run(['generations', '--json']);
     expect(listed.stdout).toContain('"env":["TOKEN"]');
@@ -248,7 +249,7 @@ describe('at rest', () => {
     expect((await rig.run(['apply'], { TOKEN: 'tok-43' })).code).toBe(0);
     expect(plainHolders()).toEqual([]);
     expect(rig.read('.nodegraph/generations/current')).toBe(`2 ${generation(2).digest}\n`);
-    expect([generation(1).version, generation(2).version]).toEqual([3, 3]);
+    expect([generation(1).version, generation(2).version]).toEqual([GENERATION_VERSION, GENERATION_VERSION]);
 
     const back = await rig.run(['rollback'], { TOKEN: 'tok-43' });
     expect(back.code).toBe(0);

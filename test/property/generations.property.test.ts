@@ -5,7 +5,9 @@
 // with and verifies byte for byte, and the store holds exactly what the kept
 // manifests name: nothing missing, nothing left over. Some generations are
 // rewritten as version 2 manifests (their files listed, no parts), as an older
-// nodegraph left them: they read, verify and keep their objects alike.
+// nodegraph left them: they read, verify and keep their objects alike. Files up
+// to a size drawn per history keep their content in their part (inline), the
+// rest are objects of their own.
 
 import fc from 'fast-check';
 import { createHash } from 'node:crypto';
@@ -16,8 +18,8 @@ import { expect, test } from 'vitest';
 import { GenerationStore } from '../../src/transaction/generations.ts';
 
 const PATHS = 24;
-/** Few contents, so that files often share one object. */
-const CONTENTS = ['a', 'b', 'c', 'd', 'e'];
+/** Few contents, so that files often share one object; of sizes 1 to 5, on both sides of the inline limit. */
+const CONTENTS = ['a', 'bb', 'ccc', 'dddd', 'eeeee'];
 
 type Step =
   | { readonly kind: 'record'; readonly files: readonly (number | null)[] }
@@ -36,11 +38,11 @@ const sha = (text: string): string => createHash('sha256').update(text).digest('
 
 test('recording and pruning keep every kept generation whole and the store exactly what the kept ones name', () => {
   fc.assert(
-    fc.property(fc.array(step, { minLength: 1, maxLength: 24 }), fc.integer({ min: 2, max: 16 }), (steps, sweepEvery) => {
+    fc.property(fc.array(step, { minLength: 1, maxLength: 24 }), fc.integer({ min: 2, max: 16 }), fc.integer({ min: 0, max: 6 }), (steps, sweepEvery, inlineLimit) => {
       const dir = mkdtempSync(path.join(tmpdir(), 'nodegraph-gen-prop-'));
       try {
         // A part ends after about one path in four: many parts at 24 files; and a sweep every few prunes.
-        const store = new GenerationStore(path.join(dir, 'state'), { partMask: 3, sweepEvery });
+        const store = new GenerationStore(path.join(dir, 'state'), { partMask: 3, sweepEvery, inlineLimit });
         const recorded = new Map<number, Map<string, string>>();
         for (const s of steps) {
           let pruned: number[] = [];
@@ -82,7 +84,10 @@ test('recording and pruning keep every kept generation whole and the store exact
             const g = store.read(n)!;
             expect(new Map(g.files.map((f) => [f.path, f.sha256]))).toEqual(recorded.get(n));
             expect(store.verify(n).ok).toBe(true);
-            for (const f of g.files) named.add(f.sha256);
+            for (const f of g.files) {
+              expect(f.stored).toBe(f.size <= inlineLimit ? 'inline' : 'copy');
+              if (f.stored === 'copy') named.add(f.sha256);
+            }
             for (const p of store.head(n)!.parts ?? []) named.add(p.sha256);
           }
           // Nothing a kept generation names is missing; right after a prune that removed a generation the

@@ -10,6 +10,8 @@ export interface ManifestFile {
   readonly size: number;
   readonly mode: number;
   readonly stored: string;
+  /** For `stored: 'inline'`: the content, base64. */
+  readonly content?: string;
 }
 
 export function readManifest(stateDir: string, n: number): Record<string, unknown> & { files: ManifestFile[]; parts?: { sha256: string }[] } {
