@@ -362,11 +362,9 @@ export class GenerationStore {
     return COPY;
   }
 
-
-
   /**
    * Checks that everything generation `n` needs is there with its content:
-   * each stored object by its SHA-256, each file named only by path at that
+   * each stored object and inline copy by its SHA-256, each file named only by path at that
    * path with that content. Reads every byte: run before anything changes.
    */
   verify(n: number): Result<Generation, GenerationError> {
