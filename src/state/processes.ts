@@ -217,7 +217,9 @@ function carries(pid: number, marks: ReadonlySet<string>): string | undefined {
 /**
  * The sessions of spawns a dead run noted as under way but did not record, found by their mark:
  * the earliest process carrying a spawn's mark is the command itself, or, once it has exited, its
- * oldest survivor, still in the command's session unless it made one of its own.
+ * oldest survivor, still in the command's session unless it made one of its own. The session is
+ * dated by its leader while the leader is there, a zombie included (an orphan's reaper may take its
+ * time; a zombie's environment is empty, so it is never the one found by the mark).
  */
 function unrecorded(record: ParsedRecord): { pid: number; start: number }[] {
   if (record.pending.length === 0) return [];
@@ -231,7 +233,8 @@ function unrecorded(record: ParsedRecord): { pid: number; start: number }[] {
     const seen = earliest.get(mark);
     if (seen === undefined || p.start < seen.start! || (p.start === seen.start && p.pid < seen.pid)) earliest.set(mark, p);
   }
-  return [...earliest.values()].map((p) => ({ pid: p.session, start: p.start! }));
+  const byPid = new Map(procs.map((p) => [p.pid, p]));
+  return [...earliest.values()].map((p) => ({ pid: p.session, start: byPid.get(p.session)?.start ?? p.start! }));
 }
 
 function allProcesses(): ProcStat[] {

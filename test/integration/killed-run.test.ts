@@ -4,7 +4,9 @@
 // so (src/state/processes.ts). Through spawnd, and through the direct spawn
 // that stands in for it where it is not built or is turned off.
 
+import { spawn, spawnSync } from 'node:child_process';
 import { readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { hostname } from 'node:os';
 import { afterEach, expect, test } from 'vitest';
 import { alive, Rig, until } from '../support/rig.ts';
 
@@ -164,4 +166,45 @@ test('a command the killed run spawned but did not live to record is ended by it
   expect(pids.filter(alive)).toEqual([]);
   expect(alive(daemon)).toBe(true);
   expect(next.stdout).toMatch(/^warning: ended 2 processes of the killed run \d+ /m);
+});
+
+// The same window, found later: the unrecorded command has exited and left a job running
+// in its session, and its parent has not reaped it yet (a slow init with a killed engine's
+// orphans; here a `sleep` that never waits). The job carries the mark, the zombie leader
+// does not: the session is still the leader's, and the job is ended with it.
+test("an unrecorded command's job outliving it, its session's leader a zombie not reaped yet, is ended", async () => {
+  const rig = new Rig('nodegraph-killed-zombie-');
+  rigs.push(rig);
+  rig.nodefile(`ng.task('work', { run: { shell: 'true' } });`);
+  expect((await rig.run(['apply'])).code).toBe(0);
+  const dead = spawnSync('true').pid!;
+  const holder = {
+    pid: dead,
+    host: hostname(),
+    command: 'nodegraph apply',
+    startedAt: new Date().toISOString(),
+    token: 'killed',
+    pidStart: 1,
+  };
+  // The job starts a few clock ticks after its leader (a /proc start time counts 10 ms ticks).
+  const leader = `echo $$ > leader; sleep 0.05; (while :; do sleep 0.01; done) & echo $! > job`;
+  // As the engine does, the marked command is spawned in a session of its own; its parent is unmarked.
+  const parent = spawn('sh', ['-c', `NODEGRAPH_SPAWN=${dead}.1.1 setsid sh -c '${leader}' & exec sleep 1000`], {
+    cwd: rig.dir,
+    detached: true,
+    stdio: 'ignore',
+  });
+  strays.push(parent.pid!);
+  await until(() => rig.exists('job') && rig.read('job').trim() !== '');
+  const job = Number(rig.read('job'));
+  const zombie = Number(rig.read('leader'));
+  strays.push(job);
+  await until(() => readFileSync(`/proc/${zombie}/stat`, 'latin1').split(') ')[1]?.startsWith('Z') === true);
+  writeFileSync(rig.path('.nodegraph', 'processes.killed'), `${JSON.stringify(holder)}\n? 1\n`);
+
+  const next = await rig.run(['apply']);
+  expect(next.code).toBe(0);
+  // The job among them (with its `sleep`, or a fork of it, if one was running).
+  expect(next.stdout).toMatch(new RegExp(`^warning: ended \\d+ process(es)? of the killed run ${dead} .*[:,] ${job} \\(`, 'm'));
+  expect(alive(job)).toBe(false);
 });

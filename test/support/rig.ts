@@ -88,7 +88,6 @@ export async function until(what: () => boolean, ms = 20_000): Promise<void> {
   }
 }
 
-/** Whether a process exists (a zombie not yet reaped counts). */
 /** Whether the process runs: not gone, and not a zombie waiting for its parent (killed, not reaped yet). */
 export function alive(pid: number): boolean {
   try {
