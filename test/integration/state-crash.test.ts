@@ -19,6 +19,7 @@ import {
   readState,
   type TaskRecord,
 } from '../../src/state/index.ts';
+import { until } from '../support/rig.ts';
 
 const stateModule = resolve(import.meta.dirname, '../../src/state/index.ts');
 
@@ -66,14 +67,6 @@ function run(path: string, args: string[] = []): { child: ChildProcess; out: () 
   return { child, out: () => out, exited };
 }
 
-async function until(cond: () => boolean, ms = 30_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > end) throw new Error('timed out');
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
-
 const stateDir = (): string => join(dir, 'state');
 
 const appendLoop = `
@@ -92,7 +85,7 @@ test('kill -9 while appending in a loop: the journal loads with every complete r
   const child = run(script('appender', appendLoop), [stateDir()]);
   // Let it get well into the loop, then kill it mid-append.
   const lastReported = (): number => Math.max(-1, ...[...child.out().matchAll(/appended (\d+)\n/g)].map((m) => Number(m[1])));
-  await until(() => lastReported() >= 3000);
+  await until(() => lastReported() >= 3000, 30_000);
   const reported = lastReported();
   child.child.kill('SIGKILL');
   await child.exited;
@@ -210,7 +203,7 @@ test('several runs racing to take over a stale lock: exactly one wins', async ()
   const path = script('racer', racer);
   const startAt = Date.now() + 1500; // after every child has started up
   const racers = Array.from({ length: 6 }, () => run(path, [stateDir(), String(startAt)]));
-  await until(() => racers.every((r) => /^(WON|LOST)/.test(r.out())));
+  await until(() => racers.every((r) => /^(WON|LOST)/.test(r.out())), 30_000);
   writeFileSync(`${stateDir()}.release`, '');
   await Promise.all(racers.map((r) => r.exited));
   const outs = racers.map((r) => r.out().trim());
