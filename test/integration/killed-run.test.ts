@@ -8,6 +8,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import { readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { afterEach, expect, test } from 'vitest';
+import { procStat } from '../../src/state/processes.ts';
 import { alive, Rig, until } from '../support/rig.ts';
 
 const rigs: Rig[] = [];
@@ -199,7 +200,7 @@ test("an unrecorded command's job outliving it, its session's leader a zombie no
   const job = Number(rig.read('job'));
   const zombie = Number(rig.read('leader'));
   strays.push(job);
-  await until(() => readFileSync(`/proc/${zombie}/stat`, 'latin1').split(') ')[1]?.startsWith('Z') === true);
+  await until(() => procStat(zombie)?.state === 'Z');
   writeFileSync(rig.path('.nodegraph', 'processes.killed'), `${JSON.stringify(holder)}\n? 1\n`);
 
   const next = await rig.run(['apply']);
