@@ -36,7 +36,7 @@ const step: fc.Arbitrary<Step> = fc.oneof(
 
 const sha = (text: string): string => createHash('sha256').update(text).digest('hex');
 
-// Every record fsyncs its files: about 5 s idle, six times that beside busy loops and the crash campaigns' I/O.
+// Every record fsyncs its files: about 5 s idle, up to ten times that beside busy loops and the crash campaigns' I/O.
 test('recording and pruning keep every kept generation whole and the store exactly what the kept ones name', { timeout: 180_000 }, () => {
   fc.assert(
     fc.property(fc.array(step, { minLength: 1, maxLength: 24 }), fc.integer({ min: 2, max: 16 }), fc.integer({ min: 0, max: 6 }), (steps, sweepEvery, inlineLimit) => {
