@@ -6,13 +6,15 @@
 // decides every task from arrays (the graph's inputs are all files or tasks; the
 // Nodefile is taken as unchanged). Timed in interleaved rounds (bench/rounds.ts)
 // beside ninja's no-op and nodegraph's (the bundled engine, as bench/run.ts
-// runs it) on bench/generate.ts's graph, each tool in a copy it built. The
-// tables are taken from the engine's own analysis of the Nodefile, and the
-// program must find the three tasks a changed leaf makes stale before it is
-// timed, so that it cannot measure a decision it does not make.
+// runs it) on bench/generate.ts's leaves or bench/chromium.ts's graph, each
+// tool in a copy it built. The tables are taken from the engine's own analysis
+// of the Nodefile, and the program must find the tasks a changed source makes
+// stale (as ninja counts them: everything downstream) before it is timed, so
+// that it cannot measure a decision it does not make.
 //
-//   npx node bench/floor.ts                        # 50,000 leaves: about 3 minutes on 2 cores, most of it the two builds
+//   npx node bench/floor.ts                            # 50,000 leaves: about 3 minutes on 2 cores, most of it the two builds
 //   BENCH_FLOOR_N=10000 npx node bench/floor.ts
+//   BENCH_FLOOR_GRAPH=chromium npx node bench/floor.ts # 1,500 targets: about 6 minutes
 
 import { mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
@@ -20,13 +22,15 @@ import path from 'node:path';
 import { analyze } from '../src/graph/analyze.ts';
 import { loadNodefile } from '../src/nodefile/load.ts';
 import { snapshotEngine } from './engine.ts';
+import { changedSource, chromiumGraph, DEFAULT_SEED, DEFAULT_TARGETS, generateChromium } from './chromium.ts';
 import { generate, leafPath } from './generate.ts';
 import { log, must } from './process.ts';
 import { fmtMiB, fmtTime, measureRounds, median, medianOf, ratioPerRound, type Command } from './rounds.ts';
 
 const REPO = path.resolve(import.meta.dirname, '..');
 const NODE = path.join(REPO, 'node_modules', '.bin', 'node');
-const n = Number(process.env['BENCH_FLOOR_N'] ?? 50_000);
+const chromium = process.env['BENCH_FLOOR_GRAPH'] === 'chromium';
+const n = Number(process.env['BENCH_FLOOR_N'] ?? (chromium ? DEFAULT_TARGETS : 50_000));
 const work = path.resolve(process.env['BENCH_DIR'] ?? path.join(os.tmpdir(), 'nodegraph-floor'));
 const ENGINE = path.join(work, 'engine');
 const BIN = path.join(ENGINE, 'bin', 'nodegraph.js');
@@ -100,28 +104,40 @@ const staleOf = (output: string): number | undefined => {
   return m === null ? undefined : Number(m[1]);
 };
 
+/** Writes the graph into both copies; gives a source to change and how many tasks that makes stale, all downstream counted. */
+function generateGraph(dirs: readonly string[]): { what: string; source: string; stale: number } {
+  if (!chromium) {
+    for (const dir of dirs) generate(n, dir);
+    // Its object, its library and out/all.
+    return { what: `${n.toLocaleString('en-US')} leaves`, source: leafPath(0), stale: 3 };
+  }
+  const graph = chromiumGraph(n, DEFAULT_SEED);
+  for (const dir of dirs) generateChromium(dir, graph);
+  const changed = changedSource(graph);
+  return { what: `the Chromium-shaped graph of ${n.toLocaleString('en-US')} targets`, source: changed.path, stale: changed.downstream };
+}
+
 async function main(): Promise<void> {
   await snapshotEngine(REPO, ENGINE, NODE);
   const ninjaDir = path.join(work, 'ninja');
   const ngDir = path.join(work, 'nodegraph');
   const tables = path.join(work, 'tables');
-  generate(n, ninjaDir);
-  generate(n, ngDir);
+  const graph = generateGraph([ninjaDir, ngDir]);
   mkdirSync(tables, { recursive: true });
   writeFileSync(path.join(tables, 'noop.mjs'), NOOP);
-  log(`engine ${ENGINE}; building ${n.toLocaleString('en-US')} leaves with ninja and with nodegraph`);
+  log(`engine ${ENGINE}; building ${graph.what} with ninja and with nodegraph`);
   await must(['ninja', '-j', jobs], ninjaDir, 3_600_000);
   const apply = [BIN, 'apply', '-f', 'Nodefile.ts', '-j', jobs];
   await must(apply, ngDir, 3_600_000);
   const tasks = await writeGraph(ngDir, tables);
   const floor = [NODE, '--max-semi-space-size=1', path.join(tables, 'noop.mjs'), tables];
 
-  // The program must see a changed leaf: its object, its library and out/all are stale.
+  // The program must see a changed source and everything downstream of it as stale.
   writeStats(tables);
-  const leaf = path.join(ngDir, leafPath(0));
-  writeFileSync(leaf, `${readFileSync(leaf, 'utf8')}changed\n`);
+  const source = path.join(ngDir, graph.source);
+  writeFileSync(source, `${readFileSync(source, 'utf8')}changed\n`);
   const seen = staleOf(await must(floor, ngDir));
-  if (seen !== 3) throw new Error(`the floor program found ${seen} stale tasks after a leaf changed, not 3`);
+  if (seen !== graph.stale) throw new Error(`the floor program found ${seen} stale tasks after ${graph.source} changed, not ${graph.stale}`);
   await must(apply, ngDir, 600_000);
   // Twice: the first no-op after the change reads the outputs it wrote again (they are racy).
   await must(apply, ngDir, 600_000);
