@@ -26,6 +26,7 @@ import { changedSource, chromiumGraph, DEFAULT_SEED, DEFAULT_TARGETS, generateCh
 import { generate, leafPath } from './generate.ts';
 import { log, must } from './process.ts';
 import { fmtMiB, fmtTime, measureRounds, median, medianOf, ratioPerRound, type Command } from './rounds.ts';
+import { countRan } from './summary.ts';
 
 const REPO = path.resolve(import.meta.dirname, '..');
 const NODE = path.join(REPO, 'node_modules', '.bin', 'node');
@@ -144,13 +145,9 @@ async function main(): Promise<void> {
   writeStats(tables);
 
   const commands: Command[] = [
-    { label: 'ninja', cwd: ninjaDir, argv: ['ninja'], memory: true, expected: 0, count: (o) => (/no work to do/.test(o) ? 0 : undefined) },
+    { label: 'ninja', cwd: ninjaDir, argv: ['ninja'], memory: true, expected: 0, count: countRan('ninja') },
     { label: 'floor', cwd: ngDir, argv: floor, memory: true, expected: 0, count: staleOf },
-    { label: 'nodegraph', cwd: ngDir, argv: apply, memory: true, expected: 0, count: (o) => {
-        const ran = /Apply: (\d+) ran/.exec(o);
-        return ran === null ? undefined : Number(ran[1]);
-      },
-    },
+    { label: 'nodegraph', cwd: ngDir, argv: apply, memory: true, expected: 0, count: countRan('nodegraph') },
   ];
   const [noop] = await measureRounds('floor', [{ key: 'noop', title: 'no-op', warmup: 1, runs: 3, capMs: 60_000, commands }], 5, work);
   const ninja = noop!.cells.find((c) => c.label === 'ninja');

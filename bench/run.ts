@@ -39,13 +39,11 @@ import { snapshotEngine } from './engine.ts';
 import { elapsedMinutes, exec, log, must } from './process.ts';
 import { report } from './report.ts';
 import { fmtMiB, GNU_TIME, HYPERFINE, measureRounds, median, type Block, type BlockResult, type Command } from './rounds.ts';
-import { readRun, TOOLS, type GraphResult, type HashRun, type Machine, type Run, type Summary } from './summary.ts';
+import { countRan, readRun, TOOLS, type GraphResult, type HashRun, type Machine, type Run, type Summary, type ToolName } from './summary.ts';
 
 const REPO = path.resolve(import.meta.dirname, '..');
 /** The pinned Node 24, called directly: `npx` would add about half a second of npm to every run. */
 const NODE = path.join(REPO, 'node_modules', '.bin', 'node');
-
-type ToolName = (typeof TOOLS)[number];
 
 // ---- configuration ----------------------------------------------------------
 
@@ -83,21 +81,6 @@ const runs = (chosen: number): number => runsOverride ?? chosen;
 
 const applyArgv = (t: ToolName): string[] =>
   t === 'nodegraph' ? [NODEGRAPH, 'apply', '-f', 'Nodefile.ts', '-j', String(jobs)] : [t, '-j', String(jobs)];
-
-/** Tasks run, from the tool's normal output: nodegraph's summary line, ninja's `[k/n]` lines, make's echoed commands. */
-function countRan(t: ToolName): (output: string) => number | undefined {
-  switch (t) {
-    case 'nodegraph':
-      return (o) => {
-        const m = /Apply: (\d+) ran/.exec(o) ?? /Plan: (\d+) to create/.exec(o);
-        return m === null ? undefined : Number(m[1]);
-      };
-    case 'ninja':
-      return (o) => (/ninja: no work to do/.test(o) ? 0 : o.split('\n').filter((l) => /^\[\d+\/\d+\] /.test(l)).length);
-    case 'make':
-      return (o) => o.split('\n').filter((l) => /^(cp|cat|touch) /.test(l)).length;
-  }
-}
 
 const command = (t: ToolName, cwd: string, expected: number, extra: Partial<Command> = {}): Command => ({
   label: t,

@@ -57,6 +57,22 @@ export interface Summary {
 }
 
 export const TOOLS = ['nodegraph', 'ninja', 'make'] as const;
+export type ToolName = (typeof TOOLS)[number];
+
+/** Tasks run, from the tool's normal output: nodegraph's summary line, ninja's `[k/n]` lines, make's echoed commands. */
+export function countRan(t: ToolName): (output: string) => number | undefined {
+  switch (t) {
+    case 'nodegraph':
+      return (o) => {
+        const m = /Apply: (\d+) ran/.exec(o) ?? /Plan: (\d+) to create/.exec(o);
+        return m === null ? undefined : Number(m[1]);
+      };
+    case 'ninja':
+      return (o) => (/ninja: no work to do/.test(o) ? 0 : o.split('\n').filter((l) => /^\[\d+\/\d+\] /.test(l)).length);
+    case 'make':
+      return (o) => o.split('\n').filter((l) => /^(cp|cat|touch) /.test(l)).length;
+  }
+}
 
 export const graphOf = (s: Summary, key: string): GraphResult | undefined => s.graphs.find((g) => g.key === key);
 export const blockOf = (g: GraphResult | undefined, key: string): BlockResult | undefined => g?.blocks.find((b) => b.key === key);
