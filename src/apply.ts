@@ -99,6 +99,7 @@ async function withLock<T>(options: ApplyOptions, body: (inner: ApplyOptions) =>
   const taken = acquire(stateDir, { command: options.command ?? 'nodegraph' });
   if (!taken.ok) return err([taken.error.reason === 'locked' ? taken.error : { reason: 'state-dir-unwritable', path: taken.error.path, message: taken.error.message }]);
   for (const warning of lockWarnings(taken.value)) options.onEvent?.({ type: 'warning', message: warning });
+  options.onPhase?.('lock');
   let result: Result<T, Failure[]> | undefined;
   try {
     result = await body({ ...options, lock: borrow(taken.value) });
@@ -231,6 +232,7 @@ async function runOnce(session: Session, options: ApplyOptions, saved: SavedPlan
     intents?.close();
   }
   session.store.sync();
+  session.phase('run', `${summary.ran.length} ran`);
   const settled = summary.failed.length === 0 && summary.skipped.length === 0 && summary.canceled.length === 0 && !session.signal.aborted && session.store.failure === undefined;
   // A whole-graph run saw every file that matters: forget the rest, so the cache does not only grow.
   if (whole && settled) session.cache.prune();
@@ -253,6 +255,7 @@ async function runOnce(session: Session, options: ApplyOptions, saved: SavedPlan
     const recorded = recordGeneration(store, sources!, summary.ran, destroyed, options.keep ?? DEFAULT_KEEP);
     if (typeof recorded === 'string') session.emit({ type: 'warning', message: `no generation recorded: ${recorded}` });
     else generation = recorded;
+    session.phase('generation');
   }
   const applied: ApplySummary = { ...summary, graph: session.graph, plan: plan.undecided, destroyed, durationMs, io: ioOf(session), generation };
   // After the summary: what ran is said either way, and then why the run stopped.

@@ -58,9 +58,14 @@ export interface EngineOptions {
   readonly sleep?: (ms: number) => Promise<void>;
   /** The state lock, taken already by the caller, which also releases it (an atomic apply's inner runs). */
   readonly lock?: Lock;
+  /** Told as each step of a run ends: the Nodefile, the analysis, the journal, observing… (`--timings`, cli/timings.ts). */
+  readonly onPhase?: (phase: string, detail?: string) => void;
 }
 
 export const defaultJobs = (): number => availableParallelism();
+
+/** `1 task`, `2 tasks`: what a step of a run counted (onPhase). */
+const count = (n: number, what: string): string => `${n} ${what}${n === 1 ? '' : 's'}`;
 
 export function stateDirOf(options: Pick<EngineOptions, 'nodefile' | 'stateDir'>): string {
   return path.resolve(options.stateDir ?? path.join(path.dirname(path.resolve(options.nodefile)), '.nodegraph'));
@@ -84,6 +89,8 @@ export interface Session {
   /** What `env` inputs read. */
   readonly env: Readonly<Record<string, string | undefined>>;
   readonly now: (() => bigint) | undefined;
+  /** EngineOptions.onPhase, or nothing. */
+  readonly phase: (phase: string, detail?: string) => void;
 }
 
 /**
@@ -153,20 +160,25 @@ export function resolveTargets(
 export async function openSession(options: EngineOptions, mode: { readonly lock: boolean }): Promise<Result<Session, Failure[]>> {
   const stateDir = stateDirOf(options);
   const command = options.command ?? 'nodegraph';
+  const phase = options.onPhase ?? (() => {});
   const declared = await loadNodefile(options.nodefile, { sites: false, stateDir });
   if (!declared.ok) return declared;
+  phase('nodefile', `${count(declared.value.tasks.length, 'task')} declared`);
   const graph = await analyzeLoaded(options.nodefile, declared.value, stateDir);
   if (!graph.ok) return graph;
+  phase('analysis');
   const targets = resolveTargets(options.targets, (id) => graph.value.has(id), () => graph.value.ordered.map((n) => n.id));
   if (!targets.ok) return targets;
   const replace = resolveTargets(options.replace, (id) => graph.value.has(id), () => graph.value.ordered.map((n) => n.id));
   if (!replace.ok) return replace;
   const state = openState(stateDir, { lock: mode.lock, command, ...(options.lock === undefined ? {} : { held: options.lock }) });
   if (!state.ok) return err([state.error]);
+  phase('journal', count(state.value.records.size, 'record'));
   const emit = sinkOf(options);
   for (const warning of state.value.warnings) emit({ type: 'warning', message: warning });
   const loaded = HashCache.load(path.join(state.value.dir, 'hashcache'), options.now === undefined ? {} : { now: options.now });
   if (loaded.warning !== undefined) emit({ type: 'warning', message: loaded.warning });
+  phase('hash cache', count(loaded.cache.size, 'file'));
   return ok({
     graph: graph.value,
     declarations: declared.value,
@@ -181,6 +193,7 @@ export async function openSession(options: EngineOptions, mode: { readonly lock:
     replace: replace.value ?? new Set(),
     env: options.env ?? process.env,
     now: options.now,
+    phase,
   });
 }
 
@@ -217,10 +230,13 @@ export async function observeAndPlan(
     ...(options.onSources === undefined ? {} : { onSources: options.onSources }),
   });
   if (!observations.ok) return err(await withSites(session.graph.file, observations.error));
+  const { stats, contentReads } = session.cache.counters;
+  session.phase('observe', `${count(selected.length, 'task')}, ${count(stats, 'stat')}, ${count(contentReads, 'file')} read`);
   const plan = makePlan(session.graph, observations.value, session.state.records, {
     ...(session.targets === undefined ? {} : { targets: session.targets }),
     replace: session.replace,
   });
+  session.phase('plan');
   emitLateWarnings(session);
   return ok({ selected, observations: observations.value, plan });
 }
@@ -269,6 +285,7 @@ export function closeSession(session: Session, mode: { readonly lock: boolean },
     }
   } finally {
     session.state.close();
+    session.phase('close');
   }
 }
 

@@ -17,7 +17,7 @@ const common = {
 
 /** The options each command parses (parseArgs' table; shell completion reads it too). */
 export const optionsFor: Record<CommandName, NonNullable<ParseArgsConfig['options']>> = {
-  plan: { ...common, atomic: { type: 'boolean' }, 'no-atomic': { type: 'boolean' }, diff: { type: 'boolean' }, out: { type: 'string' }, 'detailed-exitcode': { type: 'boolean' }, replace: { type: 'string', multiple: true }, jobs: { type: 'string', short: 'j' }, verbose: { type: 'boolean', short: 'v' } },
+  plan: { ...common, atomic: { type: 'boolean' }, 'no-atomic': { type: 'boolean' }, diff: { type: 'boolean' }, out: { type: 'string' }, 'detailed-exitcode': { type: 'boolean' }, replace: { type: 'string', multiple: true }, jobs: { type: 'string', short: 'j' }, verbose: { type: 'boolean', short: 'v' }, timings: { type: 'boolean' } },
   apply: {
     ...common,
     jobs: { type: 'string', short: 'j' },
@@ -29,6 +29,7 @@ export const optionsFor: Record<CommandName, NonNullable<ParseArgsConfig['option
     continue: { type: 'boolean' },
     keep: { type: 'string' },
     'metrics-file': { type: 'string' },
+    timings: { type: 'boolean' },
   },
   destroy: { ...common, yes: { type: 'boolean', short: 'y' }, traces: { type: 'boolean' } },
   stop: { ...common },
@@ -129,6 +130,8 @@ Options:
       --diff               show how each changed small text file input differs from the
                            text applied (kept by the generations), line by line
       --atomic, --no-atomic  plan an atomic apply (what it preserves, what it falls back to), or not
+      --timings            when done, print on stderr how long each step took (the Nodefile,
+                           the analysis, the journal, observing, planning…)
 ${COMMON}`,
   apply: `Usage: nodegraph apply [options] [TARGET...]
        nodegraph apply [options] PLANFILE
@@ -149,6 +152,8 @@ Options:
       --keep N         generations to keep (default 10)
       --metrics-file FILE  after the run, write metrics for node_exporter's textfile
                        collector to FILE (see Environment; README: Metrics)
+      --timings        when done, print on stderr how long each step took (the Nodefile,
+                       the analysis, the journal, observing, planning, running, recording)
 ${COMMON}
 An interrupted atomic apply (kill -9, power loss, a second Ctrl-C) is rolled
 back before anything else, unless --continue.

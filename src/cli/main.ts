@@ -71,9 +71,17 @@ export async function main(argv: readonly string[], io: CliIo): Promise<number> 
     io.stdout.write(commandHelp(name));
     return 0;
   }
-  const { run } = await load[name]();
   const values = parsed.values as Record<string, unknown>;
-  return run({ values, positionals: parsed.positionals }, values['json'] === true ? { ...io, json: true } : io);
+  // --timings: each step's time on stderr when the command ends (timings.ts); loaded only then.
+  const timed = values['timings'] === true ? (await import('./timings.ts')).timings() : undefined;
+  const { run } = await load[name]();
+  timed?.mark('load');
+  const code = await run(
+    { values, positionals: parsed.positionals },
+    { ...io, ...(values['json'] === true ? { json: true } : {}), ...(timed === undefined ? {} : { onPhase: timed.mark }) },
+  );
+  if (timed !== undefined) io.stderr.write(timed.text());
+  return code;
 }
 
 const DRY_RUN = '--dry-run';

@@ -18,6 +18,8 @@ export interface CliIo {
   readonly signal: AbortSignal;
   /** --json was given: errors also go to stdout, as JSON lines (see printFailures). */
   readonly json?: boolean;
+  /** --timings was given: told as each step ends (EngineOptions.onPhase). */
+  readonly onPhase?: (phase: string, detail?: string) => void;
 }
 
 export interface Output {

@@ -41,6 +41,7 @@ export function engineOptions(args: Args, io: CliIo, command: string): EngineOpt
     signal: io.signal,
     command: `nodegraph ${command}`,
     env: io.env,
+    ...(io.onPhase === undefined ? {} : { onPhase: io.onPhase }),
   };
 }
 
