@@ -177,9 +177,17 @@ function toolTable(g: GraphResult): string[] {
   if (g.noopMemory !== undefined) memRow('peak RSS, no-op (median of 3)', (t) => g.noopMemory?.[t]);
   lines.push('');
   if (g.identicalOutputs !== undefined) lines.push(`- out/all byte-identical across the three tools after the full build: ${g.identicalOutputs ? 'yes' : '**no**'}.`);
+  stepsLine(g, lines);
   for (const note of g.notes) lines.push(`- ${note}`);
   if (g.notes.length > 0 || g.identicalOutputs !== undefined) lines.push('');
   return lines;
+}
+
+/** nodegraph's no-op step by step, as `--timings` gives it. */
+function stepsLine(g: GraphResult, lines: string[]): void {
+  if (g.noopSteps === undefined) return;
+  const steps = g.noopSteps.map((s) => `${s.name} ${fmtMs(s.ms / 1000)}${s.detail === '' ? '' : ` (${s.detail})`}`);
+  lines.push(`- nodegraph's no-op step by step (\`apply --timings\`, the median of three runs each): ${steps.join(', ')}.`);
 }
 
 function startupTable(s: Summary, g: GraphResult): string[] {
@@ -203,6 +211,7 @@ function startupTable(s: Summary, g: GraphResult): string[] {
       '',
     );
   }
+  stepsLine(g, lines);
   for (const note of g.notes) lines.push(`- ${note}`);
   if (g.notes.length > 0) lines.push('');
   return lines;

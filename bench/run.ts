@@ -39,6 +39,7 @@ import { snapshotEngine } from './engine.ts';
 import { elapsedMinutes, exec, log, must } from './process.ts';
 import { report } from './report.ts';
 import { fmtMiB, GNU_TIME, HYPERFINE, measureRounds, median, type Block, type BlockResult, type Command } from './rounds.ts';
+import { readTimings, type TimedStep } from '../src/cli/timings.ts';
 import { countRan, readRun, TOOLS, type GraphResult, type HashRun, type Machine, type Run, type Summary, type ToolName } from './summary.ts';
 
 const REPO = path.resolve(import.meta.dirname, '..');
@@ -139,6 +140,20 @@ async function noopMemory(dirs: Record<ToolName, string>): Promise<Record<string
   return out;
 }
 
+/** nodegraph's no-op step by step: three runs with --timings, each step's median (cli/timings.ts). */
+async function noopSteps(dir: string): Promise<TimedStep[] | undefined> {
+  const runs: TimedStep[][] = [];
+  for (let i = 0; i < 3; i++) {
+    const result = await exec([...applyArgv('nodegraph'), '--timings'], { cwd: dir, timeoutMs: 600_000 });
+    const steps = result.code === 0 ? readTimings(result.stderr) : undefined;
+    if (steps === undefined) return undefined;
+    runs.push(steps);
+  }
+  const steps = runs[0]!.map((step, i) => ({ ...step, ms: median(runs.map((r) => r[i]?.ms ?? Number.NaN)) }));
+  log(`  nodegraph's no-op by step: ${steps.map((s) => `${s.name} ${s.ms.toFixed(0)} ms`).join(', ')}`);
+  return steps;
+}
+
 /** Runs the prepare script, then nodegraph with --json, and counts `task-done` events with outcome `ran`. */
 async function verifyNodegraph(results: readonly BlockResult[], blocks: readonly Block[], dir: string): Promise<void> {
   for (const [i, block] of blocks.entries()) {
@@ -189,12 +204,14 @@ async function startupGraph(): Promise<GraphResult> {
   };
   const one: Block = { key: 'one', title: 'one-task no-op', warmup: 3, runs: runs(10), capMs: 30_000, commands: TOOLS.map((t) => command(t, dirs[t], 0)) };
   const blocks = await measureRounds('start-up', [start, one], ROUNDS, base);
+  const steps = await noopSteps(dirs.nodegraph);
   if (env['BENCH_KEEP'] !== '1') rmSync(base, { recursive: true, force: true });
   return {
     key: 'startup',
     title: 'Start-up and a one-task no-op',
     tasks: 1,
     blocks,
+    ...(steps === undefined ? {} : { noopSteps: steps }),
     notes: ['The one-task graph: `cp in.txt out.txt`, with `in.txt` its input (bench/generate.ts, generateOneTask), built once before the rounds.'],
   };
 }
@@ -272,6 +289,7 @@ async function leafGraph(n: number): Promise<GraphResult> {
   blocks.push(...steadyResults);
   await verifyNodegraph(steadyResults, steady, dirs.nodegraph);
   const memory = await noopMemory(dirs);
+  const steps = await noopSteps(dirs.nodegraph);
   if (env['BENCH_KEEP'] !== '1') rmSync(base, { recursive: true, force: true });
   return {
     key: `leaves-${n}`,
@@ -279,6 +297,7 @@ async function leafGraph(n: number): Promise<GraphResult> {
     tasks: shape.tasks,
     blocks,
     noopMemory: memory,
+    ...(steps === undefined ? {} : { noopSteps: steps }),
     identicalOutputs,
     notes: [
       `one leaf changed: \`${leafPath(changed)}\` alternates between \`${leafContent(changed, 0).trim()}\` and \`${leafContent(changed, 1).trim()}\`; ` +
@@ -343,6 +362,7 @@ async function chromium(targets: number): Promise<GraphResult> {
   blocks.push(...steadyResults);
   await verifyNodegraph(steadyResults, steady, dirs.nodegraph);
   const memory = await noopMemory(dirs);
+  const steps = await noopSteps(dirs.nodegraph);
   if (env['BENCH_KEEP'] !== '1') rmSync(base, { recursive: true, force: true });
   const s = graph.targets.reduce((sum, t) => sum + t.sources.length, 0);
   return {
@@ -351,6 +371,7 @@ async function chromium(targets: number): Promise<GraphResult> {
     tasks,
     blocks,
     noopMemory: memory,
+    ...(steps === undefined ? {} : { noopSteps: steps }),
     notes: [
       `bench/chromium.ts, seed ${DEFAULT_SEED}: ${s.toLocaleString('en-US')} empty sources, every command \`touch $out\`.`,
       'first plan: `nodegraph plan` with no state, `ninja -n` and `make -n` on the fresh copies (dry runs that list every command); the full build that follows is each tool\'s state for the rest, so it is run once.',

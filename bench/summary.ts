@@ -5,6 +5,7 @@
 
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
+import type { TimedStep } from '../src/cli/timings.ts';
 import { medianOf, median, ratioPerRound, type BlockResult, type Cell } from './rounds.ts';
 
 export interface Machine {
@@ -33,6 +34,8 @@ export interface GraphResult {
   readonly blocks: BlockResult[];
   /** Peak RSS of a no-op in KiB, the median of three, per tool. */
   readonly noopMemory?: Record<string, number>;
+  /** nodegraph's no-op step by step (`--timings`): each step's median of three runs, the total last. */
+  readonly noopSteps?: readonly TimedStep[];
   /** out/all byte-identical across the three tools after the full build. */
   readonly identicalOutputs?: boolean;
   /** What the scenarios did, in a line each (the prepare scripts, the changed file). */
