@@ -80,6 +80,8 @@ export async function main(argv: readonly string[], io: CliIo): Promise<number> 
     { values, positionals: parsed.positionals },
     { ...io, ...(values['json'] === true ? { json: true } : {}), ...(timed === undefined ? {} : { onPhase: timed.mark }) },
   );
+  // `finish`: what the command did after the engine's last step (the plan printed, the reporter's last lines, metrics).
+  timed?.mark('finish');
   if (timed !== undefined) io.stderr.write(timed.text());
   return code;
 }

@@ -29,7 +29,7 @@ test('apply --timings: every step of the run in order, counted, adding up to the
   const first = await rig.run(['apply', '--timings']);
   expect(first.code).toBe(0);
   const run = steps(first.stderr);
-  expect(run.map((s) => s.name)).toEqual(['start', 'load', 'lock', 'nodefile', 'analysis', 'journal', 'hash cache', 'observe', 'plan', 'run', 'generation', 'close', 'total']);
+  expect(run.map((s) => s.name)).toEqual(['start', 'load', 'lock', 'nodefile', 'analysis', 'journal', 'hash cache', 'observe', 'plan', 'run', 'generation', 'close', 'finish', 'total']);
   const detail = Object.fromEntries(run.map((s) => [s.name, s.detail]));
   expect(detail['nodefile']).toBe('2 tasks declared');
   expect(detail['journal']).toBe('0 records');
@@ -54,7 +54,7 @@ test('plan --timings has no lock, run or generation; without the flag nothing is
   rig.nodefile(graph);
   const plan = await rig.run(['plan', '--timings']);
   expect(plan.code).toBe(0);
-  expect(steps(plan.stderr).map((s) => s.name)).toEqual(['start', 'load', 'nodefile', 'analysis', 'journal', 'hash cache', 'observe', 'plan', 'close', 'total']);
+  expect(steps(plan.stderr).map((s) => s.name)).toEqual(['start', 'load', 'nodefile', 'analysis', 'journal', 'hash cache', 'observe', 'plan', 'close', 'finish', 'total']);
   expect(plan.stdout).toContain('Plan: 2 to create');
   expect((await rig.run(['apply'])).stderr).not.toContain('Timings');
 });
@@ -64,5 +64,5 @@ test('a Nodefile that does not load: its error, and the steps up to it', async (
   const result = await rig.run(['apply', '--timings']);
   expect(result.code).toBe(1);
   expect(result.stderr).toContain('bogus');
-  expect(steps(result.stderr).map((s) => s.name)).toEqual(['start', 'load', 'lock', 'total']);
+  expect(steps(result.stderr).map((s) => s.name)).toEqual(['start', 'load', 'lock', 'finish', 'total']);
 });
