@@ -1,16 +1,16 @@
-// What a no-op could cost in Node with no object a task: the graph as a table of
-// paths and one Int32Array (per task: its file inputs' and outputs' path numbers
-// and the numbers of the tasks it needs; no ids or commands, which a no-op does
-// not read), each path's last stat in a
-// BigInt64Array, and a program that loads them, stats every path, compares and
-// decides every task from arrays (the graph's inputs are all files or tasks; the
-// Nodefile is taken as unchanged). Timed in interleaved rounds (bench/rounds.ts)
-// beside ninja's no-op and nodegraph's (the bundled engine, as bench/run.ts
-// runs it) on bench/generate.ts's leaves or bench/chromium.ts's graph, each
-// tool in a copy it built. The tables are taken from the engine's own analysis
-// of the Nodefile, and the program must find the tasks a changed source makes
-// stale (as ninja counts them: everything downstream) before it is timed, so
-// that it cannot measure a decision it does not make.
+// What a no-op could cost in Node with no object a task: the graph as a table
+// of paths and one Int32Array (per task: its file inputs' and outputs' path
+// numbers and the numbers of the tasks it needs; no ids or commands, which a
+// no-op does not read), each path's last stat in a BigInt64Array, and a program
+// that loads them, stats every path, compares and decides every task from
+// arrays (the graph's inputs are all files or tasks; the Nodefile is taken as
+// unchanged). Timed in interleaved rounds (bench/rounds.ts) beside ninja's
+// no-op and nodegraph's (the bundled engine, as bench/run.ts runs it) on
+// bench/generate.ts's leaves or bench/chromium.ts's graph, each tool in a copy
+// it built. The tables are taken from the engine's own analysis of the
+// Nodefile, and the program must find the tasks a changed source makes stale
+// (as ninja counts them: everything downstream) before it is timed, so that it
+// cannot measure a decision it does not make.
 //
 //   npx node bench/floor.ts                            # 50,000 leaves: about 3 minutes on 2 cores, most of it the two builds
 //   BENCH_FLOOR_N=10000 npx node bench/floor.ts
