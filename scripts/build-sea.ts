@@ -80,7 +80,8 @@ try {
     external: (id) => builtins.has(id) || id.startsWith('node:'),
     logLevel: 'warn',
     plugins: [seaPlaces],
-    output: { dir: lib, format: 'esm', entryFileNames: '[name].js', chunkFileNames: '[name]-[hash].js' },
+    // ASCII only and no doc comments, as scripts/build-dist.ts writes it.
+    output: { dir: lib, format: 'esm', entryFileNames: '[name].js', chunkFileNames: '[name]-[hash].js', charset: 'ascii', comments: { jsdoc: false } },
   });
   // A file moved or renamed would leave its place unrewritten: the build says so rather than ship it.
   for (const rel of Object.keys(rewrites)) if (!rewritten.has(rel)) throw new Error(`build-sea: ${rel} was not bundled: where did its import.meta.url place go?`);
