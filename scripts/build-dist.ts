@@ -47,6 +47,17 @@ const fsWithoutNamespace = {
   },
 };
 
+/** Refuses a chunk that is not ASCII (see `charset` below), naming it and its first other character. */
+const asciiOnly = {
+  name: 'ascii-only',
+  generateBundle(_: unknown, bundle: Record<string, { type: string; fileName: string; code?: string }>): void {
+    for (const chunk of Object.values(bundle)) {
+      const at = chunk.code?.search(/[^\x00-\x7f]/) ?? -1;
+      if (at >= 0) throw new Error(`build-dist: ${chunk.fileName} is not ASCII at offset ${at} (${JSON.stringify(chunk.code!.slice(Math.max(0, at - 20), at + 1))})`);
+    }
+  },
+};
+
 if (values.clean !== true) {
   const { build } = await import('rolldown');
   const pkg = (await import(path.join(root, 'package.json'), { with: { type: 'json' } })).default as { dependencies?: Record<string, string> };
@@ -61,7 +72,7 @@ if (values.clean !== true) {
     platform: 'node',
     external: (id) => builtins.has(id) || id.startsWith('node:') || dependencies.some((d) => id === d || id.startsWith(`${d}/`)),
     logLevel: 'warn',
-    plugins: [fsWithoutNamespace],
+    plugins: [fsWithoutNamespace, asciiOnly],
     output: {
       dir: out,
       format: 'esm',
