@@ -117,11 +117,13 @@ async function analyzeLoaded(nodefile: string, declarations: Declarations, state
 
 /** Fills in the Nodefile sites of failures found after loading (a missing input, say). */
 export async function withSites(nodefile: string, failures: Failure[]): Promise<Failure[]> {
-  if (!failures.some((f) => f.reason === 'missing-input' && f.site === undefined)) return failures;
+  const siteless = (f: Failure): f is Extract<Failure, { reason: 'missing-input' | 'invalid-field' }> & { task: string } =>
+    (f.reason === 'missing-input' || f.reason === 'invalid-field') && f.site === undefined && f.task !== undefined;
+  if (!failures.some(siteless)) return failures;
   const slow = await loadNodefile(nodefile, { sites: true });
   if (!slow.ok) return failures;
   const byId = new Map(slow.value.tasks.map((t) => [t.id as string, t]));
-  return failures.map((f) => (f.reason === 'missing-input' && f.site === undefined ? { ...f, site: byId.get(f.task)?.site.get() } : f));
+  return failures.map((f) => (siteless(f) ? { ...f, site: byId.get(f.task)?.site.get() } : f));
 }
 
 /** Resolves target words to task ids: exact ids, or `prefix/*` for every task below a prefix. */

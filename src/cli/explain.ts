@@ -5,7 +5,7 @@ import { reasonText } from '../plan/reasons.ts';
 import { palette, type Palette } from '../report/color.ts';
 import { GenerationStore } from '../transaction/generations.ts';
 import { StoredContent, textChanges } from '../transaction/text-inputs.ts';
-import { ok } from '../util/result.ts';
+import { err, ok } from '../util/result.ts';
 import type { CliIo } from './output.ts';
 import { engineOptions, paletteFor, printFailures, type Args } from './shared.ts';
 
@@ -18,7 +18,9 @@ export async function run(args: Args, io: CliIo): Promise<number> {
   const result = await withSession(options, { lock: false }, async (session) => {
     const observed = await observeAndPlan(session);
     if (!observed.ok) return observed;
-    const node = session.graph.get(id)!;
+    const node = session.graph.get(id);
+    // The target matched (a pattern may): explain still takes one task, by its id.
+    if (node === undefined) return err([{ reason: 'usage', command: 'explain', message: `explain takes one task id, not a pattern such as ${id}` }]);
     const entry = observed.value.plan.entries().find((e) => e.id === id)!;
     const seen = observed.value.observations.get(id)!;
     const record = session.state.records.get(id);

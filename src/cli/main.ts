@@ -92,7 +92,11 @@ const DRY_RUN = '--dry-run';
 function parseFailure(command: CommandName, error: Error & { code?: string }, nearest: (word: string, candidates: readonly string[]) => string | undefined): Failure {
   const options = optionsFor[command];
   const spelled = /'(-[^',\s]+)(?:, (--[^'\s]+))?/.exec(error.message);
-  const option = spelled?.[2] ?? spelled?.[1] ?? '';
+  const written = spelled?.[2] ?? spelled?.[1] ?? '';
+  // A short option (-j) by its long name (--jobs), which the help lists and the messages use.
+  const short = /^-([^-])$/.exec(written)?.[1];
+  const long = short === undefined ? undefined : Object.entries(options).find(([, spec]) => spec.short === short)?.[0];
+  const option = long === undefined ? written : `--${long}`;
   if (error.code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION') {
     const names = Object.keys(options).map((o) => `--${o}`);
     const suggestion = option.startsWith('--') ? nearest(option, names) : undefined;
@@ -104,7 +108,9 @@ function parseFailure(command: CommandName, error: Error & { code?: string }, ne
   }
   if (error.code === 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE') {
     const takesValue = options[option.replace(/^--/, '')]?.type === 'string';
-    return { reason: 'usage', command, message: takesValue ? `${option} needs a value` : `${option} takes no value` };
+    // parseArgs does not take the next word as a value when it begins with a dash (`-j -1`).
+    const dashed = takesValue && /ambiguous/.test(error.message) ? ` (one that begins with a dash is written ${option}=VALUE)` : '';
+    return { reason: 'usage', command, message: takesValue ? `${option} needs a value${dashed}` : `${option} takes no value` };
   }
   return { reason: 'usage', command, message: error.message };
 }

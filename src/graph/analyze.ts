@@ -73,6 +73,8 @@ export function analyze(declarations: Declarations, options: { readonly stateDir
           continue;
         }
       } else if (input.kind === 'file' || input.kind === 'tree') {
+        const refused = input.kind === 'tree' ? guard.refusesTree(join(dir, input.path)) : undefined;
+        if (refused !== undefined) failures.push({ reason: 'invalid-field', task: decl.id, field: `inputs.${name}`, message: `the tree ${input.path} ${refused}`, site: decl.site.get() });
         if (!roots.mayHold(input.path)) continue;
         const absolute = join(dir, input.path);
         upstream = producers.get(absolute) ?? producerOfFolder(absolute, producers, folders) ?? undefined;
@@ -251,6 +253,12 @@ export class OutputGuard {
     if (resolved === target) return undefined;
     const why = this.refuses(resolved);
     return why === undefined ? undefined : `leads to ${resolved}, which ${why}`;
+  }
+
+  /** Why `tree` (absolute) may not be a tree input: one that holds the state folder, which every run writes, never settles. */
+  refusesTree(tree: string): string | undefined {
+    const state = this.#stateDir;
+    return state !== undefined && holds(tree, state) ? `holds nodegraph's state folder ${state}, which every run changes: read a folder beside it` : undefined;
   }
 
   /** Why `output` (absolute) may not be an output, or undefined. Most outputs lie below the folder: one comparison. */

@@ -90,6 +90,9 @@ function toIssues(error: z.ZodError): FieldIssue[] {
  * below the value (`.when`, `[2]`, `["a b"]`, '' for the value itself) and what to
  * write instead. Undefined when it is JSON.
  */
+/** Deeper values are refused: checking and hashing them recurse, and zod's check would overflow the stack. */
+const MAX_VALUE_DEPTH = 1000;
+
 export function notJson(value: unknown): { readonly path: string; readonly message: string } | undefined {
   const ancestors = new Set<object>();
   const visit = (v: unknown, at: string): { path: string; message: string } | undefined => {
@@ -112,6 +115,8 @@ export function notJson(value: unknown): { readonly path: string; readonly messa
     if (v === null) return undefined;
     const object = v as object;
     if (ancestors.has(object)) return problem('the value contains itself, which JSON cannot');
+    // Said of the whole value: the path itself would be a thousand steps long.
+    if (ancestors.size >= MAX_VALUE_DEPTH) return { path: '', message: `it is nested deeper than ${MAX_VALUE_DEPTH} levels` };
     if (object instanceof Date) return problem('a Date is not JSON; use its toISOString()');
     if (object instanceof Map) return problem('a Map is not JSON; use Object.fromEntries(map)');
     if (object instanceof Set) return problem('a Set is not JSON; use an array ([...set])');
@@ -144,26 +149,35 @@ export function notJson(value: unknown): { readonly path: string; readonly messa
 }
 
 /** The value inputs of a spec that are not JSON, each with its path and reason, and the field of the value. */
-function valueIssues(spec: unknown): (FieldIssue & { readonly value: string })[] {
+function valueIssues(spec: unknown): (FieldIssue & { readonly value: string; readonly input: string })[] {
   const inputs = typeof spec === 'object' && spec !== null ? (spec as { inputs?: unknown }).inputs : undefined;
   if (typeof inputs !== 'object' || inputs === null) return [];
-  const issues: (FieldIssue & { readonly value: string })[] = [];
+  const issues: (FieldIssue & { readonly value: string; readonly input: string })[] = [];
   for (const [name, input] of Object.entries(inputs)) {
     if (typeof input !== 'object' || input === null || (input as { kind?: unknown }).kind !== 'value') continue;
     const found = notJson((input as { value?: unknown }).value);
-    if (found !== undefined) issues.push({ field: `inputs.${name}.value${found.path}`, message: found.message, value: `inputs.${name}.value` });
+    if (found !== undefined) issues.push({ field: `inputs.${name}.value${found.path}`, message: found.message, value: `inputs.${name}.value`, input: name });
   }
   return issues;
 }
 
+/** `spec` with the value of each input named in `values` replaced by null. */
+function withValuesSetAside(spec: { inputs: Record<string, object> }, values: readonly { readonly input: string }[]): unknown {
+  const inputs = { ...spec.inputs };
+  for (const { input } of values) inputs[input] = { ...inputs[input], value: null };
+  return { ...spec, inputs };
+}
+
 /** Checks one task declaration. TaskRef handles in inputs must already be normalised to plain specs. */
 export function validateTaskSpec(spec: unknown): Result<TaskSpec, FieldIssue[]> {
-  const parsed = taskSpecSchema.safeParse(spec);
-  if (!parsed.success) {
-    // A value that is not JSON is said with its path and reason, in place of zod's "Invalid input" for it.
-    const values = valueIssues(spec);
+  // A value that is not JSON is said with its path and reason, in place of zod's "Invalid input" for it; zod checks
+  // the rest with it set aside (it would accept a value that contains itself, and overflow on a very deep one).
+  const values = valueIssues(spec);
+  const parsed = taskSpecSchema.safeParse(values.length === 0 ? spec : withValuesSetAside(spec as { inputs: Record<string, object> }, values));
+  if (!parsed.success || values.length > 0) {
     const covered = (field: string): boolean => values.some((v) => field === v.value || field.startsWith(`${v.value}.`));
-    return err([...toIssues(parsed.error).filter((issue) => !covered(issue.field)), ...values.map(({ field, message }) => ({ field, message }))]);
+    const issues = parsed.success ? [] : toIssues(parsed.error).filter((issue) => !covered(issue.field));
+    return err([...issues, ...values.map(({ field, message }) => ({ field, message }))]);
   }
   if (parsed.data.health !== undefined && parsed.data.check === undefined) {
     return err([{ field: 'health', message: 'a health task needs a check: health is that check passing' }]);

@@ -6,7 +6,8 @@ import { fileURLToPath } from 'node:url';
 import type { SourceSite } from './types.ts';
 
 const apiDir = new URL('.', import.meta.url).href;
-const frame = /\(?((?:file:\/\/|\/)[^()\s]+?):(\d+):(\d+)\)?$/;
+// A path that begins the frame's location: not the `/modules/…` inside `node:internal/modules/…`.
+const frame = /(?:^|[\s(])((?:file:\/\/|\/)[^()\s]+?):(\d+):(\d+)\)?$/;
 
 /** Where a declaration was made, parsed only when a diagnostic asks. */
 export interface SiteRef {

@@ -5,6 +5,7 @@
 
 import type { Failure } from '../error.ts';
 import { contentHash, HASH_PREFIX, type ContentHash, type TaskId } from '../ids.ts';
+import { relative } from 'node:path';
 import { join } from '../util/paths.ts';
 import type { TaskGraph, TaskNode } from '../graph/graph.ts';
 import { TaskMap } from '../graph/task-map.ts';
@@ -215,7 +216,7 @@ class FilePass implements ObservedSources {
       if (fileInputs[slot] !== 1) continue;
       const path = paths[slot]!;
       const seen = this.#seen[slot];
-      // A file input that is a folder is hashed as a tree, as its observation has it.
+      // A path that is a file input and also another task's tree input may be a folder: hashed as a tree.
       if (seen === 'directory') visit(path, this.#trees.get(path));
       else if (seen === undefined || seen === 'looked' || seen === 'missing' || seen === 'other') visit(path, undefined);
       else visit(path, seen.length === PACKED_LENGTH ? unpack(seen) : (seen as ContentHash));
@@ -266,7 +267,7 @@ class FilePass implements ObservedSources {
           break;
         case 'file':
         case 'tree': {
-          const seen = this.#file(node, name, this.#files.slots[at++]!, trusted);
+          const seen = this.#file(node, name, this.#files.slots[at++]!, trusted, input.kind === 'tree');
           if (seen !== undefined) inputs.push(name, seen);
           break;
         }
@@ -279,7 +280,7 @@ class FilePass implements ObservedSources {
    * A file or tree input's hash (packed for a task with no record); undefined when it is
    * missing (a failure) or was only looked at (unrecordedInputs 'look').
    */
-  #file(node: TaskNode, name: string, slot: number, trusted: boolean): string | undefined {
+  #file(node: TaskNode, name: string, slot: number, trusted: boolean, tree: boolean): string | undefined {
     const absolute = this.#files.paths[slot]!;
     let seen = this.#seen[slot];
     if (!trusted && this.#options.unrecordedInputs === 'look') {
@@ -287,6 +288,7 @@ class FilePass implements ObservedSources {
         const kind = this.#options.cache.kindOf(absolute);
         this.#seen[slot] = seen = kind === 'file' ? 'looked' : kind;
       }
+      if (seen === 'directory' && !tree) return this.#folder(node, name, absolute);
       return seen === 'missing' || seen === 'other' ? this.#missing(node, name, absolute) : undefined;
     }
     if (seen === undefined || seen === 'looked') {
@@ -294,6 +296,9 @@ class FilePass implements ObservedSources {
       this.#seen[slot] = seen = looked.kind === 'file' ? looked.hash : looked.kind;
     }
     if (seen === 'missing' || seen === 'other') return this.#missing(node, name, absolute);
+    // A file input no task writes (one that a task writes is an upstream's output) is the user's: a folder there
+    // would be hashed as a tree, which no generation can hold as a source.
+    if (seen === 'directory' && !tree) return this.#folder(node, name, absolute);
     if (seen === 'directory') {
       let tree = this.#trees.get(absolute);
       if (tree === undefined) this.#trees.set(absolute, (tree = hashTree(absolute, this.#options.cache)));
@@ -303,6 +308,14 @@ class FilePass implements ObservedSources {
     // record has it for one with a record, whose fingerprint is computed from it now.
     if (trusted === (seen.length === PACKED_LENGTH)) this.#seen[slot] = seen = trusted ? unpack(seen) : pack(seen as ContentHash);
     return seen;
+  }
+
+  /** A folder where a file input was declared: a failure, and no hash. */
+  #folder(node: TaskNode, name: string, absolute: string): undefined {
+    const given = relative(this.#options.graph.dir, absolute) || '.';
+    const message = `${given} is a folder: ng.file reads one file, ng.tree('${given}') a folder's files`;
+    this.failures.push({ reason: 'invalid-field', task: node.id, field: `inputs.${name}`, message, site: node.decl.site.get() });
+    return undefined;
   }
 
   /** A missing input: a failure, and no hash. */

@@ -250,6 +250,49 @@ error[invalid-field]: task e: field inputs.v.value: a Point is not JSON; use a p
 `,
   },
   {
+    name: 'a value that contains itself, or is nested a thousand deep, is refused where it is declared, not met while hashing',
+    body: `  const loop: Record<string, unknown> = { a: 1 };
+  loop['self'] = loop;
+  ng.task('a', { inputs: { v: ng.value(loop as never) }, run: ['true'] });
+  let deep: unknown = 1;
+  for (let i = 0; i < 2000; i++) deep = [deep];
+  ng.task('b', { inputs: { v: ng.value(deep as never) }, run: ['true'] });
+`,
+    expected: (f) => `error[invalid-field]: task a: field inputs.v.value.self: the value contains itself, which JSON cannot
+ --> ${f}:5:6
+  |
+5 |   ng.task('a', { inputs: { v: ng.value(loop as never) }, run: ['true'] });
+  |      ^
+error[invalid-field]: task b: field inputs.v.value: it is nested deeper than 1000 levels
+ --> ${f}:8:6
+  |
+8 |   ng.task('b', { inputs: { v: ng.value(deep as never) }, run: ['true'] });
+  |      ^
+`,
+  },
+  {
+    name: 'a tree that holds the state folder, which would never settle, is refused with the field',
+    body: `  ng.task('b', { inputs: { all: ng.tree('.') }, run: ['true'] });
+`,
+    expected: (f) => `error[invalid-field]: task b: field inputs.all: the tree . holds nodegraph's state folder ${rig.path('.nodegraph')}, which every run changes: read a folder beside it
+ --> ${f}:3:6
+  |
+3 |   ng.task('b', { inputs: { all: ng.tree('.') }, run: ['true'] });
+  |      ^
+`,
+  },
+  {
+    name: 'a file input that is a folder says to read it as a tree',
+    body: `  ng.task('a', { inputs: { d: ng.file('out') }, run: ['true'] });
+`,
+    expected: (f) => `error[invalid-field]: task a: field inputs.d: out is a folder: ng.file reads one file, ng.tree('out') a folder's files
+ --> ${f}:3:6
+  |
+3 |   ng.task('a', { inputs: { d: ng.file('out') }, run: ['true'] });
+  |      ^
+`,
+  },
+  {
     name: 'an unknown field is pointed at where it is written, with the field it may mean',
     body: `  ng.task('a', {
     run: ['true'],
@@ -314,6 +357,9 @@ describe('bad input', () => {
     const missing = await rig.run(['apply', '-j']);
     expect(missing.code).toBe(1);
     expect(missing.stderr).toBe('error[usage]: --jobs needs a value (see nodegraph apply --help)\n');
+    // A short option is named as the help names it, and a value that begins with a dash is said how to give.
+    const dashed = await rig.run(['plan', '-j', '-1']);
+    expect(dashed.stderr).toBe('error[usage]: --jobs needs a value (one that begins with a dash is written --jobs=VALUE) (see nodegraph plan --help)\n');
     const extra = await rig.run(['plan', '--json=yes']);
     expect(extra.stderr).toBe('error[usage]: --json takes no value (see nodegraph plan --help)\n');
     const json = await rig.run(['aply', '--json']);
@@ -326,6 +372,20 @@ describe('bad input', () => {
     });
     const value = await rig.run(['status', '--json', '--jobs']);
     expect(JSON.parse(value.stdout)).toEqual({ v: 1, type: 'error', time: expect.any(String), failure: { reason: 'usage', command: 'status', message: '--jobs needs a value' } });
+  });
+
+  test('a module the Nodefile imports that is not there: the error names it, and points at no line of Node\'s own', async () => {
+    rig.write('Nodefile.ts', `import './missing.ts';\n${header}  ng.task('a', { run: ['true'] });\n};\n`);
+    const plan = await rig.run(['plan']);
+    expect(plan.code).toBe(1);
+    expect(plan.stderr).toBe(`error[nodefile-threw]: the Nodefile threw while declaring the graph: Error: Cannot find module '${rig.path('missing.ts')}' imported from ${rig.path('Nodefile.ts')}\n`);
+  });
+
+  test('explain takes one task: a pattern is a usage error, not a crash', async () => {
+    rig.write('Nodefile.ts', `${header}  ng.task('a/x', { run: ['true'] });\n  ng.task('a/y', { run: ['true'] });\n};\n`);
+    const explained = await rig.run(['explain', 'a/*']);
+    expect(explained.code).toBe(1);
+    expect(explained.stderr).toBe('error[usage]: explain takes one task id, not a pattern such as a/* (see nodegraph explain --help)\n');
   });
 
   test('unlock takes no task', async () => {
