@@ -74,6 +74,8 @@ export type Failure =
   | { readonly reason: 'state-unreadable'; readonly path: string; readonly message: string }
   | { readonly reason: 'locked'; readonly path: string; readonly holder: LockHolder | undefined }
   | { readonly reason: 'plan-file-invalid'; readonly path: string; readonly message: string }
+  /** A file the command was asked to write besides the state (`plan --out`). */
+  | { readonly reason: 'file-write-failed'; readonly path: string; readonly message: string }
   | { readonly reason: 'plan-stale'; readonly path: string; readonly changes: readonly string[] }
   | { readonly reason: 'not-confirmed' }
   /** An atomic apply could not begin (saving the preserved paths or the generation failed): nothing ran. */

@@ -20,6 +20,7 @@ import { healthTasks } from './transaction/health.ts';
 import { readTransaction, type Transaction } from './transaction/record.ts';
 import { StoredContent, textChanges, type TextChange } from './transaction/text-inputs.ts';
 import { OutputGuard } from './graph/analyze.ts';
+import { writtenBy } from './graph/written.ts';
 import type { TaskGraph } from './graph/graph.ts';
 import type { TaskId } from './ids.ts';
 import type { Plan } from './plan/plan.ts';
@@ -87,7 +88,13 @@ export async function planNodefile(options: EngineOptions & { readonly out?: str
       replace: options.replace ?? [],
       createdAt: new Date().toISOString(),
     });
-    writeFileSync(options.out, `${JSON.stringify(saved)}\n`);
+    // Not over what the graph writes: its task would write over the plan, or the plan over its output.
+    if (writtenBy(session.graph).covers(options.out)) return err([{ reason: 'file-write-failed', path: options.out, message: 'a task of the graph writes there' }]);
+    try {
+      writeFileSync(options.out, `${JSON.stringify(saved)}\n`);
+    } catch (error) {
+      return err([{ reason: 'file-write-failed', path: options.out, message: (error as Error).message }]);
+    }
     return ok({ plan, saved, generation, ...texts, io: ioOf(session) });
   });
 }

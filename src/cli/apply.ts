@@ -1,17 +1,18 @@
-import { closeSync, openSync, readSync, statSync } from 'node:fs';
+import { statSync } from 'node:fs';
 import path from 'node:path';
 import { applyNodefile } from '../apply.ts';
 import { stateDirOf } from '../engine.ts';
-import { PLAN_FORMAT } from '../plan/saved.ts';
+import { PLAN_HEAD } from '../plan/saved.ts';
 import type { CliIo } from './output.ts';
 import { applyMetricsRun, metricsTarget, recordMetrics } from './metrics.ts';
+import { beginsWith } from './own-file.ts';
 import { atomicFlag, engineOptions, keepFlag, printFailures, reporterFor, str, type Args } from './shared.ts';
 
 export async function run(args: Args, io: CliIo): Promise<number> {
   const startedAt = Date.now();
   const options = engineOptions(args, io, 'apply');
   if ('reason' in options) return printFailures([options], io);
-  const metrics = metricsTarget(args, io, 'apply');
+  const metrics = metricsTarget(args, io, 'apply', options);
   if (typeof metrics === 'object') return printFailures([metrics], io);
   // `apply PLANFILE`, as Terraform has it: one positional that is a plan file. A
   // task named like a file that exists (nginx.conf, say) is still a task: only a
@@ -49,19 +50,10 @@ export async function run(args: Args, io: CliIo): Promise<number> {
 
 /** Whether `file` is a file that starts as a saved plan does: `{"format":"nodegraph-plan"`. */
 function looksLikePlan(file: string): boolean {
-  let fd: number;
   try {
     if (!statSync(file).isFile()) return false;
-    fd = openSync(file, 'r');
   } catch {
     return false;
   }
-  try {
-    const head = Buffer.alloc(PLAN_HEAD.length);
-    return readSync(fd, head, 0, head.length, 0) === head.length && head.toString('latin1') === PLAN_HEAD;
-  } finally {
-    closeSync(fd);
-  }
+  return beginsWith(file, PLAN_HEAD);
 }
-
-const PLAN_HEAD = `{"format":${JSON.stringify(PLAN_FORMAT)}`;

@@ -8,11 +8,13 @@
 
 import { readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
+import { stateDirOf, type EngineOptions } from '../engine.ts';
 import type { Failure } from '../error.ts';
 import { withLockFile } from '../state/lock.ts';
 import { GenerationStore } from '../transaction/generations.ts';
 import { writeDurably } from '../util/durable.ts';
 import type { CliIo } from './output.ts';
+import { refusalToWrite } from './own-file.ts';
 import { str, type Args } from './shared.ts';
 
 export const METRICS_ENV = 'NODEGRAPH_METRICS_FILE';
@@ -20,6 +22,8 @@ export const METRICS_ENV = 'NODEGRAPH_METRICS_FILE';
 export const METRICS_STATE = 'metrics.json';
 /** Held while metrics.json is read, counted into and written: a few milliseconds. */
 const METRICS_LOCK = 'metrics.lock';
+/** How every metrics file this writes begins (renderMetrics), so one is known to be ours to overwrite. */
+const METRICS_HEAD = '# HELP nodegraph_';
 const METRICS_LOCK_WAIT_MS = 5000;
 
 export const METRICS_COMMANDS = ['apply', 'rollback', 'status'] as const;
@@ -74,7 +78,7 @@ interface Kept {
 const fresh = (): Kept => ({ format: 'nodegraph-metrics', version: 1, runs: {}, rollbacks: {}, last: {} });
 
 /** The file asked for (the option, else the variable), undefined for none, or why it cannot be written. */
-export function metricsTarget(args: Args, io: CliIo, command: MetricsCommand): string | undefined | Failure {
+export function metricsTarget(args: Args, io: CliIo, command: MetricsCommand, options: EngineOptions): string | undefined | Failure {
   const given = str(args.values['metrics-file']) ?? (io.env['NODEGRAPH_METRICS_FILE'] || undefined);
   if (given === undefined) return undefined;
   const file = path.resolve(io.cwd, given);
@@ -87,7 +91,8 @@ export function metricsTarget(args: Args, io: CliIo, command: MetricsCommand): s
   }
   const from = str(args.values['metrics-file']) === undefined ? METRICS_ENV : '--metrics-file';
   if (!folder) return { reason: 'usage', command, message: `${from} ${given}: its folder ${dir} does not exist` };
-  return file;
+  const refused = refusalToWrite(file, { what: 'a metrics file', begins: METRICS_HEAD, stateDir: stateDirOf(options), nodefile: options.nodefile });
+  return refused === undefined ? file : { reason: 'usage', command, message: `${from} ${given}: ${refused}` };
 }
 
 /** A whole number of each of `names`, from a parsed object (0 for what is missing or not a count). */

@@ -1,12 +1,15 @@
 import path from 'node:path';
+import { stateDirOf } from '../engine.ts';
 import { planNodefile } from '../operations.ts';
 import type { TaskId } from '../ids.ts';
 import type { OutsideRead } from '../nodefile/reads.ts';
 import type { PlanEntry } from '../plan/plan.ts';
+import { PLAN_HEAD } from '../plan/saved.ts';
 import { palette } from '../report/color.ts';
 import { writePlan } from '../report/plan-view.ts';
 import type { TextChange } from '../transaction/text-inputs.ts';
 import type { CliIo } from './output.ts';
+import { refusalToWrite } from './own-file.ts';
 import { orphanLine, underWayLine } from './transaction-lines.ts';
 import { atomicFlag, engineOptions, paletteFor, printFailures, printJsonFailures, str, type Args } from './shared.ts';
 
@@ -72,6 +75,11 @@ export async function run(args: Args, io: CliIo): Promise<number> {
   const atomic = atomicFlag(args);
   if (typeof atomic === 'string') return printFailures([{ reason: 'usage', message: atomic }], io);
   const diff = args.values['diff'] === true;
+  const refused = out === undefined ? undefined : refusalToWrite(path.resolve(io.cwd, out), { what: 'a saved plan', begins: PLAN_HEAD, stateDir: stateDirOf(options), nodefile: options.nodefile });
+  if (refused !== undefined) {
+    const failure = { reason: 'usage', command: 'plan', message: `--out ${out}: ${refused}` } as const;
+    return json ? printJsonFailures([failure], io) : printFailures([failure], io);
+  }
   const result = await planNodefile({
     ...options,
     ...(atomic === undefined ? {} : { atomic }),

@@ -8,7 +8,7 @@ export async function run(args: Args, io: CliIo): Promise<number> {
   const startedAt = Date.now();
   const options = engineOptions(args, io, 'rollback');
   if ('reason' in options) return printFailures([options], io);
-  const metrics = metricsTarget(args, io, 'rollback');
+  const metrics = metricsTarget(args, io, 'rollback', options);
   if (typeof metrics === 'object') return printFailures([metrics], io);
   const [word, ...extra] = args.positionals;
   if (extra.length > 0) return printFailures([{ reason: 'usage', message: 'rollback takes at most one generation number' }], io);

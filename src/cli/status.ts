@@ -68,7 +68,7 @@ export async function run(args: Args, io: CliIo): Promise<number> {
   const startedAt = Date.now();
   const options = engineOptions(args, io, 'status');
   if ('reason' in options) return printFailures([options], io);
-  const metrics = metricsTarget(args, io, 'status');
+  const metrics = metricsTarget(args, io, 'status', options);
   if (typeof metrics === 'object') return printFailures([metrics], io);
   const result = await withSession(options, { lock: false }, async (session) => {
     const observed = await observeAndPlan(session, { shown: true });

@@ -15,6 +15,8 @@ import { definitionOf } from './definition.ts';
 import type { Plan, PlanDocument } from './plan.ts';
 
 export const PLAN_FORMAT = 'nodegraph-plan';
+/** How a saved plan's file begins (`format` is its first field). */
+export const PLAN_HEAD = `{"format":${JSON.stringify(PLAN_FORMAT)}`;
 export const PLAN_VERSION = 1;
 
 export interface SavedPlan {

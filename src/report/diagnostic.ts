@@ -104,6 +104,8 @@ export function message(failure: Failure, cwd: string): string {
         ? `the state is locked (${failure.path}), by a holder that cannot be read; if no nodegraph is running, run \`nodegraph unlock\``
         : `the state is locked by pid ${h.pid} on ${h.host} (${h.command}), since ${h.startedAt}; if that process is gone from another host, run \`nodegraph unlock\``;
     }
+    case 'file-write-failed':
+      return `could not write ${path.relative(cwd, failure.path) || failure.path}: ${failure.message}`;
     case 'plan-file-invalid':
       return `${failure.path} is not a usable plan: ${failure.message}`;
     case 'plan-stale':

@@ -166,12 +166,33 @@ test('a damaged metrics.json: one warning, the counters start again, the state i
 });
 
 test('a metrics file that cannot be written is a warning: the run and its exit code stand, no temporary file is left', async () => {
-  // A folder where the file should be: the rename over it fails, whoever runs this.
-  mkdirSync(rig.path('metrics', 'taken.prom'));
-  const status = await rig.run(['status', '--metrics-file', 'metrics/taken.prom']);
-  expect(status.stderr).toMatch(new RegExp(`^warning: ${rig.path('metrics', 'taken.prom')} could not be written: EISDIR`));
+  // A name of 250 bytes is a file's name; its temporary file's (`.<name>.<pid>.tmp`) is too long, whoever runs this.
+  const name = `${'m'.repeat(245)}.prom`;
+  const status = await rig.run(['status', '--metrics-file', `metrics/${name}`]);
+  expect(status.stderr).toMatch(new RegExp(`^warning: ${rig.path('metrics', name)} could not be written: ENAMETOOLONG`));
   expect(status.code).toBe(0);
-  expect(readdirSync(rig.path('metrics')).sort()).toEqual(['node.prom', 'taken.prom']);
+  expect(readdirSync(rig.path('metrics')).sort()).toEqual(['node.prom']);
+});
+
+test('a metrics file is not written over a folder, the state, the Nodefile or a file it did not write: one usage error, nothing changed', async () => {
+  mkdirSync(rig.path('metrics', 'taken.prom'));
+  rig.write('metrics/notes.txt', 'mine\n');
+  const before = { nodefile: rig.read('Nodefile.ts'), notes: rig.read('metrics/notes.txt'), journal: rig.read('.nodegraph/state.jsonl') };
+  const refused = [
+    ['metrics/taken.prom', 'is a folder'],
+    ['Nodefile.ts', 'is the Nodefile'],
+    ['.nodegraph/state.jsonl', `is inside nodegraph's state folder ${rig.path('.nodegraph')}`],
+    ['metrics/notes.txt', 'exists and is not a metrics file nodegraph wrote'],
+  ];
+  for (const [file, why] of refused) {
+    const status = await rig.run(['status', '--metrics-file', file!]);
+    expect(status.code, file).toBe(1);
+    expect(status.stderr).toBe(`error[usage]: --metrics-file ${file}: ${rig.path(file!)} ${why}${why!.startsWith('exists') ? ': remove it, or choose another path' : ''} (see nodegraph status --help)\n`);
+  }
+  expect({ nodefile: rig.read('Nodefile.ts'), notes: rig.read('metrics/notes.txt'), journal: rig.read('.nodegraph/state.jsonl') }).toEqual(before);
+  // Its own file it writes again.
+  expect((await rig.run(['status', '--metrics-file', PROM])).code).toBe(0);
+  expect((await rig.run(['status', '--metrics-file', PROM])).code).toBe(0);
 });
 
 test('runs that end at once each count, and a killed run\'s metrics.lock is taken over', async () => {

@@ -4,7 +4,7 @@
 // present (a stale plan's refusal is in commands.test.ts). What skipping the
 // digest saves is the benchmark's to show (a plan at 50,000 tasks).
 
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, beforeEach, expect, test } from 'vitest';
 import { applyNodefile } from '../../src/apply.ts';
@@ -41,4 +41,36 @@ test('plan binds only a plan it saves; apply of that plan holds it against the p
   expect(!stale.ok && stale.error.map((f) => f.reason)).toEqual(['plan-stale']);
   expect(readFileSync(rig.path('out/copy'), 'utf8')).toBe('one\n');
   expect(existsSync(out)).toBe(true);
+});
+
+test('plan --out writes over no folder, no state, no Nodefile, no output a task writes and no file it did not write: one usage error, nothing changed', async () => {
+  rig.write('in.txt', 'one\n');
+  rig.nodefile(`ng.task('copy', { inputs: { src: ng.file('in.txt') }, outputs: ['out/copy'], run: ['cp', 'in.txt', 'out/copy'] });`);
+  expect((await rig.run(['apply'])).code).toBe(0);
+  rig.write('out/plans/.keep', '');
+  const files = ['Nodefile.ts', 'in.txt', 'out/copy', '.nodegraph/state.jsonl'];
+  const before = files.map((f) => rig.read(f));
+  const refused: [string, string][] = [
+    ['out/plans', 'is a folder'],
+    ['Nodefile.ts', 'is the Nodefile'],
+    ['.nodegraph/plan.json', "is inside nodegraph's state folder"],
+    ['in.txt', 'exists and is not a saved plan nodegraph wrote: remove it, or choose another path'],
+    ['missing/plan.json', 'its folder'],
+  ];
+  for (const [file, why] of refused) {
+    const plan = await rig.run(['plan', '--out', file]);
+    expect(plan.code, file).toBe(1);
+    expect(plan.stderr, file).toContain(`error[usage]: --out ${file}: `);
+    expect(plan.stderr, file).toContain(why);
+  }
+  // A path a task writes, once it is gone: the plan would be written over by the task, or over its output.
+  rmSync(rig.path('out/copy'));
+  const over = await rig.run(['plan', '--out', 'out/copy']);
+  expect(over.code).toBe(1);
+  expect(over.stderr).toBe('error[file-write-failed]: could not write out/copy: a task of the graph writes there\n');
+  expect(existsSync(rig.path('out/copy'))).toBe(false);
+  expect(files.filter((f) => f !== 'out/copy').map((f) => rig.read(f))).toEqual(before.filter((_, i) => files[i] !== 'out/copy'));
+  // A saved plan is written again over the one before.
+  expect((await rig.run(['plan', '--out', 'plan.json'])).code).toBe(0);
+  expect((await rig.run(['plan', '--out', 'plan.json'])).code).toBe(0);
 });
