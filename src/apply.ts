@@ -11,7 +11,7 @@ import type { Failure } from './error.ts';
 import { sinkOf } from './events.ts';
 import { LocalRunner } from './execute/runner.ts';
 import { recipeOf } from './execute/run-task.ts';
-import { teardown } from './execute/teardown.ts';
+import { teardown, type TeardownSummary } from './execute/teardown.ts';
 import { execute, type ExecuteSummary } from './execute/scheduler.ts';
 import type { TaskGraph, TaskNode } from './graph/graph.ts';
 import type { TaskId } from './ids.ts';
@@ -38,6 +38,8 @@ export interface ApplySummary extends ExecuteSummary {
   readonly plan: Plan;
   readonly io: IoCounters;
   readonly destroyed: TaskId[];
+  /** Tasks no longer declared that were stopped and kept (`retire: 'stop'`), not destroyed. */
+  readonly stopped: TaskId[];
   readonly durationMs: number;
   /** The generation the machine is at after the apply, once one was recorded. */
   readonly generation?: number | undefined;
@@ -197,6 +199,7 @@ async function runOnce(session: Session, options: ApplyOptions, saved: SavedPlan
   session.emit({ type: 'plan', plan: plan.undecided });
 
   const destroyed: TaskId[] = [];
+  const stopped: TaskId[] = [];
   const orphans: TaskId[] = [];
   // A whole-graph plan lists the orphans, dependents first: no second search of 50,000 records for them.
   if (plan.counts.destroy + plan.counts.stop > 0) {
@@ -204,7 +207,9 @@ async function runOnce(session: Session, options: ApplyOptions, saved: SavedPlan
     // Blue/green: an atomic apply retires what it no longer declares only once the new generation is healthy.
     if (transaction === undefined) {
       const removed = await runTeardown({ ...session, guard: guardOf(options) }, orphans, 'retire');
-      for (const id of removed.done) destroyed.push(id);
+      const retired = retiredOf(removed);
+      destroyed.push(...retired.destroyed);
+      stopped.push(...retired.stopped);
     }
   }
   const intents = transaction === undefined ? undefined : new IntentLog(transactionDir(stateDir));
@@ -248,6 +253,7 @@ async function runOnce(session: Session, options: ApplyOptions, saved: SavedPlan
       canceled: summary.canceled.length,
       'up-to-date': summary.upToDate,
       destroyed: destroyed.length,
+      ...(stopped.length === 0 ? {} : { stopped: stopped.length }),
     },
   });
   let generation = store.current();
@@ -257,7 +263,7 @@ async function runOnce(session: Session, options: ApplyOptions, saved: SavedPlan
     else generation = recorded;
     session.phase('generation');
   }
-  const applied: ApplySummary = { ...summary, graph: session.graph, plan: plan.undecided, destroyed, durationMs, io: ioOf(session), generation };
+  const applied: ApplySummary = { ...summary, graph: session.graph, plan: plan.undecided, destroyed, stopped, durationMs, io: ioOf(session), generation };
   // After the summary: what ran is said either way, and then why the run stopped.
   return { failures: session.store.failure === undefined ? [] : [session.store.failure], summary: applied, transaction, orphans };
 }
@@ -318,16 +324,16 @@ async function settle(options: ApplyOptions, session: Session, begun: Transactio
     if (!health.ok) cause = `${health.task} is not healthy: ${health.detail}`;
   }
   if (cause === undefined && summary !== undefined) {
-    let retired: TaskId[] = [];
+    let retired: { destroyed: TaskId[]; stopped: TaskId[] } = { destroyed: [], stopped: [] };
     if (run.orphans.length > 0) {
       emit({ type: 'transaction', message: `healthy: retiring what this generation no longer declares (${run.orphans.length})` });
       retired = await retire(options, session, summary.graph, run.orphans);
     }
-    const destroyed = [...summary.destroyed, ...retired];
+    const destroyed = [...summary.destroyed, ...retired.destroyed];
     const problem = commit(stateDir, store, transaction, { ran: summary.ran, destroyed, keep: options.keep ?? DEFAULT_KEEP });
     if (problem !== undefined) return err([{ reason: 'generation-write-failed', path: store.dir, message: `healthy, but the commit is unfinished (the next apply finishes it): ${problem}` }]);
     emit({ type: 'transaction', message: `healthy: generation ${transaction.to} is current` });
-    return ok({ ...summary, destroyed, generation: transaction.to });
+    return ok({ ...summary, destroyed, stopped: [...summary.stopped, ...retired.stopped], generation: transaction.to });
   }
   emit({ type: 'transaction', message: `rolling back: ${cause}` });
   const outcome = await rollBack(rollbackContext(options, session.runner, session.jobs), transaction, cause!);
@@ -340,17 +346,23 @@ async function settle(options: ApplyOptions, session: Session, begun: Transactio
  * recorded (the next apply tries again) and is a warning, not a reason to undo
  * a healthy change.
  */
-async function retire(options: ApplyOptions, session: Session, graph: TaskGraph, orphans: readonly TaskId[]): Promise<TaskId[]> {
+async function retire(options: ApplyOptions, session: Session, graph: TaskGraph, orphans: readonly TaskId[]): Promise<{ destroyed: TaskId[]; stopped: TaskId[] }> {
   const emit = session.emit;
   const removed = await withState(stateDirOf(options), options.lock!, (state, store) =>
     runTeardown({ state, store, runner: session.runner, signal: new AbortController().signal, emit, graph, guard: guardOf(options) }, orphans, 'retire'),
   );
   if (!removed.ok) {
     emit({ type: 'warning', message: `could not retire ${orphans.join(', ')}: ${removed.error.reason}` });
-    return [];
+    return { destroyed: [], stopped: [] };
   }
   for (const id of [...removed.value.failed, ...removed.value.kept]) emit({ type: 'warning', message: `${id} was not retired: the next apply tries again` });
-  return removed.value.done;
+  return retiredOf(removed.value);
+}
+
+/** A retirement's tasks: destroyed, or (`retire: 'stop'`) stopped and kept. */
+function retiredOf(summary: TeardownSummary): { destroyed: TaskId[]; stopped: TaskId[] } {
+  const stopped = new Set(summary.stopped);
+  return { destroyed: summary.done.filter((id) => !stopped.has(id)), stopped: [...stopped] };
 }
 
 /** What a rollback is handed: the teardown over the state, the re-apply of the previous generation, and its health. */
@@ -459,7 +471,7 @@ export async function rollbackNodefile(options: ApplyOptions & { readonly genera
     const store = new GenerationStore(stateDir);
     const current = store.current();
     const target = options.generation ?? store.list().filter((g) => g.status === 'applied' && current !== undefined && g.number < current).at(-1)?.number;
-    if (target === undefined) return err([{ reason: 'generation-missing', number: (current ?? 1) - 1, known: store.numbers() }]);
+    if (target === undefined) return err([{ reason: 'generation-missing', number: (current ?? 1) - 1, known: store.numbers(), before: current ?? null }]);
     // Its env values are opened before anything is restored: one that does not open changes nothing.
     const env = store.env(target);
     if (!env.ok) return err([env.error]);

@@ -92,7 +92,8 @@ export type Failure =
   | { readonly reason: 'transaction-unreadable'; readonly path: string; readonly message: string }
   /** A command that would change the machine met an interrupted atomic apply that `apply` must finish first. */
   | { readonly reason: 'transaction-pending'; readonly from: number | null; readonly to: number; readonly phase: string }
-  | { readonly reason: 'generation-missing'; readonly number: number; readonly known: readonly number[] }
+  /** `number` missing; or, with `before`, no applied generation older than the current one (`before`, null: none yet). */
+  | { readonly reason: 'generation-missing'; readonly number: number; readonly known: readonly number[]; readonly before?: number | null }
   | { readonly reason: 'generation-damaged'; readonly number: number; readonly path: string; readonly message: string }
   | { readonly reason: 'generation-file-changed'; readonly number: number; readonly path: string; readonly sha256: string }
   | { readonly reason: 'generation-write-failed'; readonly path: string; readonly message: string };

@@ -244,6 +244,15 @@ async function teardownWith(session: TeardownSession, options: TeardownOptions, 
   const targets = resolveTargets(options.targets, (id) => records.has(id), () => records.keys());
   if (!targets.ok) return targets;
   const order = options.mode === 'stop' && targets.value !== undefined ? stopSet(targets.value, records) : destroySet(targets.value, records);
+  const unnamed = targets.value === undefined || options.mode === 'stop' ? [] : order.filter((id) => !targets.value!.has(id));
+  if (unnamed.length > 0) {
+    // Said before anything is removed, with --yes too: more goes than the command line names.
+    const list = unnamed.length <= 4 ? unnamed.join(', ') : `${unnamed.slice(0, 3).join(', ')} and ${unnamed.length - 3} more`;
+    session.emit({
+      type: 'warning',
+      message: `destroy also takes ${unnamed.length} task${unnamed.length === 1 ? '' : 's'} not named, what depends on the targets and what only they use (by an input or \`after\`): ${list}`,
+    });
+  }
   if (options.confirm !== undefined && order.length > 0 && !(await options.confirm(order))) {
     return err([{ reason: 'not-confirmed' }]);
   }

@@ -132,7 +132,22 @@ export async function runCli(): Promise<void> {
   process.on('SIGTERM', onSignal);
   // A dropped SSH session or terminal: as make does, the same clean stop as Ctrl-C.
   process.on('SIGHUP', onSignal);
+  // A promise nobody awaits that fails (`void ctx.exec(…)` in a function task, one left in the Nodefile) would end
+  // the process with children running and the lock held: the run stops as on Ctrl-C, and exits 1. Nothing awaits
+  // such a promise, so the run's own chain goes on to its end. (A synchronous throw from a timer still ends the
+  // process, as Node has it; the next run ends what it left, as after a kill -9.)
+  let stray = false;
+  process.on('unhandledRejection', (reason) => {
+    const first = !stray;
+    stray = true;
+    process.exitCode = 1;
+    stderr.write(`error: a promise nobody awaited failed (in the Nodefile or a function of its tasks): ${reason instanceof Error ? reason.message : String(reason)}\n`);
+    if (first && !controller.signal.aborted) {
+      controller.abort();
+      stderr.write('stopping running tasks\n');
+    }
+  });
   // Output nobody reads any more goes nowhere, and the run goes on (output.ts).
   const code = await main(process.argv.slice(2), { stdout, stderr, env: process.env, cwd: process.cwd(), signal: controller.signal });
-  process.exitCode = controller.signal.aborted && code !== 0 ? 130 : code;
+  process.exitCode = stray ? 1 : controller.signal.aborted && code !== 0 ? 130 : code;
 }

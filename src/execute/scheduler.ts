@@ -87,8 +87,8 @@ export async function execute(options: ExecuteOptions): Promise<ExecuteSummary> 
       const decision = builder.decide(node);
       if (decision.action === 'unchanged') {
         summary.upToDate++;
-        // Worth saying only when something it depends on ran: that is early cutoff at work.
-        if (node.needs.some((id) => schedule.ran(id))) emit({ type: 'task-done', id: node.id, outcome: 'up-to-date', durationMs: 0 });
+        // The plan listed it (known after apply), so it settles visibly; without a plan, only early cutoff is worth saying.
+        if (planned !== undefined || node.needs.some((id) => schedule.ran(id))) emit({ type: 'task-done', id: node.id, outcome: 'up-to-date', durationMs: 0 });
         settle(node, 'up-to-date');
         continue;
       }

@@ -43,13 +43,15 @@ export interface TeardownOptions {
 
 export interface TeardownSummary {
   readonly done: TaskId[];
+  /** Of `done`, those only stopped (their files and record kept): a stop, or a retirement with `retire: 'stop'`. */
+  readonly stopped: TaskId[];
   readonly failed: TaskId[];
   readonly kept: TaskId[];
 }
 
 export async function teardown(options: TeardownOptions): Promise<TeardownSummary> {
   const { records, emit } = options;
-  const summary: TeardownSummary = { done: [], failed: [], kept: [] };
+  const summary: TeardownSummary = { done: [], stopped: [], failed: [], kept: [] };
   const claimed = claimedOutputs(options);
   // A task whose dependent could not be torn down is kept: it is still needed.
   const blocked = new Map<TaskId, TaskId>();
@@ -100,6 +102,7 @@ export async function teardown(options: TeardownOptions): Promise<TeardownSummar
       options.store.append(stopped);
     }
     summary.done.push(id);
+    if (mode === 'stop') summary.stopped.push(id);
     emit({ type: 'destroy-done', id, outcome: 'destroyed', action: mode });
   }
   return summary;

@@ -151,12 +151,14 @@ export function decide(
     const { reasons, changedInputs, changedUpstream } = found;
     return result('update', both(reasons), changedInputs, changedUpstream, found.ownReasons === 0 ? [...changedUpstream, ...pending] : undefined);
   }
-  if (pending.length > 0) {
-    return result('maybe', both(pending.map((id) => ({ kind: 'known-after', task: id }))), found.changedInputs, found.changedUpstream, pending);
-  }
   // Definition, inputs and upstream outputs all match: the fingerprint is only
   // derived from them, so a change in how it is derived re-runs nothing.
   const drift = driftOf(observation, record);
+  if (pending.length > 0) {
+    // Drifted or failing its check, it runs whatever its upstream does: certain, not "may".
+    if (drift !== undefined) return result('drift', both(drift), NONE, NONE);
+    return result('maybe', both(pending.map((id) => ({ kind: 'known-after', task: id }))), found.changedInputs, found.changedUpstream, pending);
+  }
   // Most tasks of most runs end here: nothing to allocate for them but the decision.
   return drift === undefined ? result('unchanged', NO_WHY, NONE, NONE) : result('drift', both(drift), NONE, NONE);
 }

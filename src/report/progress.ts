@@ -1,6 +1,7 @@
 // How far a run is, as ninja's status line counts it: `[done/total]`. The
 // total is what the plan says will act (orphans to destroy included); a
-// teardown without a plan counts against the total its starts say.
+// teardown without a plan, or after a step of an atomic apply, counts against
+// the total its starts say.
 
 import type { EngineEvent } from '../events.ts';
 
@@ -27,6 +28,13 @@ export class Progress {
         this.done = 0;
         this.running = 0;
         this.firstFailed = undefined;
+        break;
+      case 'transaction':
+        // A step of an atomic apply (a rollback's teardown, a retirement) counts against its own total.
+        this.#planned = false;
+        this.total = 0;
+        this.done = 0;
+        this.running = 0;
         break;
       case 'destroy-start':
         if (!this.#planned && event.total !== undefined) this.total = Math.max(this.total, event.total);

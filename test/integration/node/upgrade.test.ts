@@ -72,7 +72,7 @@ describe('switching the running slot (blue/green)', () => {
     expect([...rig.runner.containers].filter(([, c]) => c.status === 'running').map(([id]) => id)).toEqual(['kube2']);
     // kube1 is kept prepared, on the same rootfs; its running tasks are stopped in place, its kubelet identity kept with it.
     expect(statSync(path.join(slotDir('kube1'), 'rootfs')).ino).toBe(rootfs);
-    expect(summary.destroyed).toEqual(expect.arrayContaining(['kube1/container', 'kube1/containerd', 'kube1/kubelet']));
+    expect(summary.stopped).toEqual(expect.arrayContaining(['kube1/container', 'kube1/containerd', 'kube1/kubelet']));
     expect(describeTree(path.join(slotDir('kube1'), 'identity'))).toMatchObject({ 'pki/kubelet-client-current.pem': expect.any(String), kubeconfig: expect.any(String) });
     expect(existsSync(path.join(rig.root, 'var/lib/nodegraph/containers/switch.json')), 'the switch is done').toBe(false);
     expect(ok(await rig.plan()).plan.entries().filter((e) => e.action !== 'unchanged').map((e) => String(e.id))).toEqual([]);

@@ -1,0 +1,116 @@
+// What the operator is told matches what happens: every task a plan lists
+// settles with a line of its own, a counter counts each step against its own
+// total, "may" is said only of what may not run, and a summary counts what
+// was done, by what was done.
+
+import { afterEach, beforeEach, expect, test } from 'vitest';
+import { Rig } from '../support/rig.ts';
+
+let rig: Rig;
+beforeEach(() => {
+  rig = new Rig();
+});
+afterEach(() => rig.cleanup());
+
+/** a → b → c, where a's output is its input's line count: an edit that keeps the count is cut off at a. */
+const CHAIN = `
+  const a = ng.task('a', { inputs: { f: ng.file('in.txt') }, outputs: ['a.out'], run: ['sh', '-c', 'wc -l < in.txt > a.out'] });
+  const b = ng.task('b', { inputs: { a }, outputs: ['b.out'], run: ['sh', '-c', 'cat a.out > b.out'] });
+  ng.task('c', { inputs: { b }, outputs: ['c.out'], run: ['sh', '-c', 'wc -c < b.out > c.out'] });
+`;
+
+const events = (stdout: string): { type: string; id?: string; outcome?: string; counts?: Record<string, number> }[] =>
+  stdout.trim().split('\n').map((l) => JSON.parse(l) as never);
+
+test('each task the plan lists as known after apply settles with a line, as early cutoff leaves it up to date', async () => {
+  rig.write('in.txt', 'one\n');
+  rig.nodefile(CHAIN);
+  expect((await rig.run(['apply'])).code).toBe(0);
+  rig.write('in.txt', 'two\n');
+  const applied = await rig.run(['apply']);
+  expect(applied.code).toBe(0);
+  expect(applied.stdout).toContain('[2/3] ✔ b up to date');
+  expect(applied.stdout).toContain('[3/3] ✔ c up to date');
+  rig.write('in.txt', 'three\n');
+  const json = events((await rig.run(['apply', '--json'])).stdout);
+  expect(json.filter((e) => e.type === 'task-done').map((e) => `${e.id} ${e.outcome}`)).toEqual(['a ran', 'b up-to-date', 'c up-to-date']);
+});
+
+test('a drifted task waiting on an upstream is certain to run: the plan says so, not "may"', async () => {
+  rig.write('in.txt', 'one\n');
+  rig.nodefile(CHAIN);
+  expect((await rig.run(['apply'])).code).toBe(0);
+  rig.write('in.txt', 'one\ntwo\n');
+  rig.write('c.out', 'edited\n');
+  const plan = await rig.run(['plan']);
+  expect(plan.stdout).toMatch(/\? b +may update +known after a/);
+  expect(plan.stdout).toMatch(/! c +update +output .*c\.out modified outside nodegraph/);
+  const status = await rig.run(['status']);
+  expect(status.stdout).toMatch(/c +drifted +output/);
+});
+
+test("an atomic apply's rollback counts its own teardown from 1", async () => {
+  rig.nodefile(`
+  ng.settings({ atomic: true });
+  const a = ng.task('a', { outputs: ['a.out'], run: ['sh', '-c', 'echo a > a.out'] });
+  const b = ng.task('b', { inputs: { a }, outputs: ['b.out'], run: ['sh', '-c', 'cat a.out > b.out'] });
+  ng.task('c', { inputs: { b }, run: ['false'] });
+`);
+  const applied = await rig.run(['apply', '-j', '1']);
+  expect(applied.code).toBe(1);
+  const teardown = applied.stdout.slice(applied.stdout.indexOf('rollback: destroying'));
+  const counters = teardown.match(/\[\d+\/\d+\]/g) ?? [];
+  expect(counters.length).toBeGreaterThan(1);
+  expect(counters).toEqual(counters.map((_, i) => `[${i + 1}/${counters.length}]`));
+});
+
+test("a task retired with retire: 'stop' is counted as stopped, not destroyed", async () => {
+  rig.nodefile(`
+  ng.task('kept', { outputs: ['kept.out'], run: ['sh', '-c', 'echo k > kept.out'], stop: ['true'], retire: 'stop' });
+  ng.task('gone', { outputs: ['gone.out'], run: ['sh', '-c', 'echo g > gone.out'] });
+`);
+  expect((await rig.run(['apply'])).code).toBe(0);
+  rig.nodefile('');
+  const applied = await rig.run(['apply', '--json']);
+  expect(applied.code).toBe(0);
+  expect(events(applied.stdout).find((e) => e.type === 'summary')?.counts).toMatchObject({ destroyed: 1, stopped: 1 });
+  expect(rig.exists('kept.out')).toBe(true);
+  expect(rig.exists('gone.out')).toBe(false);
+});
+
+test('rollback with no applied generation before the current one says so, and how to name one', async () => {
+  rig.write('in.txt', 'one\n');
+  rig.nodefile(CHAIN);
+  const none = await rig.run(['rollback']);
+  expect(none.code).toBe(1);
+  expect(none.stderr).toBe('error[generation-missing]: no generation is current yet, so none before it to roll back to\n');
+  expect((await rig.run(['apply'])).code).toBe(0);
+  const first = await rig.run(['rollback']);
+  expect(first.stderr).toBe(
+    'error[generation-missing]: there is no applied generation before generation 1 to roll back to (known: 1; `nodegraph rollback N` applies generation N)\n',
+  );
+});
+
+test('destroy of a target says first which tasks it takes that were not named, with --yes too', async () => {
+  rig.write('in.txt', 'one\n');
+  rig.nodefile(CHAIN);
+  expect((await rig.run(['apply'])).code).toBe(0);
+  const destroyed = await rig.run(['destroy', '--yes', 'b']);
+  expect(destroyed.code).toBe(0);
+  expect(destroyed.stdout.split('\n')[0]).toBe('warning: destroy also takes 2 tasks not named, what depends on the targets and what only they use (by an input or `after`): c, a');
+  expect(['a.out', 'b.out', 'c.out'].filter((f) => rig.exists(f))).toEqual([]);
+});
+
+test('a promise the Nodefile leaves unawaited that fails stops the run as Ctrl-C does: no task left running, the lock released, exit 1', async () => {
+  rig.nodefile(`
+  ng.task('slow', { outputs: ['slow.out'], run: ['sh', '-c', 'sleep 30; touch slow.out'] });
+  ng.task('f', { run: async (ctx) => { void ctx.exec(['false']); } });
+`);
+  const applied = await rig.run(['apply', '-j', '2']);
+  expect(applied.code).toBe(1);
+  expect(applied.stderr).toContain('error: a promise nobody awaited failed (in the Nodefile or a function of its tasks): false: exited with code 1\n');
+  expect(applied.stdout).toContain('slow canceled');
+  expect(rig.exists('.nodegraph/lock')).toBe(false);
+  const status = await rig.run(['status']);
+  expect(status.stdout).toMatch(/slow +failed +last run was canceled/);
+});
