@@ -22,3 +22,5 @@ export interface SourceSite {
  * plan and status say why (plan/decide.ts, cli/status.ts).
  */
 export const STOPPED = 'stopped';
+/** A task's record while its stop or destroy runs: cut short (a failure, a kill), the task is done again, not trusted as applied. */
+export const TEARDOWN_BEGUN = { stop: 'a stop was begun and did not finish', destroy: 'a destroy was begun and did not finish' } as const;

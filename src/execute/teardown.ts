@@ -13,7 +13,7 @@ import type { TaskGraph } from '../graph/graph.ts';
 import type { TaskId } from '../ids.ts';
 import type { TaskRecord } from '../state/record.ts';
 import { upstreamOf } from '../plan/teardown.ts';
-import { STOPPED } from '../types.ts';
+import { STOPPED, TEARDOWN_BEGUN } from '../types.ts';
 import type { RecordTable } from '../state/records.ts';
 import { removePath } from '../util/mounts.ts';
 import type { Appender } from './appender.ts';
@@ -84,6 +84,9 @@ export async function teardown(options: TeardownOptions): Promise<TeardownSummar
     if (mode === 'stop' && recipe.stop.length === 0) continue;
     const commands = mode === 'stop' ? recipe.stop : [...recipe.stop, ...recipe.destroy];
     emit({ type: 'destroy-start', id, command: commands.map((c) => describeCommand(c)).join(' && ') || undefined, total });
+    const begun: TaskRecord = { ...record, status: 'failed', error: TEARDOWN_BEGUN[mode] };
+    records.set(begun);
+    options.store.append(begun);
     const failure = await runRecipe(id, recipe, commands, { ...options, mode }, claimed);
     if (failure !== undefined) {
       summary.failed.push(id);

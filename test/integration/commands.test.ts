@@ -43,6 +43,28 @@ describe('destroy', () => {
     expect((await rig.run(['plan'])).stdout).toContain('Plan: 5 to create');
   });
 
+  test('a teardown cut short (an action that fails, a kill -9 mid-stop) leaves its task to be done again, not trusted as applied', async () => {
+    rig.nodefile(`
+  ng.task('svc', { outputs: ['out/svc'], run: ['sh', '-c', 'echo on > out/svc; echo on > svc.on'], destroy: [['rm', '-f', 'svc.on'], ['false']] });
+  ng.task('svc2', { outputs: ['out/svc2'], run: ['sh', '-c', 'echo on > out/svc2; echo on > svc2.on'], stop: [['rm', '-f', 'svc2.on'], ['sleep', '30']] });
+`);
+    expect((await rig.run(['apply'])).code).toBe(0);
+    expect((await rig.run(['destroy', '--yes', 'svc'])).code).toBe(1);
+    // The stop's first action has run once svc2.on is gone; the run is killed in its second.
+    const stop = rig.spawn(['stop', 'svc2']);
+    const gone = Date.now() + 20_000;
+    while (existsSync(rig.path('svc2.on')) && Date.now() < gone) await new Promise((r) => setTimeout(r, 50));
+    stop.kill('SIGKILL');
+    await new Promise((r) => stop.once('exit', r));
+    const status = await rig.run(['status']);
+    expect(status.stdout).toMatch(/svc +failed +last run failed: a destroy was begun and did not finish/);
+    expect(status.stdout).toMatch(/svc2 +failed +last run failed: a stop was begun and did not finish/);
+    const applied = await rig.run(['apply']);
+    expect(applied.code).toBe(0);
+    expect(applied.stdout).toContain('Apply: 2 ran');
+    expect([existsSync(rig.path('svc.on')), existsSync(rig.path('svc2.on'))]).toEqual([true, true]);
+  });
+
   test('destroying one slot keeps what the other still needs; the last slot takes it with it', async () => {
     rig.nodefile(teardownGraph);
     await rig.run(['apply']);
