@@ -178,10 +178,11 @@ export async function rollBack(context: RollbackContext, begun: Transaction, cau
   });
 
   const preserved = readPreserved(transaction.preserved);
-  if (preserved === undefined && left.length === 0) left.push(`the preserved copies in ${transaction.preserved} are gone`);
-  if (preserved !== undefined && preserved.paths.length > 0) {
-    emit({ type: 'transaction', message: `rollback: restoring ${preserved.paths.length} preserved path${preserved.paths.length === 1 ? '' : 's'}` });
-    for (const problem of restorePreserved(preserved)) left.push(`preserved ${problem}`);
+  if (!preserved.ok && left.length === 0) left.push(`the preserved copies in ${transaction.preserved} ${preserved.error}: nothing was restored from them`);
+  if (preserved.ok && preserved.value.paths.length > 0) {
+    const { paths } = preserved.value;
+    emit({ type: 'transaction', message: `rollback: restoring ${paths.length} preserved path${paths.length === 1 ? '' : 's'}` });
+    for (const problem of restorePreserved(preserved.value)) left.push(`preserved ${problem}`);
   }
 
   if (transaction.from !== null) {

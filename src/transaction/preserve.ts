@@ -18,6 +18,7 @@ import {
   symlinkSync,
   type Stats,
 } from 'node:fs';
+import { createHash } from 'node:crypto';
 import path from 'node:path';
 import { removePath } from '../util/mounts.ts';
 import { fsyncFile, writeDurably } from '../util/durable.ts';
@@ -66,7 +67,7 @@ export function savePreserved(paths: readonly string[], dir: string): Result<Pre
       saved.push({ path: p, entries });
     });
     at = path.join(dir, MANIFEST);
-    writeDurably(at, JSON.stringify({ paths: saved }));
+    writeDurably(at, JSON.stringify({ paths: saved, sha256: digestOf(saved) }));
   } catch (error) {
     rmSync(dir, { recursive: true, force: true });
     return err({ path: at, message: (error as Error).message });
@@ -74,13 +75,52 @@ export function savePreserved(paths: readonly string[], dir: string): Result<Pre
   return ok({ dir, paths: saved });
 }
 
-export function readPreserved(dir: string): Preserved | undefined {
+/**
+ * The saved paths, or why they cannot be trusted: a rollback removes what a
+ * preserved path did not hold when saved, so a damaged manifest (a path, or
+ * entries, that are not what was saved) is refused, never acted on.
+ */
+export function readPreserved(dir: string): Result<Preserved, string> {
+  const file = path.join(dir, MANIFEST);
+  let text: string;
   try {
-    const parsed = JSON.parse(readFileSync(path.join(dir, MANIFEST), 'utf8')) as { paths: SavedPath[] };
-    return { dir, paths: parsed.paths };
+    text = readFileSync(file, 'utf8');
   } catch {
-    return undefined;
+    return err(`are gone (${file} cannot be read)`);
   }
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    return err(`are damaged: ${file} is not JSON`);
+  }
+  const manifest = parsed as { paths?: unknown; sha256?: unknown };
+  if (!Array.isArray(manifest.paths) || !manifest.paths.every(isSavedPath) || Object.keys(manifest).some((k) => k !== 'paths' && k !== 'sha256')) {
+    return err(`are damaged: ${file} does not hold what was saved`);
+  }
+  // A manifest written before the digest was kept has only its shape checked.
+  if (manifest.sha256 !== undefined && manifest.sha256 !== digestOf(manifest.paths)) return err(`are damaged: ${file} does not match its digest`);
+  return ok({ dir, paths: manifest.paths });
+}
+
+const digestOf = (paths: readonly SavedPath[]): string => createHash('sha256').update(JSON.stringify(paths)).digest('hex');
+
+const KINDS = new Set(['file', 'dir', 'symlink']);
+const isId = (v: unknown): boolean => Number.isSafeInteger(v) && (v as number) >= 0;
+
+function isSavedPath(v: unknown): v is SavedPath {
+  if (typeof v !== 'object' || v === null) return false;
+  const saved = v as { path?: unknown; entries?: unknown };
+  if (typeof saved.path !== 'string' || !path.isAbsolute(saved.path) || Object.keys(saved).some((k) => k !== 'path' && k !== 'entries')) return false;
+  return saved.entries === undefined || (Array.isArray(saved.entries) && saved.entries.length > 0 && saved.entries.every(isSavedEntry));
+}
+
+function isSavedEntry(v: unknown): boolean {
+  if (typeof v !== 'object' || v === null) return false;
+  const e = v as Partial<Record<keyof SavedEntry, unknown>>;
+  if (typeof e.rel !== 'string' || e.rel.startsWith('/') || e.rel.split('/').includes('..') || !KINDS.has(e.type as string)) return false;
+  if (!isId(e.mode) || !isId(e.uid) || !isId(e.gid)) return false;
+  return e.type === 'symlink' ? typeof e.target === 'string' : e.target === undefined;
 }
 
 function copyTree(source: string, copy: string, rel: string, stat: Stats, entries: SavedEntry[]): void {

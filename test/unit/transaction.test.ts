@@ -1,11 +1,11 @@
-import { mkdtempSync, rmSync, symlinkSync, writeFileSync, mkdirSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync, mkdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { expect, test } from 'vitest';
 import { parseDuration } from '../../src/util/duration.ts';
 import { generationChanges, type Generation } from '../../src/transaction/manifest.ts';
 import type { ContentHash } from '../../src/ids.ts';
-import { restorePreserved, savePreserved } from '../../src/transaction/preserve.ts';
+import { readPreserved, restorePreserved, savePreserved } from '../../src/transaction/preserve.ts';
 import { describeTree } from '../support/tree.ts';
 
 test('durations: a number and a unit', () => {
@@ -62,6 +62,36 @@ test('a preserved tree is given back whole: changed, added, removed and retyped 
     expect(restorePreserved(saved.value)).toEqual([]);
     expect(describeTree(shared)).toEqual(before);
     expect(describeTree(path.join(dir, 'absent'))).toEqual({});
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('a damaged preserved manifest is refused, never acted on: a renamed key, another path, a changed mode, no file', () => {
+  const dir = mkdtempSync(path.join(tmpdir(), 'nodegraph-preserve-'));
+  try {
+    const kept = path.join(dir, 'kept.txt');
+    writeFileSync(kept, 'mine');
+    const saved = path.join(dir, 'saved');
+    expect(savePreserved([kept], saved).ok).toBe(true);
+    const manifest = path.join(saved, 'preserved.json');
+    const text = readFileSync(manifest, 'utf8');
+    expect(readPreserved(saved)).toMatchObject({ ok: true, value: { paths: [{ path: kept }] } });
+    const damaged = [
+      text.replace('"entries"', '"dntries"'),
+      text.replace(JSON.stringify(kept), JSON.stringify(dir)),
+      text.replace(/"mode":\d+/, '"mode":511'),
+      text.replace(/"rel":""/, '"rel":"../x"'),
+      '{"paths":[',
+    ];
+    for (const bad of damaged) {
+      writeFileSync(manifest, bad);
+      const read = readPreserved(saved);
+      expect(read.ok, bad).toBe(false);
+      expect(!read.ok && read.error).toMatch(/^are damaged: /);
+    }
+    rmSync(manifest);
+    expect(readPreserved(saved)).toEqual({ ok: false, error: `are gone (${manifest} cannot be read)` });
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
