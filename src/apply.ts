@@ -15,7 +15,7 @@ import { teardown, type TeardownSummary } from './execute/teardown.ts';
 import { execute, type ExecuteSummary } from './execute/scheduler.ts';
 import type { TaskGraph, TaskNode } from './graph/graph.ts';
 import type { TaskId } from './ids.ts';
-import { nodefileModules, nodefileReads } from './nodefile/load.ts';
+import { evaluatedSha256, nodefileModules, nodefileReads } from './nodefile/load.ts';
 import { guardOf, ioOf, runTeardown, type IoCounters } from './operations.ts';
 import type { Plan } from './plan/plan.ts';
 import { bindPlan, parseSavedPlan, planChanges, type SavedPlan } from './plan/saved.ts';
@@ -154,7 +154,7 @@ async function runOnce(session: Session, options: ApplyOptions, saved: SavedPlan
   const whole = session.targets === undefined;
   // A whole apply records its sources: the files are taken while observing, which lets go of what it looked at.
   let files: SourceFiles | undefined;
-  const onSources = (seen: ObservedSources): void => void (files = sourceFiles(session.graph, nodefileModules(), seen, nodefileReads()));
+  const onSources = (seen: ObservedSources): void => void (files = sourceFiles(session.graph, nodefileModules(), seen, nodefileReads(), evaluatedSha256));
   const observed = await observeAndPlan(session, whole ? { onSources } : {});
   if (!observed.ok) return { failures: observed.error, orphans: [] };
   const { plan, selected, observations } = observed.value;

@@ -1,6 +1,7 @@
 // Reads a Nodefile: imports it (Node strips its types), calls its default
 // export with a Builder, and turns every way that can go wrong into a Failure.
 
+import { createHash } from 'node:crypto';
 import { existsSync, readdirSync, realpathSync, statSync } from 'node:fs';
 import module from 'node:module';
 import path from 'node:path';
@@ -67,9 +68,26 @@ function loadAsModule(url: string): void {
     load(target, context, next) {
       const plain = withoutQuery(target);
       const ours = nodefiles.has(plain) || localModules.has(plain);
-      return ours && plain.endsWith('.ts') ? next(target, { ...context, format: 'module-typescript' }) : next(target, context);
+      const loaded = ours && plain.endsWith('.ts') ? next(target, { ...context, format: 'module-typescript' }) : next(target, context);
+      const source = loaded.source;
+      if (ours && source !== undefined && source !== null) {
+        evaluated.set(fileURLToPath(plain), createHash('sha256').update(typeof source === 'string' ? source : new Uint8Array(source as ArrayBuffer)).digest('hex'));
+      }
+      return loaded;
     },
   });
+}
+
+/**
+ * The hex SHA-256 of each Nodefile and local module, by path, as Node last
+ * loaded it to evaluate: a generation stores these bytes or refuses (the file
+ * changed since), never a later edit of the file in their place.
+ */
+const evaluated = new Map<string, string>();
+
+/** What the last evaluation ran of `file` (a Nodefile or one of its modules), by its SHA-256; undefined when it was not one. */
+export function evaluatedSha256(file: string): string | undefined {
+  return evaluated.get(file);
 }
 
 /** The files of the modules Nodefiles loaded so far import from their own folders (see localModules). */

@@ -157,10 +157,17 @@ export interface SourceFiles {
  * a source to put back. Called while observing, so that what observing looked at
  * is let go of before the tasks run.
  */
-export function sourceFiles(graph: TaskGraph, modules: readonly string[], observed: ObservedSources, read: EvaluationSources = NOTHING_READ): SourceFiles {
+export function sourceFiles(
+  graph: TaskGraph,
+  modules: readonly string[],
+  observed: ObservedSources,
+  read: EvaluationSources = NOTHING_READ,
+  evaluated: (file: string) => string | undefined = () => undefined,
+): SourceFiles {
   const list: { path: string; sha256: string }[] = [];
   const nodefile = new Set([graph.file, ...modules]);
-  for (const file of nodefile) list.push({ path: file, sha256: sha256FileSync(file).hash.slice(HASH_PREFIX) });
+  // As evaluated: a file edited since is refused when stored (its content no longer has this hash).
+  for (const file of nodefile) list.push({ path: file, sha256: evaluated(file) ?? sha256FileSync(file).hash.slice(HASH_PREFIX) });
   // Each file input once, as observing saw it (it has no hash only where observing did not read it).
   observed.forEachFile((file, hash) => {
     if (!nodefile.has(file)) list.push({ path: file, sha256: (hash ?? sha256FileSync(file).hash).slice(HASH_PREFIX) });

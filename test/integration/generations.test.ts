@@ -121,6 +121,25 @@ test('version 2 manifests (files listed, each an object, as an older nodegraph w
   expect((await rig.run(['generations'])).stdout).toMatch(/^\* +4 /);
 });
 
+test('a generation keeps the Nodefile as it was evaluated: one edited after it was loaded is refused, not stored in its place', async () => {
+  // The Nodefile edits its own file while it declares the graph: the run applies B, and the file then holds C.
+  rig.nodefile(`
+  const fs = process.getBuiltinModule('node:fs');
+  const self = ng.dir + '/Nodefile.ts';
+  fs.writeFileSync(self, fs.readFileSync(self, 'utf8').replace('VERSION-' + 'B', 'VERSION-' + 'C'));
+  ng.task('w', { outputs: ['out.txt'], run: ['sh', '-c', 'echo VERSION-B > out.txt'] });`);
+  const applied = await rig.run(['apply']);
+  expect(applied.code).toBe(0);
+  expect(rig.read('out.txt')).toBe('VERSION-B\n');
+  expect(rig.read('Nodefile.ts')).toContain('VERSION-C');
+  expect(applied.stdout).toMatch(/^warning: no generation recorded: generation 1 needs .*Nodefile\.ts at sha256:[0-9a-f]{12}…, which has changed$/m);
+  expect((await rig.run(['generations'])).stdout).toMatch(/^No generations yet/);
+  // Applied as it now is, it is recorded.
+  expect((await rig.run(['apply'])).stdout).not.toContain('warning');
+  expect(rig.read('out.txt')).toBe('VERSION-C\n');
+  expect((await rig.run(['generations'])).stdout).toMatch(/^\* +1 /);
+});
+
 test('a generation whose stored copy is damaged is refused before anything changes', async () => {
   project();
   // Over 4 KiB: an object of its own, not kept in its part.
