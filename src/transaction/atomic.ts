@@ -160,6 +160,13 @@ export async function rollBack(context: RollbackContext, begun: Transaction, cau
   const transaction = begun.phase === 'rollback' ? begun : advance(stateDir, begun, 'rollback', cause);
   // A fresh signal: the first Ctrl-C stopped the apply; the rollback must still run (a second quits).
   const signal = new AbortController().signal;
+  // The generation to go back to is checked whole before anything is stopped: one that cannot be applied
+  // again leaves the machine as the apply left it, rather than undone and not brought back.
+  if (transaction.from !== null) {
+    const usable = store.verify(transaction.from);
+    const env = usable.ok ? store.env(transaction.from) : usable;
+    if (!env.ok) return { ok: false, left: [`${generationProblem(env.error)}: nothing was undone (\`nodegraph apply --continue\` finishes the apply instead)`] };
+  }
   const intents = readIntents(transactionDir(stateDir));
   const left: string[] = await context.undo(async (records, teardown) => {
     const problems: string[] = [];

@@ -29,7 +29,7 @@ import { DurableBatch, writeDurably } from '../util/durable.ts';
 import { err, ok, type Result } from '../util/result.ts';
 import { pruneStore, SWEEP_EVERY } from './prune.ts';
 import { restoreSources, type Restored } from './restored.ts';
-import { GENERATION_FORMAT, GENERATION_VERSION, PART_MASK, partEnds, partKey, sealEnv, sourcesDigest, type Generation, type SealedEnv, type SourceFile, type SourcePart, type Sources, type StoredGeneration } from './manifest.ts';
+import { GENERATION_FORMAT, GENERATION_VERSION, isStoredGeneration, PART_MASK, partEnds, partKey, sealEnv, sourcesDigest, type Generation, type SealedEnv, type SourceFile, type SourcePart, type Sources, type StoredGeneration } from './manifest.ts';
 
 const { createHash } = process.getBuiltinModule('node:crypto');
 
@@ -120,8 +120,8 @@ export class GenerationStore {
   /** Generation `n`'s manifest as stored: its parts named, not read. */
   head(n: number): StoredGeneration | undefined {
     try {
-      const parsed = JSON.parse(readFileSync(this.#manifest(n), 'utf8')) as StoredGeneration;
-      return parsed.format === GENERATION_FORMAT && parsed.version <= GENERATION_VERSION && parsed.number === n ? parsed : undefined;
+      const parsed: unknown = JSON.parse(readFileSync(this.#manifest(n), 'utf8'));
+      return isStoredGeneration(parsed, n, GENERATION_VERSION) ? parsed : undefined;
     } catch {
       return undefined;
     }
@@ -186,6 +186,13 @@ export class GenerationStore {
     } catch {
       return undefined;
     }
+  }
+
+  /** Why generation `n` cannot be read: its manifest is not there, or is there and not whole. */
+  #absent(n: number): GenerationError {
+    const file = this.#manifest(n);
+    if (existsSync(file)) return { reason: 'generation-damaged', number: n, path: file, message: 'its manifest is not whole' };
+    return { reason: 'generation-missing', number: n, known: this.numbers() };
   }
 
   /** The first manifest a newer nodegraph wrote, said as a newer journal is: what reads generations refuses it. */
@@ -323,7 +330,7 @@ export class GenerationStore {
   /** Rewrites a manifest with a new status (and, once applied, what ran). */
   mark(n: number, status: Generation['status'], what: { ran?: readonly string[]; destroyed?: readonly string[] } = {}): Result<StoredGeneration, GenerationError> {
     const generation = this.head(n);
-    if (generation === undefined) return err({ reason: 'generation-missing', number: n, known: this.numbers() });
+    if (generation === undefined) return err(this.#absent(n));
     return this.#write({ ...generation, status, ...what });
   }
 
@@ -371,9 +378,17 @@ export class GenerationStore {
     const generation = this.read(n);
     if (generation === undefined) {
       // The manifest is there, one of its parts is not (or not whole): damaged, not missing.
-      const part = this.head(n)?.parts?.find((p) => this.part(p) === undefined);
+      const head = this.head(n);
+      const part = head?.parts?.find((p) => this.part(p) === undefined);
       if (part !== undefined) return err({ reason: 'generation-damaged', number: n, path: this.object(part.sha256), message: 'this part of its list of files is missing, or not the content its SHA-256 names' });
-      return err({ reason: 'generation-missing', number: n, known: this.numbers() });
+      return err(this.#absent(n));
+    }
+    // The digest covers the Nodefile's path, every file and probe, and the env values: a manifest changed in any is refused.
+    if (generation.version === GENERATION_VERSION) {
+      const env = generation.env as Readonly<Record<string, SealedEnv | null>>;
+      if (sourcesDigest(generation.nodefile, env, generation.files, generation.probes ?? []) !== generation.digest) {
+        return err({ reason: 'generation-damaged', number: n, path: this.#manifest(n), message: 'its manifest does not match its digest' });
+      }
     }
     for (const file of generation.files) {
       if (!HEX.test(file.sha256)) return err({ reason: 'generation-damaged', number: n, path: file.path, message: 'its manifest names no valid SHA-256' });
@@ -399,7 +414,7 @@ export class GenerationStore {
    */
   env(n: number): Result<Record<string, string | null>, GenerationError> {
     const generation = this.head(n);
-    if (generation === undefined) return err({ reason: 'generation-missing', number: n, known: this.numbers() });
+    if (generation === undefined) return err(this.#absent(n));
     const values: Record<string, string | null> = {};
     let key: Uint8Array | undefined;
     for (const [name, value] of Object.entries(generation.env)) {

@@ -78,6 +78,32 @@ export interface SourcePart {
 /** A manifest as it lies on disk: version 3 names its files by parts, older versions list them. */
 export type StoredGeneration = Omit<Generation, 'files'> & { readonly files?: readonly SourceFile[]; readonly parts?: readonly SourcePart[] };
 
+const HEX64 = /^[0-9a-f]{64}$/;
+const STATUSES = new Set(['pending', 'applied', 'failed']);
+const isStrings = (v: unknown): boolean => Array.isArray(v) && v.every((s) => typeof s === 'string');
+
+/**
+ * Whether `v` is a whole manifest of generation `n`: every field a rollback or a
+ * listing reads, of its type (a manifest damaged in one field is refused, not
+ * half acted on). The digest is required from the current version on.
+ */
+export function isStoredGeneration(v: unknown, n: number, current: number): v is StoredGeneration {
+  if (typeof v !== 'object' || v === null) return false;
+  const g = v as Partial<Record<keyof StoredGeneration, unknown>>;
+  if (g.format !== GENERATION_FORMAT || typeof g.version !== 'number' || g.version > current || g.number !== n) return false;
+  if (typeof g.createdAt !== 'string' || !STATUSES.has(g.status as string) || typeof g.nodefile !== 'string' || !path.isAbsolute(g.nodefile)) return false;
+  if (!isStrings(g.ran) || !isStrings(g.destroyed) || (g.probes !== undefined && !Array.isArray(g.probes))) return false;
+  if (typeof g.env !== 'object' || g.env === null || Array.isArray(g.env)) return false;
+  for (const value of Object.values(g.env)) {
+    if (value !== null && typeof value !== 'string' && (typeof value !== 'object' || typeof (value as SealedEnv).digest !== 'string' || typeof (value as SealedEnv).sealed !== 'string')) return false;
+  }
+  if (g.version >= current ? typeof g.digest !== 'string' || !HEX64.test(g.digest) : g.digest !== undefined && typeof g.digest !== 'string') return false;
+  if (g.parts !== undefined) {
+    return Array.isArray(g.parts) && g.parts.every((p: Partial<SourcePart>) => typeof p === 'object' && p !== null && HEX64.test(String(p.sha256)) && typeof p.key === 'string' && Number.isSafeInteger(p.count));
+  }
+  return Array.isArray(g.files) && g.files.every((f: Partial<SourceFile>) => typeof f === 'object' && f !== null && typeof f.path === 'string' && typeof f.sha256 === 'string');
+}
+
 /** A part ends after a path whose hash has these low bits all zero (about 1,024 files a part on average)… */
 export const PART_MASK = 1023;
 /** …or at this many files. */

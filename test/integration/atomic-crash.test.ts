@@ -104,6 +104,24 @@ describe('kill -9 at every step boundary of an atomic apply, then apply', () => 
   });
 });
 
+test('an interrupted apply whose earlier generation is damaged is not rolled back half: nothing is undone, and --continue finishes it', async () => {
+  const rig = project();
+  setSettings(rig, 'a');
+  expect((await rig.run(['apply', '--atomic'])).code).toBe(0);
+  setSettings(rig, 'b');
+  expect((await rig.run(['apply', '--atomic'], { NODEGRAPH_FAILPOINT: 'health' })).signal).toBe('SIGKILL');
+  const left = machine(rig);
+  const manifest = rig.path('.nodegraph/generations/1.json');
+  writeFileSync(manifest, readFileSync(manifest, 'utf8').replace('Nodefile.ts', 'Nodefilf.ts'));
+  const refused = await rig.run(['apply']);
+  expect(refused.code).toBe(1);
+  expect(refused.stderr).toContain('generation 1 is damaged: ');
+  expect(refused.stderr).toContain('its manifest does not match its digest: nothing was undone (`nodegraph apply --continue` finishes the apply instead)');
+  expect(machine(rig)).toEqual(left);
+  expect((await rig.run(['apply', '--continue'])).code).toBe(0);
+  expect(machine(rig).outputs).toEqual(rendered('b'));
+});
+
 // NODEGRAPH_CRASH_CAMPAIGN=1 (CI sets it) runs the long campaign.
 const campaign = process.env['NODEGRAPH_CRASH_CAMPAIGN'] === '1';
 

@@ -18,6 +18,7 @@ import { afterEach, beforeEach, expect, test } from 'vitest';
 import { GenerationStore } from '../../src/transaction/generations.ts';
 
 const generations = path.resolve(import.meta.dirname, '../../src/transaction/generations.ts');
+const manifest = path.resolve(import.meta.dirname, '../../src/transaction/manifest.ts');
 
 let dir: string;
 
@@ -40,6 +41,7 @@ import { createHash } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { GenerationStore } from ${JSON.stringify(generations)};
+import { sourcesDigest } from ${JSON.stringify(manifest)};
 const [dir, first, killAt] = process.argv.slice(2);
 let steps = 0;
 const onStep = (name) => { console.log('step ' + ++steps + ' ' + name); if (steps === Number(killAt)) process.kill(process.pid, 'SIGKILL'); };
@@ -54,7 +56,8 @@ for (let round = Number(first); round < Number(first) + 4; round++) {
     files.push({ path: file, sha256: createHash('sha256').update(content).digest('hex') });
   }
   const n = store.next();
-  const made = store.record(n, { nodefile: path.join(dir, 'Nodefile.ts'), files, probes: [], env: {}, digest: 'd' + round }, { status: 'applied' });
+  const nodefile = path.join(dir, 'Nodefile.ts');
+  const made = store.record(n, { nodefile, files, probes: [], env: {}, digest: sourcesDigest(nodefile, {}, files, []) }, { status: 'applied' });
   if (!made.ok) { console.log('RECORD ' + JSON.stringify(made.error)); process.exit(2); }
   store.setCurrent(made.value);
   store.prune(2);

@@ -160,6 +160,31 @@ test('a generation whose stored copy is damaged is refused before anything chang
   expect(rig.read('.nodegraph/generations/current')).toMatch(/^2 [0-9a-f]{64}\n$/);
 });
 
+test('a manifest damaged in one field is refused whole, before anything changes: a field gone, the Nodefile renamed', async () => {
+  project();
+  set(1);
+  expect((await rig.run(['apply'])).code).toBe(0);
+  set(2);
+  expect((await rig.run(['apply'])).code).toBe(0);
+  const file = rig.path('.nodegraph/generations/1.json');
+  const whole = rig.read('.nodegraph/generations/1.json');
+  const damaged = {
+    'a field gone': JSON.stringify(Object.fromEntries(Object.entries(JSON.parse(whole) as Record<string, unknown>).filter(([k]) => k !== 'ran'))),
+    'the Nodefile renamed': whole.replace('Nodefile.ts', 'Nodefilf.ts'),
+  };
+  for (const [what, text] of Object.entries(damaged)) {
+    chmodSync(file, 0o600);
+    writeFileSync(file, text);
+    const listed = await rig.run(['generations']);
+    expect(listed.code, what).toBe(0);
+    const refused = await rig.run(['rollback', '1']);
+    expect(refused.code, what).toBe(1);
+    expect(refused.stderr, what).toMatch(/^error\[generation-damaged\]: generation 1 is damaged, and was not applied: .*1\.json: its manifest (is not whole|does not match its digest)\n$/);
+    expect(JSON.parse(rig.read('settings.json'))).toMatchObject({ v: 2 });
+    expect(rig.read('out/v')).toBe('2');
+  }
+});
+
 test('a generation whose part (which holds small files inline) is damaged is refused before anything changes', async () => {
   project();
   set(1);

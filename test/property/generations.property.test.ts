@@ -16,6 +16,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { expect, test } from 'vitest';
 import { GenerationStore } from '../../src/transaction/generations.ts';
+import { sourcesDigest } from '../../src/transaction/manifest.ts';
 
 const PATHS = 24;
 /** Few contents, so that files often share one object; of sizes 1 to 5, on both sides of the inline limit. */
@@ -56,7 +57,8 @@ test('recording and pruning keep every kept generation whole and the store exact
               files.push({ path: file, sha256: sha(CONTENTS[content]!) });
             });
             const n = store.next();
-            const made = store.record(n, { nodefile: path.join(dir, 'Nodefile.ts'), files, probes: [], env: {}, digest: `d${n}` }, { status: 'applied' });
+            const nodefile = path.join(dir, 'Nodefile.ts');
+            const made = store.record(n, { nodefile, files, probes: [], env: {}, digest: sourcesDigest(nodefile, {}, files, []) }, { status: 'applied' });
             expect(made.ok).toBe(true);
             store.setCurrent({ number: n, digest: `d${n}` });
             recorded.set(n, new Map(files.map((f) => [f.path, f.sha256])));
