@@ -96,6 +96,8 @@ export type Failure =
   | { readonly reason: 'generation-missing'; readonly number: number; readonly known: readonly number[]; readonly before?: number | null }
   | { readonly reason: 'generation-damaged'; readonly number: number; readonly path: string; readonly message: string }
   | { readonly reason: 'generation-file-changed'; readonly number: number; readonly path: string; readonly sha256: string }
+  /** Applying generation `number` would write over these files, whose content no other kept generation holds. */
+  | { readonly reason: 'generation-would-overwrite'; readonly number: number; readonly paths: readonly string[] }
   | { readonly reason: 'generation-write-failed'; readonly path: string; readonly message: string };
 
 export type FailureReason = Failure['reason'];

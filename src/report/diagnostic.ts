@@ -142,6 +142,10 @@ export function message(failure: Failure, cwd: string): string {
       return `generation ${failure.number} needs ${path.relative(cwd, failure.path) || failure.path} at sha256:${failure.sha256.slice(0, 12)}…, which has changed: nothing was applied`;
     case 'generation-write-failed':
       return `could not write ${failure.path}: ${failure.message}`;
+    case 'generation-would-overwrite': {
+      const files = failure.paths.map((p) => path.relative(cwd, p) || p).join(', ');
+      return `generation ${failure.number} was not applied: it would write over ${files}, edited since and held by no kept generation (the edit would be lost): apply it, undo it, or move the file aside first`;
+    }
     default:
       return unreachable(failure);
   }

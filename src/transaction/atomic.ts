@@ -246,5 +246,7 @@ export function generationProblem(error: import('./generations.ts').GenerationEr
       return `generation ${error.number} needs ${error.path} at sha256:${error.sha256.slice(0, 12)}…, which has changed`;
     case 'generation-write-failed':
       return `could not write ${error.path}: ${error.message}`;
+    case 'generation-would-overwrite':
+      return `generation ${error.number} would write over ${error.paths.join(', ')}, whose content no other kept generation holds`;
   }
 }

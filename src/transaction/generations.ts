@@ -42,7 +42,7 @@ export const INLINE_LIMIT = 4096;
 export { describeRestored, type Restored } from './restored.ts';
 
 /** What can go wrong with a generation: the Failure variants of that name (error.ts). */
-export type GenerationError = Extract<Failure, { reason: 'generation-missing' | 'generation-damaged' | 'generation-file-changed' | 'generation-write-failed' }>;
+export type GenerationError = Extract<Failure, { reason: 'generation-missing' | 'generation-damaged' | 'generation-file-changed' | 'generation-write-failed' | 'generation-would-overwrite' }>;
 
 const HEX = /^[0-9a-f]{64}$/;
 const COPY = { stored: 'copy' } as const;

@@ -58,15 +58,22 @@ export interface RestoringStore<E> {
  * Folders are not made or emptied.
  * Returns the paths it rewrote or removed.
  */
-export function restoreSources<E>(store: RestoringStore<E>, n: number): Result<Restored, E | Extract<Failure, { reason: 'generation-write-failed' }>> {
+export function restoreSources<E>(store: RestoringStore<E>, n: number): Result<Restored, E | Extract<Failure, { reason: 'generation-write-failed' | 'generation-would-overwrite' }>> {
   const verified = store.verify(n);
   if (!verified.ok) return verified;
   const written: string[] = [];
   const removed: string[] = [];
+  let held: Set<string> | undefined;
+  const heldNow = (): Set<string> => (held ??= heldBesides(store, n));
+  const changing = verified.value.files.filter((file) => file.stored !== 'path' && !sameContent(file.path, file.sha256));
+  // A file whose present content no other kept generation holds (an edit not applied yet) would be lost: nothing is written.
+  const only = changing.filter((file) => {
+    const now = currentSha256(file.path);
+    return now !== '' && !heldNow().has(`${file.path}\0${now}`);
+  });
+  if (only.length > 0) return err({ reason: 'generation-would-overwrite', number: n, paths: only.map((f) => f.path) });
   try {
-    for (const file of verified.value.files) {
-      if (file.stored === 'path') continue;
-      if (sameContent(file.path, file.sha256)) continue;
+    for (const file of changing) {
       mkdirSync(path.dirname(file.path), { recursive: true });
       const temp = path.join(path.dirname(file.path), `.${path.basename(file.path)}.${process.pid}.restore`);
       if (file.stored === 'inline') writeFileSync(temp, Buffer.from(file.content ?? '', 'base64'));
@@ -76,9 +83,8 @@ export function restoreSources<E>(store: RestoringStore<E>, n: number): Result<R
       written.push(file.path);
     }
     const absent = (verified.value.probes ?? []).filter((p) => p.kind === 'absent');
-    const held = absent.length === 0 ? new Set<string>() : heldBesides(store, n);
     for (const probe of absent) {
-      if (!held.has(`${probe.path}\0${currentSha256(probe.path)}`)) continue;
+      if (!heldNow().has(`${probe.path}\0${currentSha256(probe.path)}`)) continue;
       rmSync(probe.path);
       removed.push(probe.path);
     }

@@ -62,12 +62,13 @@ test('rollback applies the generation before the current one from its stored cop
   project();
   set(1);
   expect((await rig.run(['apply'], { NG_TEST_VALUE: 'x' })).code).toBe(0);
+  // The Nodefile itself is a source: generation 2 applies an edit of it, which rolling back undoes.
+  const nodefileBefore = rig.read('Nodefile.ts');
+  const edited = nodefileBefore.replace("String(s.v)", "'edited ' + s.v");
+  rig.write('Nodefile.ts', edited);
   set(2);
   expect((await rig.run(['apply'], { NG_TEST_VALUE: 'y' })).code).toBe(0);
-  expect(rig.read('out/v')).toBe('2');
-  // The Nodefile itself is restored too: an edit to it after generation 2 is undone by rolling back.
-  const nodefileBefore = rig.read('Nodefile.ts');
-  rig.write('Nodefile.ts', nodefileBefore.replace("String(s.v)", "'edited ' + s.v"));
+  expect(rig.read('out/v')).toBe('edited 2');
   const back = await rig.run(['rollback'], { NG_TEST_VALUE: 'y' });
   expect(back.stderr).toBe('');
   expect(back.code).toBe(0);
@@ -76,11 +77,12 @@ test('rollback applies the generation before the current one from its stored cop
   expect(rig.read('out/v')).toBe('1');
   expect(rig.read('out/env')).toBe('x');
   expect(rig.read('settings.json')).toBe('{"v": 1}\n');
+  expect(rig.read('Nodefile.ts')).toBe(nodefileBefore);
   const forward = await rig.run(['rollback', '2'], { NG_TEST_VALUE: 'x' });
   expect(forward.code).toBe(0);
-  expect(rig.read('out/v')).toBe('2');
+  expect(rig.read('out/v')).toBe('edited 2');
   expect(rig.read('out/env')).toBe('y');
-  expect(rig.read('Nodefile.ts')).toBe(nodefileBefore);
+  expect(rig.read('Nodefile.ts')).toBe(edited);
   const missing = await rig.run(['rollback', '9']);
   expect(missing.code).toBe(1);
   expect(missing.stderr).toBe('error[generation-missing]: there is no generation 9 (known: 1, 2, 3, 4)\n');
@@ -158,6 +160,27 @@ test('a generation whose stored copy is damaged is refused before anything chang
   expect(JSON.parse(rig.read('settings.json'))).toMatchObject({ v: 2 });
   expect(rig.read('out/v')).toBe('2');
   expect(rig.read('.nodegraph/generations/current')).toMatch(/^2 [0-9a-f]{64}\n$/);
+});
+
+test('rollback does not write over an edit no generation holds: it is refused, and nothing changes', async () => {
+  project();
+  set(1);
+  expect((await rig.run(['apply'])).code).toBe(0);
+  set(2);
+  expect((await rig.run(['apply'])).code).toBe(0);
+  set(3); // not applied: this text is nowhere else
+  const refused = await rig.run(['rollback']);
+  expect(refused.code).toBe(1);
+  expect(refused.stderr).toBe(
+    'error[generation-would-overwrite]: generation 1 was not applied: it would write over settings.json, edited since and held by no kept generation (the edit would be lost): apply it, undo it, or move the file aside first\n',
+  );
+  expect(JSON.parse(rig.read('settings.json'))).toMatchObject({ v: 3 });
+  expect(rig.read('out/v')).toBe('2');
+  // Its text as generation 2 holds it: nothing is lost, and the rollback goes on.
+  set(2);
+  expect((await rig.run(['rollback'])).code).toBe(0);
+  expect(JSON.parse(rig.read('settings.json'))).toMatchObject({ v: 1 });
+  expect(rig.read('out/v')).toBe('1');
 });
 
 test('a manifest damaged in one field is refused whole, before anything changes: a field gone, the Nodefile renamed', async () => {
