@@ -4,7 +4,7 @@
 // interrupted transaction finished before anything else; `rollback` to an
 // earlier generation; the generations listed.
 
-import { existsSync, readFileSync, rmdirSync } from 'node:fs';
+import { existsSync, readFileSync, realpathSync, rmdirSync } from 'node:fs';
 import path from 'node:path';
 import { closeSession, defaultJobs, observeAndPlan, openSession, stateDirOf, withState, type EngineOptions, type Session } from './engine.ts';
 import type { Failure } from './error.ts';
@@ -49,6 +49,8 @@ export interface ApplySummary extends ExecuteSummary {
 
 export interface ApplyOptions extends EngineOptions {
   readonly planFile?: string;
+  /** `nodefile` was named (-f): a saved plan of another Nodefile is refused rather than followed. */
+  readonly nodefileNamed?: boolean;
   /** Undo the apply if it fails or is not healthy; undefined: as the Nodefile's `ng.settings` says. */
   readonly atomic?: boolean;
   /** Finish an interrupted atomic apply's change rather than roll it back. */
@@ -70,6 +72,9 @@ export async function applyNodefile(options: ApplyOptions): Promise<Result<Apply
     const read = readSavedPlan(options.planFile);
     if (!read.ok) return err([read.error]);
     saved = read.value;
+    if (options.nodefileNamed === true && realPathOf(options.nodefile) !== saved.nodefile) {
+      return err([{ reason: 'usage', command: 'apply', message: `the saved plan ${options.planFile} is of ${saved.nodefile}, not of ${options.nodefile}` }]);
+    }
     effective = { ...options, nodefile: saved.nodefile, targets: saved.targets, replace: saved.replace };
   }
   if (options.lock !== undefined) return applyWhole(effective, saved, 'as-set');
@@ -438,6 +443,15 @@ async function finishTransaction(
   if (!outcome.ok) return err([{ reason: 'atomic-apply-failed', cause, from, to: transaction.to, rolledBack: false, left: outcome.left }]);
   emit({ type: 'transaction', message: `rolled back to ${from === null ? 'before the interrupted apply' : `generation ${from}`}` });
   return ok({ recovered: recovered('rolled-back') });
+}
+
+/** `file` as the graph names it (symlinks resolved), or as given when it cannot be resolved. */
+function realPathOf(file: string): string {
+  try {
+    return realpathSync(file);
+  } catch {
+    return path.resolve(file);
+  }
 }
 
 /** The plan that `plan --out` wrote to `file`. */

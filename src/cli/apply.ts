@@ -38,7 +38,7 @@ export async function run(args: Args, io: CliIo): Promise<number> {
     continue: args.values['continue'] === true,
     targets,
     onEvent: reporter.sink,
-    ...(planFile === undefined ? {} : { planFile: path.resolve(io.cwd, planFile) }),
+    ...(planFile === undefined ? {} : { planFile: path.resolve(io.cwd, planFile), nodefileNamed: args.values['file'] !== undefined }),
   });
   await reporter.close();
   if (metrics !== undefined) recordMetrics(metrics, stateDirOf(options), applyMetricsRun('apply', startedAt, result, io.signal.aborted), io);

@@ -159,5 +159,23 @@ export function parseSavedPlan(file: string, text: string): Result<SavedPlan, Fa
   if (p.version !== PLAN_VERSION) {
     return err({ reason: 'plan-file-invalid', path: file, message: `plan format version ${String(p.version)}, this nodegraph reads ${PLAN_VERSION}` });
   }
+  const field = damagedField(p);
+  if (field !== undefined) return err({ reason: 'plan-file-invalid', path: file, message: `its ${field} is not what plan --out writes` });
   return ok(p as SavedPlan);
+}
+
+const isStrings = (v: unknown): boolean => Array.isArray(v) && v.every((s) => typeof s === 'string');
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/** The first field of a saved plan that is not of its type, or undefined. */
+function damagedField(p: Partial<SavedPlan>): string | undefined {
+  if (typeof p.nodefile !== 'string' || !path.isAbsolute(p.nodefile)) return 'nodefile';
+  if (!isStrings(p.targets)) return 'targets';
+  if (!isStrings(p.replace)) return 'replace';
+  if (typeof p.createdAt !== 'string') return 'createdAt';
+  if (typeof p.state !== 'string') return 'state';
+  if (!isObject(p.tasks) || !Object.values(p.tasks).every((h) => typeof h === 'string')) return 'tasks';
+  if (p.observed !== undefined && !isObject(p.observed)) return 'observed';
+  if (!isObject(p.plan)) return 'plan';
+  return undefined;
 }

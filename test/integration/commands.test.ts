@@ -175,6 +175,21 @@ describe('saved plans', () => {
     expect(stale.stderr).toContain('  - the state changed (another apply or destroy ran)');
   });
 
+  test('a saved plan of another Nodefile than -f names, or with a field that is not what plan --out writes, is refused: nothing runs', async () => {
+    rig.nodefile(`ng.task('a', { outputs: ['out/a'], run: ['touch', 'out/a'] });`);
+    rig.nodefile(`ng.task('b', { outputs: ['out/b'], run: ['touch', 'out/b'] });`, 'other/Nodefile.ts');
+    expect((await rig.run(['plan', '--out', 'plan.json'])).code).toBe(0);
+    const other = await rig.run(['apply', '--plan', 'plan.json', '-f', 'other/Nodefile.ts']);
+    expect(other.code).toBe(1);
+    expect(other.stderr).toBe(`error[usage]: the saved plan ${rig.path('plan.json')} is of ${rig.path('Nodefile.ts')}, not of ${rig.path('other/Nodefile.ts')} (see nodegraph apply --help)\n`);
+    const saved = JSON.parse(rig.read('plan.json')) as Record<string, unknown>;
+    rig.write('plan.json', JSON.stringify({ ...saved, tasks: null }));
+    const damaged = await rig.run(['apply', '--plan', 'plan.json']);
+    expect(damaged.code).toBe(1);
+    expect(damaged.stderr).toBe(`error[plan-file-invalid]: ${rig.path('plan.json')} is not a usable plan: its tasks is not what plan --out writes\n`);
+    expect(rig.exists('out/a') || rig.exists('other/out/b')).toBe(false);
+  });
+
   test('plan --json is a versioned document', async () => {
     rig.nodefile(`ng.task('a', { outputs: ['out/a'], run: ['touch', 'out/a'] });`);
     const result = await rig.run(['plan', '--json', '--detailed-exitcode']);
