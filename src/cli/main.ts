@@ -120,10 +120,17 @@ export async function runCli(): Promise<void> {
   const controller = new AbortController();
   const stdout = outputOf(1);
   const stderr = outputOf(2);
+  // The Nodefile's code (its body, a function task, a check) that calls process.exit would end the run with
+  // children running and the lock held, and exit 0: the call throws there instead, an error of that code (the
+  // Nodefile does not load, the task fails). nodegraph itself exits through `exit`.
+  const exit = process.exit.bind(process);
+  process.exit = ((code?: number | string | null) => {
+    throw new Error(`process.exit(${code ?? ''}) was called: nodegraph ends its own run, and this code cannot end it`);
+  }) as typeof process.exit;
   let interrupts = 0;
   const onSignal = (): void => {
     // First Ctrl-C: stop cleanly (children killed, finished work recorded, lock released). Second: now.
-    if (++interrupts > 1) process.exit(130);
+    if (++interrupts > 1) exit(130);
     // Aborted first: the live view clears its area on the abort, so the notice is not drawn over.
     controller.abort();
     stderr.write('\ninterrupted: stopping running tasks (Ctrl-C again to quit at once)\n');

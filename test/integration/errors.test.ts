@@ -271,6 +271,18 @@ error[invalid-field]: task b: field inputs.v.value: it is nested deeper than 100
 `,
   },
   {
+    name: 'a Nodefile that calls process.exit does not end the run with a silent exit 0: it is an error where it called it',
+    body: `  ng.task('a', { run: ['true'] });
+  process.exit(0);
+`,
+    expected: (f) => `error[nodefile-threw]: the Nodefile threw while declaring the graph: Error: process.exit(0) was called: nodegraph ends its own run, and this code cannot end it
+ --> ${f}:4:11
+  |
+4 |   process.exit(0);
+  |           ^
+`,
+  },
+  {
     name: 'a tree that holds the state folder, which would never settle, is refused with the field',
     body: `  ng.task('b', { inputs: { all: ng.tree('.') }, run: ['true'] });
 `,

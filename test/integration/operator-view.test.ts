@@ -114,3 +114,16 @@ test('a promise the Nodefile leaves unawaited that fails stops the run as Ctrl-C
   const status = await rig.run(['status']);
   expect(status.stdout).toMatch(/slow +failed +last run was canceled/);
 });
+
+test('a function task that calls process.exit fails, and the run ends as any failed run does: recorded, the lock released', async () => {
+  rig.nodefile(`
+  ng.task('quits', { run: () => { process.exit(3); } });
+  ng.task('other', { outputs: ['other.out'], run: ['sh', '-c', 'echo o > other.out'] });
+`);
+  const applied = await rig.run(['apply', '-k']);
+  expect(applied.code).toBe(1);
+  expect(applied.stdout).toContain('quits failed: process.exit(3) was called: nodegraph ends its own run, and this code cannot end it');
+  expect(rig.exists('other.out')).toBe(true);
+  expect(rig.exists('.nodegraph/lock')).toBe(false);
+  expect((await rig.run(['status'])).stdout).toMatch(/quits +failed/);
+});
