@@ -218,7 +218,8 @@ function syntaxSite(error: unknown): SourceSite | undefined {
 function nodefileNear(file: string): string | undefined {
   let names: string[];
   try {
-    names = readdirSync(path.dirname(file)).filter((n) => /\.(?:[cm]?ts|[cm]?js)$/.test(n)).sort();
+    // Not the file itself: a dangling symlink by that name is listed, and does not exist.
+    names = readdirSync(path.dirname(file)).filter((n) => /\.(?:[cm]?ts|[cm]?js)$/.test(n) && n !== path.basename(file)).sort();
   } catch {
     return undefined;
   }

@@ -474,6 +474,10 @@ describe('bad input', () => {
     rig.write('deploy/Nodefile.ts', `${header}};\n`);
     const typo = await rig.run(['plan', '-f', 'deploy/Nodefil.ts']);
     expect(typo.stderr).toBe(`error[nodefile-not-found]: no Nodefile at ${rig.path('deploy/Nodefil.ts')}; did you mean ./deploy/Nodefile.ts? (use -f to name it)\n`);
+    // A symlink to nothing is not suggested as itself.
+    symlinkSync('nowhere.ts', rig.path('deploy/broken.ts'));
+    const dangling = await rig.run(['plan', '-f', 'deploy/broken.ts']);
+    expect(dangling.stderr).toBe(`error[nodefile-not-found]: no Nodefile at ${rig.path('deploy/broken.ts')}; did you mean ./deploy/Nodefile.ts? (use -f to name it)\n`);
   });
 
   test('a state folder that cannot be written is one sentence that names the folder', async () => {
