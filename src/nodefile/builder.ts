@@ -300,10 +300,20 @@ function keySite(site: SourceSite | undefined, key: string): SourceSite | undefi
   }
   const escaped = key.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
   const pattern = new RegExp(`(?<![\\w$'"])(?:${escaped}|'${escaped}'|"${escaped}")\\s*:`);
+  // Only inside the call's parentheses: a key of the same name further down belongs to other code.
+  let depth = 0;
+  let opened = false;
   for (let i = site.line - 1; i < Math.min(lines.length, site.line - 1 + KEY_SEARCH_LINES); i++) {
     const from = i === site.line - 1 ? site.column - 1 : 0;
-    const match = pattern.exec(lines[i]!.slice(from));
+    let to = lines[i]!.length;
+    for (let c = from; c < to; c++) {
+      const ch = lines[i]![c];
+      if (ch === '(') [depth, opened] = [depth + 1, true];
+      else if (ch === ')' && --depth === 0 && opened) to = c;
+    }
+    const match = pattern.exec(lines[i]!.slice(from, to));
     if (match !== null) return { file: site.file, line: i + 1, column: from + match.index + 1 };
+    if (opened && depth <= 0) break;
   }
   return undefined;
 }

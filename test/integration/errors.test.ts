@@ -305,6 +305,20 @@ error[invalid-field]: task b: field inputs.v.value: it is nested deeper than 100
 `,
   },
   {
+    name: 'an unknown field from a spread object points at the call, not at a key of that name further down',
+    body: `  const common = { run: ['true'], timeout: 5 };
+  ng.task('a', { ...common } as never);
+  const other = { timeout: 10 };
+  void other;
+`,
+    expected: (f) => `error[invalid-field]: task a: field timeout: not a field of a task
+ --> ${f}:4:6
+  |
+4 |   ng.task('a', { ...common } as never);
+  |      ^
+`,
+  },
+  {
     name: 'an unknown field is pointed at where it is written, with the field it may mean',
     body: `  ng.task('a', {
     run: ['true'],
