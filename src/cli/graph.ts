@@ -129,7 +129,11 @@ export function toJson(view: GraphView): string {
 }
 
 export async function run(args: Args, io: CliIo): Promise<number> {
-  const format = str(args.values['format']) ?? 'dot';
+  // --json, which every command takes, asks for the JSON document here too.
+  const format = str(args.values['format']) ?? (args.values['json'] === true ? 'json' : 'dot');
+  if (args.values['json'] === true && format !== 'json') {
+    return printFailures([{ reason: 'usage', command: 'graph', message: `--json asks for JSON, --format for ${format}: give one` }], io);
+  }
   if (!['dot', 'mermaid', 'json'].includes(format)) {
     return printFailures([{ reason: 'usage', command: 'graph', message: `--format is dot, mermaid or json, not ${format}` }], io);
   }

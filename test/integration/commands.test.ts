@@ -278,6 +278,9 @@ describe('inspection', () => {
     const outputs = json['outputs'] as { recorded: string; current: string }[];
     expect(outputs[0]!.recorded).not.toBe(outputs[0]!.current);
     expect((await rig.run(['graph'])).stdout).toContain('  "a";\n  "b";\n  "c";\n  "a" -> "b" [label="a"];\n  "b" -> "c" [style=dashed];\n');
+    // --json, as every command takes it, is the JSON document; with another --format, a usage error.
+    expect((await rig.run(['graph', '--json'])).stdout).toBe((await rig.run(['graph', '--format', 'json'])).stdout);
+    expect((await rig.run(['graph', '--json', '--format', 'dot'])).code).toBe(1);
     expect((await rig.run(['graph', '--format', 'mermaid'])).stdout).toBe(
       [
         'flowchart LR',
