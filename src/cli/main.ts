@@ -72,6 +72,8 @@ export async function main(argv: readonly string[], io: CliIo): Promise<number> 
     return 0;
   }
   const values = parsed.values as Record<string, unknown>;
+  // Under --json stdout is JSON lines: what the Nodefile's code logs (console.log in its body or a task) goes to stderr.
+  if (values['json'] === true) console.log = console.info = console.debug = console.error;
   // --timings: each step's time on stderr when the command ends (timings.ts); loaded only then.
   const timed = values['timings'] === true ? (await import('./timings.ts')).timings() : undefined;
   const { run } = await load[name]();

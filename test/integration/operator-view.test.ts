@@ -127,3 +127,16 @@ test('a function task that calls process.exit fails, and the run ends as any fai
   expect(rig.exists('.nodegraph/lock')).toBe(false);
   expect((await rig.run(['status'])).stdout).toMatch(/quits +failed/);
 });
+
+test("under --json, what the Nodefile's code logs goes to stderr: stdout stays JSON lines", async () => {
+  rig.nodefile(`
+  console.log('declaring');
+  ng.task('a', { run: () => { console.info('running a'); } });
+`);
+  const applied = await rig.run(['apply', '--json']);
+  expect(applied.code).toBe(0);
+  expect(() => events(applied.stdout)).not.toThrow();
+  expect(applied.stderr).toBe('declaring\nrunning a\n');
+  const plan = await rig.run(['plan', '--json']);
+  expect(() => JSON.parse(plan.stdout) as unknown).not.toThrow();
+});
