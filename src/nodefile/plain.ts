@@ -12,10 +12,12 @@ export const SPEC_KEYS: ReadonlySet<string> = new Set([
   'description', 'inputs', 'outputs', 'after', 'run', 'version', 'cwd', 'env', 'check', 'stop', 'destroy', 'removeOutputs', 'retire', 'pool', 'verbs', 'health',
 ]);
 const isArgv = (v: unknown): boolean =>
-  Array.isArray(v) && v.length > 0 && v.every((a) => typeof a === 'string');
+  Array.isArray(v) && v.length > 0 && typeof v[0] === 'string' && v[0].trim() !== '' && v.every((a) => typeof a === 'string');
 const isPath = (v: unknown): boolean => typeof v === 'string' && v.length > 0;
 const NAME = /^[A-Za-z0-9_.-]+$/;
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
+/** A name a command's environment can hold: not empty, no `=` (which would end the name) and no NUL. */
+export const COMMAND_ENV_NAME = /^[^=\0]+$/;
 /** Deeper values are left to the schema (which also meets a cycle there). */
 const MAX_DEPTH = 32;
 
@@ -82,7 +84,7 @@ export function plainlyValid(spec: Record<string, unknown>): boolean {
     if (v !== undefined && !isCommand(v) && !(Array.isArray(v) && v.length > 0 && v.every(isCommand))) return false;
   }
   const env = spec['env'];
-  if (env !== undefined && !isStringRecord(env)) return false;
+  if (env !== undefined && (!isStringRecord(env) || !Object.keys(env as object).every((name) => COMMAND_ENV_NAME.test(name)))) return false;
   const remove = spec['removeOutputs'];
   if (remove !== undefined && typeof remove !== 'boolean') return false;
   const retire = spec['retire'];

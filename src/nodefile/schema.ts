@@ -5,13 +5,16 @@
 import { z } from 'zod';
 import type { TaskSpec } from './types.ts';
 import { err, ok, type Result } from '../util/result.ts';
-import { ID_MESSAGE, ID_PATTERN } from './plain.ts';
+import { COMMAND_ENV_NAME, ID_MESSAGE, ID_PATTERN } from './plain.ts';
 import { DURATION_MESSAGE, parseDuration } from '../util/duration.ts';
 import { nearest } from '../util/nearest.ts';
 
 const isFunction = (v: unknown): v is (...args: never[]) => unknown => typeof v === 'function';
 
-const argv = z.array(z.string()).min(1, 'a command needs at least the program name');
+const argv = z
+  .array(z.string())
+  .min(1, 'a command needs at least the program name')
+  .refine((a) => a[0]!.trim() !== '', 'the program name is empty');
 const command = z.union([argv, z.strictObject({ shell: z.string().min(1) })]);
 const commands = z.union([command, z.array(command)]);
 const fn = z.custom<(...args: never[]) => unknown>(isFunction, { message: 'expected a function' });
@@ -43,7 +46,7 @@ export const taskSpecSchema = z.strictObject({
   run: z.union([command, fn], { error: RUN_SHAPES }),
   version: z.string().optional(),
   cwd: z.string().optional(),
-  env: z.record(z.string(), z.string()).optional(),
+  env: z.record(z.string().regex(COMMAND_ENV_NAME, 'an environment name is not empty and holds no ='), z.string()).optional(),
   check: z.union([command, fn], { error: RUN_SHAPES }).optional(),
   stop: commands.optional(),
   destroy: commands.optional(),
@@ -75,6 +78,10 @@ const TASK_FIELDS = Object.keys(taskSpecSchema.shape);
 function toIssues(error: z.ZodError): FieldIssue[] {
   return error.issues.flatMap((issue): FieldIssue[] => {
     const at = issue.path.map(String);
+    // A record's key that its pattern refuses: named quoted (it may be empty, or hold a `.`), with the pattern's message.
+    if (issue.code === 'invalid_key') {
+      return [{ field: `${at.slice(0, -1).join('.')}[${JSON.stringify(at.at(-1) ?? '')}]`, message: issue.issues[0]?.message ?? issue.message }];
+    }
     if (issue.code !== 'unrecognized_keys') return [{ field: at.join('.'), message: issue.message }];
     // One issue a key, named, with the field it may have meant.
     return issue.keys.map((key) => {

@@ -283,6 +283,23 @@ error[invalid-field]: task b: field inputs.v.value: it is nested deeper than 100
 `,
   },
   {
+    name: 'an empty program name, and an environment name a command cannot hold, are refused where declared, not met at run time',
+    body: `  ng.task('a', { run: [''] });
+  ng.task('b', { run: ['true'], env: { 'A=B': 'x' } });
+`,
+    expected: (f) => `error[invalid-field]: task a: field run: the program name is empty
+ --> ${f}:3:6
+  |
+3 |   ng.task('a', { run: [''] });
+  |      ^
+error[invalid-field]: task b: field env["A=B"]: an environment name is not empty and holds no =
+ --> ${f}:4:6
+  |
+4 |   ng.task('b', { run: ['true'], env: { 'A=B': 'x' } });
+  |      ^
+`,
+  },
+  {
     name: 'a tree that holds the state folder, which would never settle, is refused with the field',
     body: `  ng.task('b', { inputs: { all: ng.tree('.') }, run: ['true'] });
 `,
