@@ -6,7 +6,7 @@ import { closeSync, lstatSync, openSync, readSync, realpathSync, statSync } from
 import path from 'node:path';
 
 export interface OwnFile {
-  /** What the command writes, for the message: `the saved plan`. */
+  /** What the command writes, for the message: `a saved plan`. */
   readonly what: string;
   /** How a file the command wrote begins; an existing file that begins otherwise is not overwritten. */
   readonly begins: string;
