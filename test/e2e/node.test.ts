@@ -811,7 +811,9 @@ describe('graphs/container-node.ts on real runc, systemd and containerd', () => 
     expect(p.get('kube2/image/hello.tar')).toMatchObject({ action: 'create', verb: 'import' });
     expect(p.get('kube2/takeover')).toMatchObject({ action: 'create', verb: `upgrade from ${SLOT}` });
     const summary = await apply('switch to the other slot');
-    expect(summary.destroyed.map(String)).toEqual(expect.arrayContaining([`${SLOT}/container`, `${SLOT}/kubelet`, `${SLOT}/image/hello.tar`]));
+    // Its running tasks are stopped and kept (retire: 'stop'); its image tasks' ledger is destroyed.
+    expect(summary.stopped.map(String)).toEqual(expect.arrayContaining([`${SLOT}/container`, `${SLOT}/kubelet`]));
+    expect(summary.destroyed.map(String)).toEqual(expect.arrayContaining([`${SLOT}/image/hello.tar`]));
     expect(existsSync(path.join(root, 'var/lib/nodegraph/containers', SLOT, 'config.json')), 'kube1 kept in place').toBe(true);
     expect(statSync(path.join(slotDir, 'rootfs')).ino, 'kube1 kept prepared on the same rootfs').toBe(kube1Rootfs);
     // The shared identity was reset, and kube2's kubelet bootstrapped its own.
