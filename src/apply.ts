@@ -4,7 +4,7 @@
 // interrupted transaction finished before anything else; `rollback` to an
 // earlier generation; the generations listed.
 
-import { existsSync, readFileSync, realpathSync, rmdirSync } from 'node:fs';
+import { existsSync, readFileSync, rmdirSync } from 'node:fs';
 import path from 'node:path';
 import { closeSession, defaultJobs, observeAndPlan, openSession, stateDirOf, withState, type EngineOptions, type Session } from './engine.ts';
 import type { Failure } from './error.ts';
@@ -30,6 +30,7 @@ import type { ObservedSources } from './hash/observation.ts';
 import { waitHealthy } from './transaction/health.ts';
 import { IntentLog, type Intent } from './transaction/intents.ts';
 import { readTransaction, transactionDir, type Transaction } from './transaction/record.ts';
+import { realPath } from './util/realpath.ts';
 import { err, ok, type Result } from './util/result.ts';
 
 export interface ApplySummary extends ExecuteSummary {
@@ -72,7 +73,7 @@ export async function applyNodefile(options: ApplyOptions): Promise<Result<Apply
     const read = readSavedPlan(options.planFile);
     if (!read.ok) return err([read.error]);
     saved = read.value;
-    if (options.nodefileNamed === true && realPathOf(options.nodefile) !== saved.nodefile) {
+    if (options.nodefileNamed === true && (realPath(options.nodefile) ?? path.resolve(options.nodefile)) !== saved.nodefile) {
       return err([{ reason: 'usage', command: 'apply', message: `the saved plan ${options.planFile} is of ${saved.nodefile}, not of ${options.nodefile}` }]);
     }
     effective = { ...options, nodefile: saved.nodefile, targets: saved.targets, replace: saved.replace };
@@ -443,15 +444,6 @@ async function finishTransaction(
   if (!outcome.ok) return err([{ reason: 'atomic-apply-failed', cause, from, to: transaction.to, rolledBack: false, left: outcome.left }]);
   emit({ type: 'transaction', message: `rolled back to ${from === null ? 'before the interrupted apply' : `generation ${from}`}` });
   return ok({ recovered: recovered('rolled-back') });
-}
-
-/** `file` as the graph names it (symlinks resolved), or as given when it cannot be resolved. */
-function realPathOf(file: string): string {
-  try {
-    return realpathSync(file);
-  } catch {
-    return path.resolve(file);
-  }
 }
 
 /** The plan that `plan --out` wrote to `file`. */

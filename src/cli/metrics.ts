@@ -82,15 +82,8 @@ export function metricsTarget(args: Args, io: CliIo, command: MetricsCommand, op
   const given = str(args.values['metrics-file']) ?? (io.env['NODEGRAPH_METRICS_FILE'] || undefined);
   if (given === undefined) return undefined;
   const file = path.resolve(io.cwd, given);
-  const dir = path.dirname(file);
-  let folder = false;
-  try {
-    folder = statSync(dir).isDirectory();
-  } catch {
-    // missing: said below
-  }
   const from = str(args.values['metrics-file']) === undefined ? METRICS_ENV : '--metrics-file';
-  if (!folder) return { reason: 'usage', command, message: `${from} ${given}: its folder ${dir} does not exist` };
+  // A missing folder is refused here too, as are the state, the Nodefile and a file it did not write.
   const refused = refusalToWrite(file, { what: 'a metrics file', begins: METRICS_HEAD, stateDir: stateDirOf(options), nodefile: options.nodefile });
   return refused === undefined ? file : { reason: 'usage', command, message: `${from} ${given}: ${refused}` };
 }

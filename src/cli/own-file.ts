@@ -2,8 +2,10 @@
 // written only where it cannot cost anything: not in the state folder, not over
 // the Nodefile, and not over an existing file that is not one it wrote itself.
 
-import { closeSync, lstatSync, openSync, readSync, realpathSync, statSync } from 'node:fs';
+import { closeSync, lstatSync, openSync, readSync, statSync } from 'node:fs';
 import path from 'node:path';
+import { holds } from '../util/paths.ts';
+import { realPath } from '../util/realpath.ts';
 
 export interface OwnFile {
   /** What the command writes, for the message: `a saved plan`. */
@@ -25,7 +27,7 @@ export function refusalToWrite(file: string, own: OwnFile): string | undefined {
   if (stats?.isDirectory() === true) return `${file} is a folder`;
   if (stats === undefined && !isFolder(path.dirname(file))) return `its folder ${path.dirname(file)} does not exist`;
   const real = realOf(file);
-  if (isWithin(real, realOf(own.stateDir))) return `${file} is inside nodegraph's state folder ${own.stateDir}`;
+  if (holds(realOf(own.stateDir), real)) return `${file} is inside nodegraph's state folder ${own.stateDir}`;
   if (real === realOf(own.nodefile)) return `${file} is the Nodefile`;
   if (stats?.isFile() === true && stats.size > 0 && !beginsWith(file, own.begins)) {
     return `${file} exists and is not ${own.what} nodegraph wrote: remove it, or choose another path`;
@@ -36,12 +38,8 @@ export function refusalToWrite(file: string, own: OwnFile): string | undefined {
 /** `p` with its folder's symlinks resolved (the file itself may not exist yet). */
 function realOf(p: string): string {
   const absolute = path.resolve(p);
-  try {
-    return realpathSync(absolute);
-  } catch {
-    const dir = path.dirname(absolute);
-    return dir === absolute ? absolute : path.join(realOf(dir), path.basename(absolute));
-  }
+  const dir = path.dirname(absolute);
+  return realPath(absolute) ?? (dir === absolute ? absolute : path.join(realOf(dir), path.basename(absolute)));
 }
 
 function isFolder(p: string): boolean {
@@ -51,8 +49,6 @@ function isFolder(p: string): boolean {
     return false;
   }
 }
-
-const isWithin = (p: string, dir: string): boolean => p === dir || p.startsWith(dir.endsWith(path.sep) ? dir : `${dir}${path.sep}`);
 
 /** Whether `file` can be read and begins with `head`. */
 export function beginsWith(file: string, head: string): boolean {

@@ -15,8 +15,8 @@ import type { TaskId } from '../ids.ts';
 import { teardownOrder } from '../plan/teardown.ts';
 import type { Records, RecordTable } from '../state/records.ts';
 import { err, ok, type Result } from '../util/result.ts';
-import { describeRestored, GenerationStore } from './generations.ts';
-import type { Sources } from './manifest.ts';
+import { describeRestored, GenerationStore, type GenerationError } from './generations.ts';
+import type { Generation, Sources } from './manifest.ts';
 import type { Health } from './health.ts';
 import { intendedRecord, mayHaveLeft, readIntents, type Intent } from './intents.ts';
 import { readPreserved, restorePreserved, savePreserved } from './preserve.ts';
@@ -162,10 +162,17 @@ export async function rollBack(context: RollbackContext, begun: Transaction, cau
   const signal = new AbortController().signal;
   // The generation to go back to is checked whole before anything is stopped: one that cannot be applied
   // again leaves the machine as the apply left it, rather than undone and not brought back.
+  let back: { readonly generation: Generation; readonly env: Record<string, string | null> } | undefined;
   if (transaction.from !== null) {
+    const refused = (error: GenerationError): RollbackOutcome => ({
+      ok: false,
+      left: [`${generationProblem(error)}: nothing was undone (\`nodegraph apply --continue\` finishes the apply instead)`],
+    });
     const usable = store.verify(transaction.from);
-    const env = usable.ok ? store.env(transaction.from) : usable;
-    if (!env.ok) return { ok: false, left: [`${generationProblem(env.error)}: nothing was undone (\`nodegraph apply --continue\` finishes the apply instead)`] };
+    if (!usable.ok) return refused(usable.error);
+    const env = store.env(transaction.from);
+    if (!env.ok) return refused(env.error);
+    back = { generation: usable.value, env: env.value };
   }
   const intents = readIntents(transactionDir(stateDir));
   const left: string[] = await context.undo(async (records, teardown) => {
@@ -192,14 +199,13 @@ export async function rollBack(context: RollbackContext, begun: Transaction, cau
     for (const problem of restorePreserved(preserved.value)) left.push(`preserved ${problem}`);
   }
 
-  if (transaction.from !== null) {
-    const env = store.env(transaction.from);
-    const restored = env.ok ? store.restore(transaction.from) : env;
+  if (transaction.from !== null && back !== undefined) {
+    const restored = store.restore(transaction.from, back.generation);
     if (!restored.ok) left.push(generationProblem(restored.error));
-    else if (env.ok) {
-      const changed = describeRestored(restored.value, path.dirname(store.read(transaction.from)!.nodefile));
+    else {
+      const changed = describeRestored(restored.value, path.dirname(back.generation.nodefile));
       emit({ type: 'transaction', message: `rollback: applying generation ${transaction.from} again${changed === '' ? '' : ` (${changed})`}` });
-      const applied = await context.reapply(env.value, signal);
+      const applied = await context.reapply(back.env, signal);
       if (!applied.ok) left.push(`generation ${transaction.from} did not apply again: ${applied.error}`);
       else {
         const health = await context.healthy(applied.value, signal);
@@ -236,7 +242,7 @@ function touched(transaction: Transaction, records: RecordTable, intents: Readon
   return { created, changed };
 }
 
-export function generationProblem(error: import('./generations.ts').GenerationError): string {
+export function generationProblem(error: GenerationError): string {
   switch (error.reason) {
     case 'generation-missing':
       return `there is no generation ${error.number} (known: ${error.known.join(', ') || 'none'})`;

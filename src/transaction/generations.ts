@@ -474,9 +474,9 @@ export class GenerationStore {
     return ok(undefined);
   }
 
-  /** Puts generation `n`'s sources back at their paths (restored.ts, restoreSources). */
-  restore(n: number): Result<Restored, GenerationError> {
-    return restoreSources(this, n);
+  /** Puts generation `n`'s sources back at their paths (restored.ts, restoreSources); `checked`: verify() found it whole already. */
+  restore(n: number, checked?: Generation): Result<Restored, GenerationError> {
+    return restoreSources(this, n, checked);
   }
 
   /** Keeps the newest `keep` generations (and always `current` and `pinned`) and what they name (prune.ts). */

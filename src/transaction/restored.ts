@@ -6,7 +6,7 @@ import type { Failure } from '../error.ts';
 import { sha256FileSync } from '../hash/file.ts';
 import { HASH_PREFIX } from '../ids.ts';
 import { err, ok, type Result } from '../util/result.ts';
-import { inObject, type Generation } from './manifest.ts';
+import { inObject, type Generation, type SourceFile } from './manifest.ts';
 
 /** The SHA-256 of a regular file at `file`; '' for anything else. */
 export function currentSha256(file: string): string {
@@ -14,15 +14,6 @@ export function currentSha256(file: string): string {
     return lstatSync(file).isFile() ? sha256FileSync(file).hash.slice(HASH_PREFIX) : '';
   } catch {
     return '';
-  }
-}
-
-export function sameContent(file: string, sha256: string): boolean {
-  try {
-    if (!lstatSync(file).isFile()) return false;
-    return sha256FileSync(file).hash.slice(HASH_PREFIX) === sha256;
-  } catch {
-    return false;
   }
 }
 
@@ -48,8 +39,9 @@ export interface RestoringStore<E> {
 }
 
 /**
- * Puts generation `n`'s sources back at their paths (verified first: a
- * damaged generation changes nothing). Only files whose content differs are
+ * Puts generation `n`'s sources back at their paths (verified first, unless
+ * the caller's `checked` is verify()'s result: a damaged generation changes
+ * nothing). Only files whose content differs are
  * written, each atomically. A file its evaluation found absent is removed
  * only when another kept generation read that path with its present
  * content: then nothing is lost (the store holds it, and rolling forward
@@ -58,20 +50,29 @@ export interface RestoringStore<E> {
  * Folders are not made or emptied.
  * Returns the paths it rewrote or removed.
  */
-export function restoreSources<E>(store: RestoringStore<E>, n: number): Result<Restored, E | Extract<Failure, { reason: 'generation-write-failed' | 'generation-would-overwrite' }>> {
-  const verified = store.verify(n);
+export function restoreSources<E>(
+  store: RestoringStore<E>,
+  n: number,
+  checked?: Generation,
+): Result<Restored, E | Extract<Failure, { reason: 'generation-write-failed' | 'generation-would-overwrite' }>> {
+  const verified = checked === undefined ? store.verify(n) : ok(checked);
   if (!verified.ok) return verified;
   const written: string[] = [];
   const removed: string[] = [];
   let held: Set<string> | undefined;
   const heldNow = (): Set<string> => (held ??= heldBesides(store, n));
-  const changing = verified.value.files.filter((file) => file.stored !== 'path' && !sameContent(file.path, file.sha256));
-  // A file whose present content no other kept generation holds (an edit not applied yet) would be lost: nothing is written.
-  const only = changing.filter((file) => {
+  // Each file read once: one that has other content changes, and that content must be held elsewhere (an edit
+  // not applied yet would be lost): otherwise nothing is written.
+  const changing: SourceFile[] = [];
+  const only: string[] = [];
+  for (const file of verified.value.files) {
+    if (file.stored === 'path') continue;
     const now = currentSha256(file.path);
-    return now !== '' && !heldNow().has(`${file.path}\0${now}`);
-  });
-  if (only.length > 0) return err({ reason: 'generation-would-overwrite', number: n, paths: only.map((f) => f.path) });
+    if (now === file.sha256) continue;
+    changing.push(file);
+    if (now !== '' && !heldNow().has(`${file.path}\0${now}`)) only.push(file.path);
+  }
+  if (only.length > 0) return err({ reason: 'generation-would-overwrite', number: n, paths: only });
   try {
     for (const file of changing) {
       mkdirSync(path.dirname(file.path), { recursive: true });
