@@ -47,12 +47,14 @@ export function analyze(declarations: Declarations, options: { readonly stateDir
   const { dir } = declarations;
   const guard = new OutputGuard(declarations.file, dir, options.stateDir);
   const { byId, nodes, producers, roots } = taskNodes(declarations, guard, failures);
+  const folders = new Map<string, Node | null>();
+  nestedOutputs(nodes, producers, folders, dir, failures);
+  let sortedOutputs: string[] | undefined;
 
   // Edges upstream → downstream, as indices; `linked[u] === d + 1` when u → d is already there.
   const ups: number[] = [];
   const downs: number[] = [];
   const linked = new Int32Array(nodes.length);
-  const folders = new Map<string, Node | null>();
   for (const node of nodes) {
     const { decl, index } = node;
     const { inputs } = decl;
@@ -73,8 +75,13 @@ export function analyze(declarations: Declarations, options: { readonly stateDir
           continue;
         }
       } else if (input.kind === 'file' || input.kind === 'tree') {
-        const refused = input.kind === 'tree' ? guard.refusesTree(join(dir, input.path)) : undefined;
-        if (refused !== undefined) failures.push({ reason: 'invalid-field', task: decl.id, field: `inputs.${name}`, message: `the tree ${input.path} ${refused}`, site: decl.site.get() });
+        if (input.kind === 'tree') {
+          const tree = join(dir, input.path);
+          const around = producers.get(tree) ?? producerOfFolder(tree, producers, folders);
+          const inside = foreignOutputInside(tree, around, (sortedOutputs ??= [...producers.keys()].sort()), producers);
+          const refused = guard.refusesTree(tree) ?? (inside === undefined ? undefined : holdsOutputOf(inside, producers.get(inside)!, node, dir));
+          if (refused !== undefined) failures.push({ reason: 'invalid-field', task: decl.id, field: `inputs.${name}`, message: `the tree ${input.path} ${refused}`, site: decl.site.get() });
+        }
         if (!roots.mayHold(input.path)) continue;
         const absolute = join(dir, input.path);
         upstream = producers.get(absolute) ?? producerOfFolder(absolute, producers, folders) ?? undefined;
@@ -202,6 +209,63 @@ function preservedPaths(declarations: Declarations, producers: ReadonlyMap<strin
     else if (!paths.includes(absolute)) paths.push(absolute);
   }
   return { paths, failures };
+}
+
+/**
+ * Refuses an output inside another task's output: destroying the outer task
+ * would remove the inner one's file, and the outer one's content would change
+ * whenever the inner one ran. Outputs come in runs in one folder, so the last
+ * folder's answer is reused.
+ */
+function nestedOutputs(nodes: readonly Node[], producers: ReadonlyMap<string, Node>, folders: Map<string, Node | null>, dir: string, failures: Failure[]): void {
+  let folder = '';
+  let outer: Node | null = null;
+  for (const node of nodes) {
+    const { outputs } = node;
+    for (let i = 0; i < outputs.length; i++) {
+      const output = outputs[i]!;
+      const slash = output.lastIndexOf('/');
+      if (slash !== folder.length || !output.startsWith(folder)) {
+        folder = output.slice(0, slash);
+        outer = slash > 0 ? producerOf(folder, producers, folders) : null;
+      }
+      if (outer === null || outer === node) continue;
+      const around = outer.outputs.find((o) => holds(o, output))!;
+      failures.push({
+        reason: 'invalid-field', task: node.id, field: `outputs[${i}]`,
+        message: `${node.decl.outputs[i]} is inside ${path.relative(dir, around) || around}, an output of ${outer.id}: destroying ${outer.id} would remove it; declare outputs that do not nest`,
+        site: node.decl.site.get(),
+      });
+    }
+  }
+}
+
+/**
+ * An output strictly inside `tree` that is not `around`'s (the task whose
+ * output holds the tree, whose outputs the tree may hold); found by binary
+ * search over all outputs sorted. Undefined when there is none.
+ */
+function foreignOutputInside(tree: string, around: Node | null, sorted: readonly string[], producers: ReadonlyMap<string, Node>): string | undefined {
+  const prefix = tree === '/' ? '/' : `${tree}/`;
+  let low = 0;
+  let high = sorted.length;
+  while (low < high) {
+    const mid = (low + high) >>> 1;
+    if (sorted[mid]! < prefix) low = mid + 1;
+    else high = mid;
+  }
+  for (let i = low; i < sorted.length && sorted[i]!.startsWith(prefix); i++) {
+    if (producers.get(sorted[i]!) !== around) return sorted[i];
+  }
+  return undefined;
+}
+
+/** Why a tree input may not hold `output` of `producer`: its hash would move whenever that task ran, with no edge ordering the two. */
+function holdsOutputOf(output: string, producer: Node, reader: Node, dir: string): string {
+  const shown = path.relative(dir, output) || output;
+  return producer === reader
+    ? `holds ${shown}, this task's own output, so it would change at every run: read a folder beside it`
+    : `holds ${shown}, an output of ${producer.id}: read ${producer.id}'s output as an input, or a folder beside it`;
 }
 
 /** Whether `file` is one of the node's outputs, or lies in one. */
