@@ -476,7 +476,12 @@ export async function rollbackNodefile(options: ApplyOptions & { readonly genera
     }
     const store = new GenerationStore(stateDir);
     const current = store.current();
-    const target = options.generation ?? store.list().filter((g) => g.status === 'applied' && current !== undefined && g.number < current).at(-1)?.number;
+    const { generations, damaged } = store.survey();
+    const previous = generations.filter((g) => g.status === 'applied' && current !== undefined && g.number < current).at(-1)?.number;
+    // A damaged generation between that one and the current may be the one before: rolling past it unseen would skip it.
+    const between = options.generation === undefined ? damaged.findLast((d) => current !== undefined && d.number < current && d.number > (previous ?? 0)) : undefined;
+    if (between !== undefined) return err([between]);
+    const target = options.generation ?? previous;
     if (target === undefined) return err([{ reason: 'generation-missing', number: (current ?? 1) - 1, known: store.numbers(), before: current ?? null }]);
     // Its env values are opened before anything is restored: one that does not open changes nothing.
     const env = store.env(target);

@@ -284,6 +284,8 @@ export interface GenerationsList {
   readonly generations: readonly GenerationEntry[];
   readonly current: number | undefined;
   readonly transaction: Pick<Transaction, 'from' | 'to' | 'phase' | 'startedAt'> | undefined;
+  /** Generations whose manifest or list of files does not read whole: a rollback to one is refused. */
+  readonly damaged: readonly { readonly number: number; readonly path: string; readonly message: string }[];
 }
 
 /** The state folder's generations, oldest first; reads only. */
@@ -294,11 +296,16 @@ export function listGenerations(options: EngineOptions): Result<GenerationsList,
   if (!pending.ok) return pending;
   const newer = store.newer();
   if (newer !== undefined) return err([newer]);
-  const all = store.list();
+  const { generations: all, damaged } = store.survey();
   const generations = all.map((g, i) => {
     const changed = generationChanges(all[i - 1], g);
     return { number: g.number, createdAt: g.createdAt, status: g.status, files: changed.files, env: changed.env, ran: g.ran, destroyed: g.destroyed };
   });
   const t = pending.value;
-  return ok({ generations, current: store.current(), transaction: t === undefined ? undefined : { from: t.from, to: t.to, phase: t.phase, startedAt: t.startedAt } });
+  return ok({
+    generations,
+    current: store.current(),
+    transaction: t === undefined ? undefined : { from: t.from, to: t.to, phase: t.phase, startedAt: t.startedAt },
+    damaged: damaged.map(({ number, path, message }) => ({ number, path, message })),
+  });
 }

@@ -13,17 +13,26 @@ export async function run(args: Args, io: CliIo): Promise<number> {
   if ('reason' in options) return printFailures([options], io);
   const listed = listGenerations(options);
   if (!listed.ok) return printFailures(listed.error, io);
-  const { generations, current, transaction } = listed.value;
+  const { generations, current, transaction, damaged } = listed.value;
   // A transaction whose run still holds the lock is under way, not interrupted.
   const running = transaction === undefined ? undefined : runningHolder(stateDirOf(options));
   const holder = running === undefined ? null : { pid: running.pid, host: running.host, command: running.command, startedAt: running.startedAt };
   if (args.values['json'] === true) {
-    io.stdout.write(`${JSON.stringify({ format: 'nodegraph-generations', version: GENERATIONS_JSON_VERSION, current: current ?? null, transaction: transaction ?? null, transactionHolder: holder, generations })}\n`);
+    io.stdout.write(`${JSON.stringify({ format: 'nodegraph-generations', version: GENERATIONS_JSON_VERSION, current: current ?? null, transaction: transaction ?? null, transactionHolder: holder, generations, damaged })}\n`);
     return 0;
   }
   const c = paletteFor(io);
-  if (generations.length === 0) io.stdout.write('No generations yet: each whole-graph apply that settles records one.\n');
+  if (generations.length === 0 && damaged.length === 0) io.stdout.write('No generations yet: each whole-graph apply that settles records one.\n');
+  // Damaged ones in their place by number: a gap in the list would hide them.
+  let next = 0;
+  const damagedBefore = (n: number): void => {
+    for (; next < damaged.length && damaged[next]!.number < n; next++) {
+      const d = damaged[next]!;
+      io.stdout.write(`${c.red('!')} ${String(d.number).padStart(3)}  damaged: ${d.message} (${d.path}); a rollback to it is refused\n`);
+    }
+  };
   for (const g of generations) {
+    damagedBefore(g.number);
     const mark = g.number === current ? c.green('*') : ' ';
     const status = g.status === 'applied' ? '' : g.status === 'failed' ? c.red(' failed, rolled back') : c.yellow(` ${g.status}`);
     const changed = [
@@ -34,6 +43,7 @@ export async function run(args: Args, io: CliIo): Promise<number> {
     ].filter((x) => x !== '');
     io.stdout.write(`${mark} ${String(g.number).padStart(3)}  ${g.createdAt}${status}  ${c.dim(changed.join('; ') || 'no change')}\n`);
   }
+  damagedBefore(Infinity);
   if (transaction !== undefined && holder !== null) {
     io.stdout.write(`${c.yellow('!')} ${underWayLine({ ...transaction, holder })}\n`);
   } else if (transaction !== undefined) {

@@ -209,9 +209,28 @@ export class GenerationStore {
   }
 
   list(): Generation[] {
-    return this.numbers()
-      .map((n) => this.read(n))
-      .filter((g): g is Generation => g !== undefined);
+    return this.survey().generations;
+  }
+
+  /** Every generation that reads whole, and why each damaged one does not; ascending. */
+  survey(): { generations: Generation[]; damaged: Extract<GenerationError, { reason: 'generation-damaged' }>[] } {
+    const generations: Generation[] = [];
+    const damaged: Extract<GenerationError, { reason: 'generation-damaged' }>[] = [];
+    for (const n of this.numbers()) {
+      const generation = this.read(n);
+      // One pruned since numbers() listed it is gone, not damaged.
+      const why = generation === undefined ? this.unreadable(n) : undefined;
+      if (generation !== undefined) generations.push(generation);
+      else if (why?.reason === 'generation-damaged') damaged.push(why);
+    }
+    return { generations, damaged };
+  }
+
+  /** Why read(n) found nothing: a part of its list is missing or not whole, its manifest is not whole, or it is not there. */
+  unreadable(n: number): GenerationError {
+    const part = this.head(n)?.parts?.find((p) => this.part(p) === undefined);
+    if (part !== undefined) return { reason: 'generation-damaged', number: n, path: this.object(part.sha256), message: 'this part of its list of files is missing, or not the content its SHA-256 names' };
+    return this.#absent(n);
   }
 
   /** The generation the machine is at, if one was ever recorded. */
@@ -376,13 +395,7 @@ export class GenerationStore {
    */
   verify(n: number): Result<Generation, GenerationError> {
     const generation = this.read(n);
-    if (generation === undefined) {
-      // The manifest is there, one of its parts is not (or not whole): damaged, not missing.
-      const head = this.head(n);
-      const part = head?.parts?.find((p) => this.part(p) === undefined);
-      if (part !== undefined) return err({ reason: 'generation-damaged', number: n, path: this.object(part.sha256), message: 'this part of its list of files is missing, or not the content its SHA-256 names' });
-      return err(this.#absent(n));
-    }
+    if (generation === undefined) return err(this.unreadable(n));
     // The digest covers the Nodefile's path, every file and probe, and the env values: a manifest changed in any is refused.
     if (generation.version === GENERATION_VERSION) {
       const env = generation.env as Readonly<Record<string, SealedEnv | null>>;

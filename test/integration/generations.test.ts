@@ -200,6 +200,15 @@ test('a manifest damaged in one field is refused whole, before anything changes:
     writeFileSync(file, text);
     const listed = await rig.run(['generations']);
     expect(listed.code, what).toBe(0);
+    if (what === 'a field gone') {
+      // In its place, said to be damaged: a listing that left it out would hide why a rollback to it fails.
+      // (The listing reads manifests; only a rollback's verify checks the digest that finds a renamed Nodefile.)
+      expect(listed.stdout.split('\n').map((l) => l.slice(0, 20)), what).toEqual(['!   1  damaged: its ', expect.stringMatching(/^\* {3}2 {2}\d{4}-/), '']);
+      expect(listed.stdout, what).toContain(`its manifest is not whole (${file}); a rollback to it is refused`);
+      // Nor is it skipped by a rollback to "the one before": it may be that one.
+      const plain = await rig.run(['rollback']);
+      expect(plain.stderr, what).toBe(`error[generation-damaged]: generation 1 is damaged, and was not applied: ${file}: its manifest is not whole\n`);
+    }
     const refused = await rig.run(['rollback', '1']);
     expect(refused.code, what).toBe(1);
     expect(refused.stderr, what).toMatch(/^error\[generation-damaged\]: generation 1 is damaged, and was not applied: .*1\.json: its manifest (is not whole|does not match its digest)\n$/);
@@ -220,6 +229,9 @@ test('a generation whose part (which holds small files inline) is damaged is ref
   const part = rig.path('.nodegraph/generations/objects', manifest.parts!.find((p) => rig.read(`.nodegraph/generations/objects/${p.sha256}`).includes(settings.content!))!.sha256);
   chmodSync(part, 0o600);
   writeFileSync(part, readFileSync(part, 'utf8').replace(settings.content!, Buffer.from('{"v": 666}\n').toString('base64')));
+  const listed = JSON.parse((await rig.run(['generations', '--json'])).stdout) as { generations: { number: number }[]; damaged: unknown[] };
+  expect(listed.generations.map((g) => g.number)).toEqual([2]);
+  expect(listed.damaged).toEqual([{ number: 1, path: part, message: 'this part of its list of files is missing, or not the content its SHA-256 names' }]);
   const refused = await rig.run(['rollback', '1']);
   expect(refused.code).toBe(1);
   expect(refused.stderr).toBe(`error[generation-damaged]: generation 1 is damaged, and was not applied: ${part}: this part of its list of files is missing, or not the content its SHA-256 names\n`);

@@ -124,8 +124,10 @@ test('a schema rejects what breaks it: a missing time, a prose-only reason, a sp
   expect(schema('graph')({ format: 'nodegraph-graph', version: 1, tasks: [{ ...task, status: 'up to date' }], edges: [] })).toBe(false);
   expect(schema('graph')({ format: 'nodegraph-graph', version: 1, tasks: [task], edges: [{ from: 'a', to: 'b', kind: 'after', inputs: ['x'] }] })).toBe(false);
   const generation = { number: 1, createdAt: '2026-12-05T00:00:00.000Z', status: 'applied', files: [], env: [], ran: [], destroyed: [] };
-  const list = { format: 'nodegraph-generations', version: 1, current: 1, transaction: null, transactionHolder: null, generations: [generation] };
+  const list = { format: 'nodegraph-generations', version: 1, current: 1, transaction: null, transactionHolder: null, generations: [generation], damaged: [] };
   valid('generations', list);
   expect(schema('generations')({ ...list, generations: [{ ...generation, status: 'rolled back' }] })).toBe(false);
   expect(schema('generations')({ ...list, current: undefined })).toBe(false);
+  valid('generations', { ...list, damaged: [{ number: 2, path: '/n/.nodegraph/generations/2.json', message: 'its manifest is not whole' }] });
+  expect(schema('generations')({ ...list, damaged: [{ number: 2, message: 'its manifest is not whole' }] })).toBe(false);
 });
