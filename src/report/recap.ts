@@ -3,6 +3,7 @@
 // under the state folder; and, at the end, a recap of every failed task and what
 // became of the tasks that waited on it (as terraform repeats its errors at the bottom).
 
+import { createHash } from 'node:crypto';
 import { mkdirSync, renameSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { EngineEvent, EventSink } from '../events.ts';
@@ -17,10 +18,19 @@ export function taskLogDir(stateDir: string): string {
   return path.join(stateDir, 'logs', 'tasks');
 }
 
-/** A task id as a file name: what is not a letter, digit, `_` or `-` (a `/`, a dot) as `%XX`, so no two ids share one. */
+/**
+ * A task id as a file name: what is not a letter, digit, `_` or `-` (a `/`, a
+ * dot) as `%XX`, so no two ids share one. One too long for a file name (255
+ * bytes, with `destroy-` and `.tmp` around it) is cut, and the SHA-256 of the
+ * whole id follows a `~`, which no escaped id holds.
+ */
 export function taskLogName(id: string): string {
-  return `${[...Buffer.from(id)].map((b) => (/[A-Za-z0-9_-]/.test(String.fromCharCode(b)) ? String.fromCharCode(b) : `%${b.toString(16).toUpperCase().padStart(2, '0')}`)).join('')}.log`;
+  const escaped = [...Buffer.from(id)].map((b) => (/[A-Za-z0-9_-]/.test(String.fromCharCode(b)) ? String.fromCharCode(b) : `%${b.toString(16).toUpperCase().padStart(2, '0')}`)).join('');
+  return escaped.length <= LOG_NAME_MAX ? `${escaped}.log` : `${escaped.slice(0, LOG_NAME_MAX - 65)}~${createHash('sha256').update(id).digest('hex')}.log`;
 }
+
+/** The longest escaped id kept whole in a log's name. */
+const LOG_NAME_MAX = 200;
 
 /** The whole output, or its last LOG_MAX_BYTES from a line's start, after a line that says how much was cut. */
 function bounded(output: string): string {

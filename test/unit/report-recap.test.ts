@@ -26,6 +26,13 @@ test('task ids become file names no two ids share', () => {
   expect(taskLogName('a_b')).toBe('a_b.log');
   expect(taskLogName('a%2Fb')).toBe('a%252Fb.log');
   expect(taskLogName('..')).toBe('%2E%2E.log');
+  // Too long for a file name escaped: cut, with the whole id's SHA-256; two that share the cut differ.
+  const long = `${'a.'.repeat(100)}x`;
+  const name = taskLogName(long);
+  expect(Buffer.byteLength(`destroy-${name}.tmp`)).toBeLessThanOrEqual(255);
+  expect(name).toMatch(/^(a%2E)+a?%?2?~[0-9a-f]{64}\.log$/);
+  expect(taskLogName(`${long}y`)).not.toBe(name);
+  expect(taskLogName('a'.repeat(200))).toBe(`${'a'.repeat(200)}.log`);
 });
 
 test('each log holds the newest run, the last MiB of a longer one, and the events name it', () => {
