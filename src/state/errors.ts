@@ -4,7 +4,7 @@
 // 'state-unreadable', 'locked'); the extra fields only add detail.
 
 import { mkdirSync } from 'node:fs';
-import { dirname } from 'node:path';
+import { basename, dirname } from 'node:path';
 import { err, ok, type Result } from '../util/result.ts';
 
 /** The state directory (or a file in it) cannot be created or opened for writing. */
@@ -71,7 +71,8 @@ export const unwritable = (path: string, e: unknown, isDir = false): StateDirUnw
   reason: 'state-dir-unwritable',
   path: isDir ? path : dirname(path),
   code: errnoCode(e),
-  message: errnoWords(e),
+  // The folder is the failure's path; the file in it is named here (a folder where the journal should be, say).
+  message: isDir ? errnoWords(e) : `${basename(path)}: ${errnoWords(e)}`,
 });
 
 /** The journal at `path` could not be opened or read. */
@@ -88,7 +89,7 @@ export const writeFailed = (path: string, e: unknown): StateWriteFailed => ({
   path,
   code: errnoCode(e),
   message: `cannot write state to ${path}: ${errnoMessage(e)}`,
-  detail: errnoWords(e),
+  detail: `${basename(path)}: ${errnoWords(e)}`,
 });
 
 /** mkdir -p, with failure as a value. */

@@ -1,7 +1,7 @@
 // Bad input: one clear error with what and where, a non-zero exit, and
 // nothing lost — the state and every output exactly as they were.
 
-import { readFileSync, readdirSync, statSync, symlinkSync } from 'node:fs';
+import { readFileSync, readdirSync, rmSync, statSync, symlinkSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, test } from 'vitest';
 import { COMMANDS } from '../../src/cli/help.ts';
@@ -517,10 +517,15 @@ describe('bad input', () => {
     const under = await rig.run(['apply', '--state-dir', 'blocker/state']);
     expect(under.code).toBe(1);
     expect(under.stderr).toBe(`error[state-dir-unwritable]: cannot write to the state folder ${rig.path('blocker/state')}: not a directory (ENOTDIR)\n`);
-    // The lock file cannot be made (a folder is in its place): still the folder, once.
+    // The lock file cannot be made (a folder is in its place): the folder, once, and the file in it.
     rig.write('st/lock/x', '');
     const lock = await rig.run(['apply', '--state-dir', 'st']);
-    expect(lock.stderr).toBe(`error[state-dir-unwritable]: cannot write to the state folder ${rig.path('st')}: illegal operation on a directory (EISDIR)\n`);
+    expect(lock.stderr).toBe(`error[state-dir-unwritable]: cannot write to the state folder ${rig.path('st')}: lock: illegal operation on a directory (EISDIR)\n`);
+    // So is a folder where the journal should be.
+    rmSync(rig.path('st/lock'), { recursive: true });
+    rig.write('st/state.jsonl/x', '');
+    const journal = await rig.run(['apply', '--state-dir', 'st']);
+    expect(journal.stderr).toBe(`error[state-dir-unwritable]: cannot write to the state folder ${rig.path('st')}: state.jsonl: illegal operation on a directory (EISDIR)\n`);
     expect(rig.exists('out/t')).toBe(false);
   });
 

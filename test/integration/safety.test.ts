@@ -100,7 +100,7 @@ test('a full disk mid-apply: the run stops, says what ran and why it stopped, an
   expect(ran).toBeGreaterThan(0);
   expect(ran).toBeLessThan(60);
   expect(got.stdout).toContain('\nexit 1\n');
-  expect(got.stderr).toMatch(/^error\[state-dir-unwritable\]: cannot write to the state folder \S+\/disk\/\.nodegraph: no space left on device \(ENOSPC\); the run stopped there, and a task whose record was lost is done again next time\n/);
+  expect(got.stderr).toMatch(/^error\[state-dir-unwritable\]: cannot write to the state folder \S+\/disk\/\.nodegraph: state\.jsonl: no space left on device \(ENOSPC\); the run stopped there, and a task whose record was lost is done again next time\n/);
   // What was recorded loads; the task whose record was cut off, and those never started, are to create.
   const plan = /^Plan: (\d+) to create, 0 to update, 0 to destroy; (\d+) unchanged\.$/m.exec(got.stdout.slice(got.stdout.indexOf('\nexit 1\n')));
   expect(plan).not.toBeNull();
