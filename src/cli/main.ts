@@ -65,7 +65,7 @@ export async function main(argv: readonly string[], io: CliIo): Promise<number> 
     parsed = parseArgs({ args: [...rest], options: optionsFor[name], allowPositionals: true, strict: true });
   } catch (error) {
     const { nearest } = await import('../util/nearest.ts');
-    return failed(parseFailure(name, error as Error & { code?: string }, nearest));
+    return failed(parseFailure(name, error as Error & { code?: string }, nearest, rest));
   }
   if ((parsed.values as Record<string, unknown>)['help'] === true) {
     io.stdout.write(commandHelp(name));
@@ -91,8 +91,12 @@ export async function main(argv: readonly string[], io: CliIo): Promise<number> 
 const DRY_RUN = '--dry-run';
 
 /** A parseArgs error in nodegraph's words: which option, and what is wrong with it. */
-function parseFailure(command: CommandName, error: Error & { code?: string }, nearest: (word: string, candidates: readonly string[]) => string | undefined): Failure {
+function parseFailure(command: CommandName, error: Error & { code?: string }, nearest: (word: string, candidates: readonly string[]) => string | undefined, args: readonly string[]): Failure {
   const options = optionsFor[command];
+  // parseArgs reads `-v=1` as the flags -v, -= and -1: the value given to a flag is what is wrong there.
+  const flagged = /^-([^-=])=/.exec(args.find((a) => /^-[^-=]=/.test(a)) ?? '')?.[1];
+  const flag = flagged === undefined ? undefined : Object.entries(options).find(([, spec]) => spec.short === flagged && spec.type === 'boolean')?.[0];
+  if (flag !== undefined) return { reason: 'usage', command, message: `--${flag} (-${flagged}) takes no value` };
   const spelled = /'(-[^',\s]+)(?:, (--[^'\s]+))?/.exec(error.message);
   const written = spelled?.[2] ?? spelled?.[1] ?? '';
   // A short option (-j) by its long name (--jobs), which the help lists and the messages use.

@@ -405,6 +405,9 @@ describe('bad input', () => {
     expect(dashed.stderr).toBe('error[usage]: --jobs needs a value (one that begins with a dash is written --jobs=VALUE) (see nodegraph plan --help)\n');
     const extra = await rig.run(['plan', '--json=yes']);
     expect(extra.stderr).toBe('error[usage]: --json takes no value (see nodegraph plan --help)\n');
+    // A short flag with a value is said so, not read as the flags -= and -1.
+    const shortExtra = await rig.run(['plan', '-v=1']);
+    expect(shortExtra.stderr).toBe('error[usage]: --verbose (-v) takes no value (see nodegraph plan --help)\n');
     const json = await rig.run(['aply', '--json']);
     expect(json.code).toBe(1);
     expect(JSON.parse(json.stdout)).toEqual({
