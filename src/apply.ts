@@ -290,7 +290,10 @@ function rmdirQuietly(dir: string): void {
 /** Records the sources as a new generation unless they are the current one's; a number, or why not. */
 function recordGeneration(store: GenerationStore, sources: Sources, ran: readonly TaskId[], destroyed: readonly TaskId[], keep: number): number | string {
   const current = store.current();
-  if (current !== undefined && store.currentDigest() === sources.digest) return current;
+  if (current !== undefined && store.currentDigest() === sources.digest) {
+    store.prune(keep); // a lowered --keep takes effect on a no-op too (one readdir when nothing goes)
+    return current;
+  }
   // Called with the lock held and no transaction open: a pending generation is a crash's debris.
   store.dropPending();
   const n = store.next();
@@ -466,7 +469,8 @@ export async function rollbackNodefile(options: ApplyOptions & { readonly genera
   const stateDir = stateDirOf(options);
   return withLock(options, async (inner) => {
     // A generation a newer nodegraph wrote is neither read nor rolled back to (nor past).
-    const newer = new GenerationStore(stateDir).newer();
+    const store = new GenerationStore(stateDir);
+    const newer = store.newer();
     if (newer !== undefined) return err([newer]);
     const pending = readTransaction(stateDir);
     if (!pending.ok) return pending;
@@ -474,7 +478,6 @@ export async function rollbackNodefile(options: ApplyOptions & { readonly genera
       const finished = await finishTransaction({ ...inner, continue: false }, pending.value);
       if (!finished.ok) return finished;
     }
-    const store = new GenerationStore(stateDir);
     const current = store.current();
     const { generations, damaged } = store.survey();
     const previous = generations.filter((g) => g.status === 'applied' && current !== undefined && g.number < current).at(-1)?.number;

@@ -56,6 +56,9 @@ test('each settled whole-graph apply records a generation, a no-op or a targeted
   expect(manifests.flatMap((g) => g.files.map((f) => `${path.basename(f.path)} ${f.stored}`))).toEqual(['Nodefile.ts inline', 'settings.json inline', 'Nodefile.ts inline', 'settings.json inline']);
   const named = new Set(manifests.flatMap((g) => g.parts!.map((p) => p.sha256)));
   expect(new Set(readdirSync(rig.path('.nodegraph/generations/objects')))).toEqual(named);
+  // A lower --keep on a no-op prunes too: the current one stays.
+  expect((await rig.run(['apply', '--keep', '1'], { NG_TEST_VALUE: 'y' })).stdout).toContain('0 ran');
+  expect(readdirSync(rig.path('.nodegraph/generations')).filter((n) => n.endsWith('.json'))).toEqual(['4.json']);
 });
 
 test('rollback applies the generation before the current one from its stored copies, with its env values; rollback N any kept one', async () => {
