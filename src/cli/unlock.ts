@@ -1,5 +1,5 @@
 import { stateDirOf } from '../engine.ts';
-import { forceUnlock, liveHolder } from '../state/open.ts';
+import { forceUnlock, liveHolder, lockPath } from '../state/open.ts';
 import type { CliIo } from './output.ts';
 import { engineOptions, printFailures, type Args } from './shared.ts';
 
@@ -13,15 +13,7 @@ export async function run(args: Args, io: CliIo): Promise<number> {
   // A run that is alive here still works on the state: removing its lock would let a second one in beside it.
   const live = args.values['force'] === true ? undefined : liveHolder(stateDir);
   if (live !== undefined) {
-    return printFailures(
-      [
-        {
-          reason: 'usage',
-          message: `the lock is held by pid ${live.pid} (${live.command}, since ${live.startedAt}), which is running on this host: stop it (Ctrl-C), or pass --force to remove its lock anyway`,
-        },
-      ],
-      io,
-    );
+    return printFailures([{ reason: 'locked', path: lockPath(stateDir), holder: live, running: true }], io);
   }
   const removed = forceUnlock(stateDir);
   if (!removed.ok) return printFailures([removed.error], io);

@@ -100,9 +100,9 @@ export function message(failure: Failure, cwd: string): string {
       return `the state in ${failure.path} cannot be read: ${failure.message}`;
     case 'locked': {
       const h = failure.holder;
-      return h === undefined
-        ? `the state is locked (${failure.path}), by a holder that cannot be read; if no nodegraph is running, run \`nodegraph unlock\``
-        : `the state is locked by pid ${h.pid} on ${h.host} (${h.command}), since ${h.startedAt}; if that process is gone from another host, run \`nodegraph unlock\``;
+      if (h === undefined) return `the state is locked (${failure.path}), by a holder that cannot be read; if no nodegraph is running, run \`nodegraph unlock\``;
+      if (failure.running === true) return `the lock is held by pid ${h.pid} (${h.command}, since ${h.startedAt}), which is running on this host: stop it (Ctrl-C), or pass --force to remove its lock anyway`;
+      return `the state is locked by pid ${h.pid} on ${h.host} (${h.command}), since ${h.startedAt}; if that process is gone from another host, run \`nodegraph unlock\``;
     }
     case 'file-write-failed':
       return `could not write ${path.relative(cwd, failure.path) || failure.path}: ${failure.message}`;

@@ -141,4 +141,4 @@ function readOnlyStore(loaded: LoadedState): StateStore {
   };
 }
 
-export { forceUnlock, liveHolder } from './lock.ts';
+export { forceUnlock, liveHolder, lockPath } from './lock.ts';

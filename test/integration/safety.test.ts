@@ -216,7 +216,7 @@ test('nodegraph unlock refuses the lock of a run still going on this host, unles
   await until(() => existsSync(rig.path('.nodegraph/lock')));
   const refused = await rig.run(['unlock']);
   expect(refused.code).toBe(1);
-  expect(refused.stderr).toMatch(new RegExp(`^error\\[usage\\]: the lock is held by pid ${first.pid} \\(nodegraph apply, since \\S+\\), which is running on this host: stop it \\(Ctrl-C\\), or pass --force to remove its lock anyway\n$`));
+  expect(refused.stderr).toMatch(new RegExp(`^error\\[locked\\]: the lock is held by pid ${first.pid} \\(nodegraph apply, since \\S+\\), which is running on this host: stop it \\(Ctrl-C\\), or pass --force to remove its lock anyway\n$`));
   expect(existsSync(rig.path('.nodegraph/lock'))).toBe(true);
   const forced = await rig.run(['unlock', '--force']);
   expect(forced.stdout).toMatch(new RegExp(`^Removed the lock held by pid ${first.pid} on `));
