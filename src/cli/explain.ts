@@ -89,7 +89,8 @@ export async function run(args: Args, io: CliIo): Promise<number> {
       for (const line of diff ?? []) lines.push(`      ${line}`);
     });
     lines.push(record === undefined ? '  never applied' : `  last applied ${record.startedAt} (${record.status}, ${record.durationMs}ms)`);
-    lines.push('  inputs (recorded → current):');
+    if (seen.inputs.size > 0) lines.push('  inputs (recorded → current):');
+    else if (node.needs.length === 0) lines.push('  inputs: none');
     for (const [name, hash] of seen.inputs) lines.push(row(name, recordedInput(name), hash));
     if (node.needs.length > 0) lines.push('  upstream outputs (recorded → current):');
     for (const up of node.needs) lines.push(row(up, record?.upstream[up], upstreamNow(up)));

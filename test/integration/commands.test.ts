@@ -257,7 +257,9 @@ describe('inspection', () => {
     writeFileSync(rig.path('out/b'), 'changed\n');
     expect((await rig.run(['status'])).stdout).toBe(`a  applied\nb  drifted  output ${rig.path('out/b')} modified outside nodegraph\nc  applied\nStatus: 3 tasks: 2 applied, 1 drifted.\nGeneration 1 is current.\n`);
     const explain = await rig.run(['explain', 'b']);
-    expect(explain.stdout).toMatch(/^b: update\n  because output \S+out\/b modified outside nodegraph\n  last applied \S+ \(ok, \d+ms\)\n  inputs \(recorded → current\):\n  upstream outputs \(recorded → current\):\n    a\s+[0-9a-f]{8} → [0-9a-f]{8}  same\n  outputs \(recorded → current\):\n    out\/b\s+[0-9a-f]{8} → [0-9a-f]{8}  differs\n$/);
+    expect(explain.stdout).toMatch(/^b: update\n  because output \S+out\/b modified outside nodegraph\n  last applied \S+ \(ok, \d+ms\)\n  upstream outputs \(recorded → current\):\n    a\s+[0-9a-f]{8} → [0-9a-f]{8}  same\n  outputs \(recorded → current\):\n    out\/b\s+[0-9a-f]{8} → [0-9a-f]{8}  differs\n$/);
+    // A task that reads nothing says so, not an empty heading.
+    expect((await rig.run(['explain', 'c'])).stdout).toMatch(/^c: up to date\n  last applied \S+ \(ok, \d+ms\)\n  inputs: none\n  runs after \(order only\): b\n$/);
     const json = JSON.parse((await rig.run(['explain', 'b', '--json'])).stdout) as Record<string, unknown>;
     const hash = expect.stringMatching(/^sha256:[0-9a-f]{64}$/);
     expect(json).toEqual({
