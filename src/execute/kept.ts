@@ -4,6 +4,7 @@
 import path from 'node:path';
 import type { OutputGuard } from '../graph/analyze.ts';
 import type { TaskId } from '../ids.ts';
+import { firstInside, holds } from '../util/paths.ts';
 
 /**
  * The outputs other tasks declare, with their tasks, indexed for the two
@@ -29,18 +30,9 @@ export class Claimed {
   /** An output strictly inside the folder `folder` (absolute, normalised), with its task. */
   inside(folder: string): [string, TaskId] | undefined {
     const sorted = (this.#sorted ??= [...this.#owners.keys()].sort());
-    const prefix = folder === '/' ? '/' : `${folder}/`;
-    let lo = 0;
-    let hi = sorted.length;
-    while (lo < hi) {
-      const mid = (lo + hi) >>> 1;
-      if (sorted[mid]! < prefix) lo = mid + 1;
-      else hi = mid;
-    }
-    // '/' itself sorts first and is not inside itself.
-    if (lo < sorted.length && sorted[lo] === prefix && folder === '/') lo++;
+    const lo = firstInside(sorted, folder);
     const found = sorted[lo];
-    return found !== undefined && found.startsWith(prefix) ? [found, this.#owners.get(found)!] : undefined;
+    return found !== undefined && holds(folder, found) && found !== folder ? [found, this.#owners.get(found)!] : undefined;
   }
 
   /** An output that is a folder above `p` (absolute, normalised), with its task. */

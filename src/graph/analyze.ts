@@ -8,7 +8,7 @@ import type { TaskId } from '../ids.ts';
 import type { Declarations, DeclaredTask } from '../nodefile/builder.ts';
 import type { InputSpec } from '../nodefile/types.ts';
 import { flat } from '../util/flat.ts';
-import { holds, join, needsNormalising } from '../util/paths.ts';
+import { firstInside, holds, join, needsNormalising } from '../util/paths.ts';
 import { realPath } from '../util/realpath.ts';
 import { err, ok, type Result } from '../util/result.ts';
 import { TaskGraph, topologicalOrder, type TaskNode } from './graph.ts';
@@ -48,7 +48,6 @@ export function analyze(declarations: Declarations, options: { readonly stateDir
   const guard = new OutputGuard(declarations.file, dir, options.stateDir);
   const { byId, nodes, producers, roots } = taskNodes(declarations, guard, failures);
   const folders = new Map<string, Node | null>();
-  nestedOutputs(nodes, producers, folders, dir, failures);
   let sortedOutputs: string[] | undefined;
 
   // Edges upstream → downstream, as indices; `linked[u] === d + 1` when u → d is already there.
@@ -212,49 +211,13 @@ function preservedPaths(declarations: Declarations, producers: ReadonlyMap<strin
 }
 
 /**
- * Refuses an output inside another task's output: destroying the outer task
- * would remove the inner one's file, and the outer one's content would change
- * whenever the inner one ran. Outputs come in runs in one folder, so the last
- * folder's answer is reused.
- */
-function nestedOutputs(nodes: readonly Node[], producers: ReadonlyMap<string, Node>, folders: Map<string, Node | null>, dir: string, failures: Failure[]): void {
-  let folder = '';
-  let outer: Node | null = null;
-  for (const node of nodes) {
-    const { outputs } = node;
-    for (let i = 0; i < outputs.length; i++) {
-      const output = outputs[i]!;
-      const slash = output.lastIndexOf('/');
-      if (slash !== folder.length || !output.startsWith(folder)) {
-        folder = output.slice(0, slash);
-        outer = slash > 0 ? producerOf(folder, producers, folders) : null;
-      }
-      if (outer === null || outer === node) continue;
-      const around = outer.outputs.find((o) => holds(o, output))!;
-      failures.push({
-        reason: 'invalid-field', task: node.id, field: `outputs[${i}]`,
-        message: `${node.decl.outputs[i]} is inside ${path.relative(dir, around) || around}, an output of ${outer.id}: destroying ${outer.id} would remove it; declare outputs that do not nest`,
-        site: node.decl.site.get(),
-      });
-    }
-  }
-}
-
-/**
  * An output strictly inside `tree` that is not `around`'s (the task whose
  * output holds the tree, whose outputs the tree may hold); found by binary
  * search over all outputs sorted. Undefined when there is none.
  */
 function foreignOutputInside(tree: string, around: Node | null, sorted: readonly string[], producers: ReadonlyMap<string, Node>): string | undefined {
   const prefix = tree === '/' ? '/' : `${tree}/`;
-  let low = 0;
-  let high = sorted.length;
-  while (low < high) {
-    const mid = (low + high) >>> 1;
-    if (sorted[mid]! < prefix) low = mid + 1;
-    else high = mid;
-  }
-  for (let i = low; i < sorted.length && sorted[i]!.startsWith(prefix); i++) {
+  for (let i = firstInside(sorted, tree); i < sorted.length && sorted[i]!.startsWith(prefix); i++) {
     if (producers.get(sorted[i]!) !== around) return sorted[i];
   }
   return undefined;

@@ -18,3 +18,21 @@ export function holds(folder: string, p: string): boolean {
   if (folder.length > p.length || !p.startsWith(folder)) return false;
   return folder.length === p.length || folder === '/' || p.charCodeAt(folder.length) === 47;
 }
+
+/**
+ * The index in `sorted` (ascending, as Array.prototype.sort orders strings) of
+ * the first path strictly inside `folder`, if any is: those inside a folder
+ * sort together, right after its `folder/` prefix.
+ */
+export function firstInside(sorted: readonly string[], folder: string): number {
+  const prefix = folder === '/' ? '/' : `${folder}/`;
+  let low = 0;
+  let high = sorted.length;
+  while (low < high) {
+    const mid = (low + high) >>> 1;
+    if (sorted[mid]! < prefix) low = mid + 1;
+    else high = mid;
+  }
+  // '/' itself sorts first and is not inside itself.
+  return low < sorted.length && sorted[low] === '/' && folder === '/' ? low + 1 : low;
+}

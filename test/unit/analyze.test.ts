@@ -94,21 +94,6 @@ test("a task's dependents come by order, its own edges' order", () => {
   expect(graph.ordered.map((n) => n.order)).toEqual([0, 1, 2, 3]);
 });
 
-test("an output inside another task's output is refused at that output, in either order of declaration", () => {
-  for (const outerFirst of [true, false]) {
-    const graph = graphOf((ng) => {
-      if (outerFirst) ng.task('outer', { outputs: ['out'], run: ['true'] });
-      ng.task('inner', { outputs: ['elsewhere', 'out/sub/file'], run: ['true'] });
-      if (!outerFirst) ng.task('outer', { outputs: ['out'], run: ['true'] });
-      ng.task('own', { outputs: ['mine', 'mine/part'], run: ['true'] });
-    });
-    if (graph.ok) throw new Error('a nested output was accepted');
-    expect(graph.error).toEqual([
-      expect.objectContaining({ reason: 'invalid-field', task: 'inner', field: 'outputs[1]', message: expect.stringContaining('out/sub/file is inside out, an output of outer') }),
-    ]);
-  }
-});
-
 test("a tree input that holds another task's output is refused; one inside the output it reads is an edge", () => {
   const graph = graphOf((ng) => {
     ng.task('gen', { outputs: ['src/gen.h', 'build/gen/a', 'build/gen/sub/b'], run: ['true'] });
