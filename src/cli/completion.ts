@@ -57,7 +57,11 @@ export function fishScript(): string {
   const lines = ['# nodegraph completion for fish', 'complete -c nodegraph -f'];
   for (const name of COMMANDS) {
     lines.push(`complete -c nodegraph -n __fish_use_subcommand -a ${name} -d ${JSON.stringify(SUMMARY[name])}`);
-    for (const option of Object.keys(optionsFor[name])) lines.push(`complete -c nodegraph -n '__fish_seen_subcommand_from ${name}' -l ${option}`);
+    for (const [option, spec] of Object.entries(optionsFor[name])) {
+      // -s: its short form; -r: it takes a value (the next word is not a task id).
+      const short = spec.short === undefined ? '' : ` -s ${spec.short}`;
+      lines.push(`complete -c nodegraph -n '__fish_seen_subcommand_from ${name}' -l ${option}${short}${spec.type === 'string' ? ' -r' : ''}`);
+    }
   }
   lines.push(`complete -c nodegraph -n '__fish_seen_subcommand_from completion' -a '${SHELLS.join(' ')}'`);
   lines.push(

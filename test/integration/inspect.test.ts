@@ -141,7 +141,10 @@ _nodegraph; printf '%s\\n' "\${COMPREPLY[@]}"`;
 
   test('zsh and fish scripts; another shell is a usage error', async () => {
     expect((await rig.run(['completion', 'zsh'])).stdout).toMatch(/^# nodegraph completion for zsh\nautoload -U \+X bashcompinit && bashcompinit\n/);
-    expect((await rig.run(['completion', 'fish'])).stdout).toContain("complete -c nodegraph -n '__fish_seen_subcommand_from plan' -l detailed-exitcode\n");
+    const fish = (await rig.run(['completion', 'fish'])).stdout;
+    expect(fish).toContain("complete -c nodegraph -n '__fish_seen_subcommand_from plan' -l detailed-exitcode\n");
+    // A short form completes too, and an option that takes a value says so.
+    expect(fish).toContain("complete -c nodegraph -n '__fish_seen_subcommand_from apply' -l jobs -s j -r\n");
     const other = await rig.run(['completion', 'tcsh']);
     expect(other.code).toBe(1);
     expect(other.stderr).toBe('error[usage]: completion takes one shell: bash, zsh, fish (see nodegraph completion --help)\n');
