@@ -4,7 +4,8 @@
 // to one pipe (in the order written), other commands to two.
 
 import type { ChildProcessWithoutNullStreams } from 'node:child_process';
-import { statSync } from 'node:fs';
+import { existsSync, statSync } from 'node:fs';
+import path from 'node:path';
 import type { Command } from '../types.ts';
 import { describeCommand, type RunOptions, type RunResult } from '../process-runner.ts';
 import { notePending, noteStarted } from '../state/processes.ts';
@@ -129,17 +130,26 @@ function spawnWith(command: Command, options: RunOptions, killAfterMs: number, p
 /**
  * Why a command did not start, in words. Node says `spawn pwd ENOENT` both for
  * a program that is not there and for a working folder that is not: the
- * second is told apart here (systemd says CHDIR), only when spawn failed.
+ * second is told apart here (systemd says CHDIR), only when spawn failed. A
+ * program named by path that is there failed for its `#!` interpreter.
  */
 export function spawnFailure(error: string | undefined, cwd: string | undefined): string | undefined {
-  if (error === undefined || cwd === undefined || !error.endsWith(' ENOENT')) return error;
-  let folder = false;
+  const failed = error === undefined ? null : /^spawn (.+) (ENOENT|EACCES)$/.exec(error);
+  if (failed === null) return error;
+  const program = failed[1]!;
+  const code = failed[2]!;
+  if (code === 'EACCES') return `${program} cannot be run: permission denied (${error})`;
+  if (cwd !== undefined && !isFolder(cwd)) return `cannot run in ${cwd}: no such folder (${error})`;
+  if (!program.includes('/')) return `${program} is not found on PATH (${error})`;
+  return existsSync(path.resolve(cwd ?? '.', program)) ? `${program}: its #! interpreter is not found (${error})` : `${program} does not exist (${error})`;
+}
+
+function isFolder(p: string): boolean {
   try {
-    folder = statSync(cwd).isDirectory();
+    return statSync(p).isDirectory();
   } catch {
-    folder = false;
+    return false;
   }
-  return folder ? error : `cannot run in ${cwd}: no such folder (${error})`;
 }
 
 /** A finished task command as a RunResult: ok only for exit code 0, and otherwise why not, in words. */

@@ -1,6 +1,6 @@
 // The real CLI on temporary folders: what runs, what does not, and why.
 
-import { readFileSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
+import { chmodSync, readFileSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import { afterEach, beforeEach, describe, expect, test } from 'vitest';
 import { Rig } from '../support/rig.ts';
 
@@ -297,7 +297,16 @@ describe('apply', () => {
     expect(result.code).toBe(1);
     expect(result.stdout).toContain(`✖ a failed: cannot run in ${rig.path('nope')}: no such folder (spawn pwd ENOENT)\n`);
     rig.nodefile(`ng.task('a', { run: ['no-such-program-here'] });`);
-    expect((await rig.run(['apply'])).stdout).toContain('✖ a failed: spawn no-such-program-here ENOENT\n');
+    expect((await rig.run(['apply'])).stdout).toContain('✖ a failed: no-such-program-here is not found on PATH (spawn no-such-program-here ENOENT)\n');
+    // By path: not there, there without its #! interpreter, not executable.
+    rig.write('bin/script', '#!/no/such/interpreter\n');
+    rig.write('bin/plain', 'echo\n');
+    chmodSync(rig.path('bin/script'), 0o755);
+    rig.nodefile(`ng.task('gone', { run: ['./bin/gone'] }); ng.task('script', { run: ['./bin/script'] }); ng.task('plain', { run: ['./bin/plain'] });`);
+    const byPath = (await rig.run(['apply', '-k'])).stdout;
+    expect(byPath).toContain('✖ gone failed: ./bin/gone does not exist (spawn ./bin/gone ENOENT)\n');
+    expect(byPath).toContain('✖ script failed: ./bin/script: its #! interpreter is not found (spawn ./bin/script ENOENT)\n');
+    expect(byPath).toContain('✖ plain failed: ./bin/plain cannot be run: permission denied (spawn ./bin/plain EACCES)\n');
   });
 
   test('a declared output the task did not write fails it', async () => {

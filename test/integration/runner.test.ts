@@ -172,7 +172,7 @@ describe('spawnd', () => {
     expect(killed).toMatchObject({ ok: false, exitCode: null, canceled: false, failure: 'killed by SIGKILL', output: 'before\n' });
     const missing = await s.run(['nodegraph-no-such-program', 'arg'], { cwd: dir });
     expect(missing.ok).toBe(false);
-    expect(missing.failure).toBe('spawn nodegraph-no-such-program ENOENT');
+    expect(missing.failure).toBe('nodegraph-no-such-program is not found on PATH (spawn nodegraph-no-such-program ENOENT)');
     expect(missing.command).toBe('nodegraph-no-such-program arg');
     // What spawn itself refuses is thrown, as spawnCommand throws it.
     await expect(s.run(['nul\0byte'], { cwd: dir })).rejects.toThrow(/null bytes/);
