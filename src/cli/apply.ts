@@ -26,7 +26,7 @@ export async function run(args: Args, io: CliIo): Promise<number> {
       targets = [];
     }
   }
-  const atomic = atomicFlag(args);
+  const atomic = atomicFlag(args, targets);
   if (typeof atomic === 'string') return printFailures([{ reason: 'usage', message: atomic }], io);
   const keep = keepFlag(args);
   if (typeof keep === 'string') return printFailures([{ reason: 'usage', message: keep }], io);

@@ -84,10 +84,12 @@ async function chooseReporter(args: Args, io: CliIo, live: boolean): Promise<Rep
 }
 
 /** --atomic / --no-atomic: true, false, undefined (the Nodefile decides), or what is wrong. */
-export function atomicFlag(args: Args): boolean | undefined | string {
+export function atomicFlag(args: Args, targets: readonly string[]): boolean | undefined | string {
   const on = args.values['atomic'] === true;
   const off = args.values['no-atomic'] === true;
   if (on && off) return '--atomic and --no-atomic contradict each other: give one';
+  // A targeted apply records no generation, so it has none to fall back to: it would run as a plain one.
+  if (on && targets.length > 0) return `--atomic applies the whole graph as one generation, so it takes no targets (${targets.join(' ')}): give them without it, or the whole graph with it`;
   return on ? true : off ? false : undefined;
 }
 

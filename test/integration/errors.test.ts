@@ -396,6 +396,17 @@ describe('bad input', () => {
     expect(short.stderr).toBe('error[unknown-option]: unknown option -x for plan (see nodegraph plan --help)\n');
   });
 
+  test('--atomic with targets is refused before anything runs: a targeted apply has no generation to fall back to', async () => {
+    rig.nodefile(`ng.task('a', { outputs: ['out/a'], run: ['touch', 'out/a'] }); ng.task('b', { run: ['true'] });`);
+    for (const command of ['plan', 'apply']) {
+      const refused = await rig.run([command, '--atomic', 'a']);
+      expect(refused.code, command).toBe(1);
+      expect(refused.stderr, command).toBe('error[usage]: --atomic applies the whole graph as one generation, so it takes no targets (a): give them without it, or the whole graph with it\n');
+    }
+    expect(rig.exists('out/a')).toBe(false);
+    expect((await rig.run(['apply', 'a'])).code).toBe(0);
+  });
+
   test("a parse error is in nodegraph's words, and JSON under --json", async () => {
     const missing = await rig.run(['apply', '-j']);
     expect(missing.code).toBe(1);
