@@ -42,7 +42,7 @@ options:
     elements: str
     default: []
   atomic:
-    description: C(--atomic) when true, C(--no-atomic) when false, the Nodefile's setting when unset.
+    description: C(--atomic) when true (refused with C(targets): a targeted apply is never atomic), C(--no-atomic) when false, the Nodefile's setting when unset.
     type: bool
   replace:
     description: Task ids to run even if up to date (C(--replace)).
