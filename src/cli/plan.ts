@@ -122,12 +122,12 @@ export async function run(args: Args, io: CliIo): Promise<number> {
       const rel = (p: string): string => path.relative(io.cwd, p) || p;
       const kept = atomicView.preserve.length === 0 ? 'preserves no path' : `preserves ${atomicView.preserve.map(rel).join(', ')}`;
       const back = atomicView.fallback === null ? 'undoes what it made' : `falls back to generation ${atomicView.fallback}`;
-      const health = atomicView.health.length === 0 ? 'every check passing' : `the health of ${atomicView.health.join(', ')}`;
+      const health = atomicView.health.length === 0 ? 'a check fails after it' : `the health of ${atomicView.health.join(', ')} does not hold`;
       const gone: string[] = [];
       for (const e of plan) if (e.action === 'destroy') gone.push(e.id);
       const named = gone.length <= 3 ? gone.join(', ') : `${gone.slice(0, 3).join(', ')} and ${gone.length - 3} more`;
       const retired = gone.length === 0 ? '' : ` What it no longer declares (${named}) is destroyed only once it is healthy.`;
-      io.stdout.write(`Atomic: ${kept}; if a task fails or ${health} does not hold, it ${back}.${retired}\n`);
+      io.stdout.write(`Atomic: ${kept}; if a task fails or ${health}, it ${back}.${retired}\n`);
     }
     if (out !== undefined) io.stdout.write(`Saved the plan to ${out}; apply it with: nodegraph apply ${out}\n`);
   }

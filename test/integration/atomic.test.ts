@@ -111,7 +111,7 @@ describe('an atomic apply that fails is undone', () => {
 
     settings({ conf: 'two', scribble: 2, fail: true, extra: true });
     const plan = await rig.run(['plan', '--atomic']);
-    expect(plan.stdout).toContain(`Atomic: preserves shared, absent-before; if a task fails or every check passing does not hold, it falls back to generation 1.`);
+    expect(plan.stdout).toContain(`Atomic: preserves shared, absent-before; if a task fails or a check fails after it, it falls back to generation 1.`);
     const failed = await rig.run(['apply', '--atomic']);
     expect(failed.code).toBe(1);
     expect(failed.stderr).toBe(

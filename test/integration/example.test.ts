@@ -80,7 +80,7 @@ test('a configuration containerd would refuse fails the apply, which is rolled b
   s.containerd.logLevel = 'loud';
   writeFileSync(rig.path('example/settings.json'), JSON.stringify(s));
   const plan = await rig.run(['plan', '-f', 'Nodefile.example.ts']);
-  expect(plan.stdout).toMatch(/\nAtomic: preserves no path; if a task fails or every check passing does not hold, it falls back to generation 3\.\n$/);
+  expect(plan.stdout).toMatch(/\nAtomic: preserves no path; if a task fails or a check fails after it, it falls back to generation 3\.\n$/);
   const result = await rig.run(['apply', '-f', 'Nodefile.example.ts']);
   expect(result.code).toBe(1);
   expect(result.stdout).toContain('containerd/config failed: containerd.logLevel must be one of trace, debug, info, warn, error, fatal, panic, not "loud"');
