@@ -259,6 +259,8 @@ async function teardownWith(session: TeardownSession, options: TeardownOptions, 
   const summary = await runTeardown(session, order, options.mode);
   session.store.sync();
   if (session.store.failure !== undefined) return err([session.store.failure]);
+  // A whole destroy that took everything leaves no generation applied: none is current (the kept ones stay, for rollback N).
+  if (options.mode === 'destroy' && targets.value === undefined && summary.failed.length === 0 && records.size === 0) new GenerationStore(stateDirOf(options)).setCurrent(undefined);
   const durationMs = Date.now() - started;
   session.emit({
     type: 'summary',

@@ -44,6 +44,7 @@ export async function run(args: Args, io: CliIo): Promise<number> {
     io.stdout.write(`${mark} ${String(g.number).padStart(3)}  ${g.createdAt}${status}  ${c.dim(changed.join('; ') || 'no change')}\n`);
   }
   damagedBefore(Infinity);
+  if (current === undefined && generations.length > 0) io.stdout.write(c.dim('none is current: a whole destroy took what was applied, or no apply has held yet; `nodegraph rollback N` applies one\n'));
   if (transaction !== undefined && holder !== null) {
     io.stdout.write(`${c.yellow('!')} ${underWayLine({ ...transaction, holder })}\n`);
   } else if (transaction !== undefined) {

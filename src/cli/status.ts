@@ -10,6 +10,7 @@ import type { TaskRecord } from '../state/record.ts';
 import { STOPPED } from '../types.ts';
 import { ok } from '../util/result.ts';
 import { findTraces } from '../observe/traces.ts';
+import { GenerationStore } from '../transaction/generations.ts';
 import type { TaskId } from '../ids.ts';
 import type { CliIo } from './output.ts';
 import { metricsTarget, recordMetrics } from './metrics.ts';
@@ -109,7 +110,9 @@ export async function run(args: Args, io: CliIo): Promise<number> {
   const shown = TASK_STATUSES.filter((s) => counts[s] > 0).map((s) => `${counts[s]} ${s}`);
   const n = tasks.length;
   lines.push(`Status: ${n} task${n === 1 ? '' : 's'}${shown.length === 0 ? '' : `: ${shown.join(', ')}`}.`);
-  lines.push(current === null ? 'No generation recorded yet.' : `Generation ${current} is current.`);
+  // None current with some kept: a whole destroy took what was applied, or no apply has held yet.
+  const kept = current === null && new GenerationStore(stateDirOf(options)).numbers().length > 0;
+  lines.push(current !== null ? `Generation ${current} is current.` : kept ? 'No generation is current (`nodegraph generations` lists those kept).' : 'No generation recorded yet.');
   if (interrupted !== null) {
     lines.push(`${c.yellow('!')} an interrupted atomic apply from ${interrupted.from === null ? 'no generation' : `generation ${interrupted.from}`} to ${interrupted.to} (${interrupted.phase}, begun ${interrupted.startedAt}): the next apply rolls it back`);
   }

@@ -132,7 +132,7 @@ export function message(failure: Failure, cwd: string): string {
       return `an interrupted atomic apply from ${failure.from === null ? 'no generation' : `generation ${failure.from}`} to ${failure.to} (${failure.phase}) is unfinished: \`nodegraph apply\` rolls it back, \`nodegraph apply --continue\` finishes it`;
     case 'generation-missing':
       if (failure.before !== undefined) {
-        const none = failure.before === null ? 'no generation is current yet, so none before it' : `there is no applied generation before generation ${failure.before}`;
+        const none = failure.before === null ? 'no generation is current, so none before it' : `there is no applied generation before generation ${failure.before}`;
         return `${none} to roll back to${failure.known.length === 0 ? '' : ` (known: ${failure.known.join(', ')}; \`nodegraph rollback N\` applies generation N)`}`;
       }
       return `there is no generation ${failure.number} (known: ${failure.known.join(', ') || 'none'})`;

@@ -26,6 +26,7 @@ import { newerFormatMessage } from '../state/errors.ts';
 import { stateKey } from '../state/key.ts';
 import { unseal } from '../state/seal.ts';
 import { DurableBatch, writeDurably } from '../util/durable.ts';
+import { fsyncDir } from '../util/fsync.ts';
 import { err, ok, type Result } from '../util/result.ts';
 import { pruneStore, SWEEP_EVERY } from './prune.ts';
 import { restoreSources, type Restored } from './restored.ts';
@@ -208,18 +209,13 @@ export class GenerationStore {
     return undefined;
   }
 
-  list(): Generation[] {
-    return this.survey().generations;
-  }
-
   /** Every generation that reads whole, and why each damaged one does not; ascending. */
   survey(): { generations: Generation[]; damaged: Extract<GenerationError, { reason: 'generation-damaged' }>[] } {
     const generations: Generation[] = [];
     const damaged: Extract<GenerationError, { reason: 'generation-damaged' }>[] = [];
     for (const n of this.numbers()) {
       const generation = this.read(n);
-      // One pruned since numbers() listed it is gone, not damaged.
-      const why = generation === undefined ? this.unreadable(n) : undefined;
+      const why = generation === undefined ? this.unreadable(n) : undefined; // one pruned meanwhile is gone, not damaged
       if (generation !== undefined) generations.push(generation);
       else if (why?.reason === 'generation-damaged') damaged.push(why);
     }
@@ -253,9 +249,14 @@ export class GenerationStore {
     }
   }
 
-  /** `current` holds the number, and the digest of its sources. */
-  setCurrent(generation: Pick<Generation, 'number' | 'digest'>): void {
-    writeDurably(path.join(this.dir, 'current'), `${generation.number} ${generation.digest}\n`);
+  /** `current` holds the number, and the digest of its sources; none is current once a whole destroy took everything. */
+  setCurrent(generation: Pick<Generation, 'number' | 'digest'> | undefined): void {
+    const file = path.join(this.dir, 'current');
+    if (generation !== undefined) writeDurably(file, `${generation.number} ${generation.digest}\n`);
+    else if (existsSync(file)) {
+      rmSync(file);
+      fsyncDir(this.dir);
+    }
   }
 
   /** Removes pending manifests (called only where no transaction names one); they are newer than the current one. */

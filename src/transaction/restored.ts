@@ -34,7 +34,7 @@ export function describeRestored(r: Restored, base: string): string {
 export interface RestoringStore<E> {
   readonly dir: string;
   verify(n: number): Result<Generation, E>;
-  list(): Generation[];
+  survey(): { generations: Generation[] };
   object(sha256: string): string;
 }
 
@@ -98,7 +98,7 @@ export function restoreSources<E>(
 /** Path and SHA-256 of every file the kept generations other than `n` hold in the store. */
 function heldBesides(store: RestoringStore<unknown>, n: number): Set<string> {
   const held = new Set<string>();
-  for (const generation of store.list()) {
+  for (const generation of store.survey().generations) {
     if (generation.number === n) continue;
     for (const file of generation.files) if (file.stored === 'inline' || (inObject(file) && existsSync(store.object(file.sha256)))) held.add(`${file.path}\0${file.sha256}`);
   }

@@ -330,3 +330,20 @@ test('when the preserved copies cannot be saved (a full disk), the atomic apply 
   }
 });
 
+
+test('a whole destroy leaves no generation current, so the next apply is a new one; a targeted destroy does not', async () => {
+  project();
+  set(1);
+  expect((await rig.run(['apply'])).code).toBe(0);
+  expect((await rig.run(['destroy', '--yes', 'render'])).code).toBe(0);
+  expect(rig.read('.nodegraph/generations/current')).toMatch(/^1 /);
+  expect((await rig.run(['destroy', '--yes'])).code).toBe(0);
+  expect(rig.exists('.nodegraph/generations/current')).toBe(false);
+  expect((await rig.run(['status'])).stdout).toMatch(/\nNo generation is current \(`nodegraph generations` lists those kept\)\.\n$/);
+  expect((await rig.run(['generations'])).stdout).toMatch(/^ {4}1 .*\nnone is current: /);
+  // "The one before" has no meaning now; a number still applies a kept one.
+  expect((await rig.run(['rollback'])).stderr).toBe('error[generation-missing]: no generation is current, so none before it to roll back to (known: 1; `nodegraph rollback N` applies generation N)\n');
+  expect((await rig.run(['apply'])).code).toBe(0);
+  expect(rig.read('.nodegraph/generations/current')).toMatch(/^2 /);
+  expect(rig.read('out/v')).toBe('1');
+});

@@ -83,7 +83,7 @@ test('rollback with no applied generation before the current one says so, and ho
   rig.nodefile(CHAIN);
   const none = await rig.run(['rollback']);
   expect(none.code).toBe(1);
-  expect(none.stderr).toBe('error[generation-missing]: no generation is current yet, so none before it to roll back to\n');
+  expect(none.stderr).toBe('error[generation-missing]: no generation is current, so none before it to roll back to\n');
   expect((await rig.run(['apply'])).code).toBe(0);
   const first = await rig.run(['rollback']);
   expect(first.stderr).toBe(
