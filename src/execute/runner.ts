@@ -10,7 +10,7 @@ import { describeCommand, type ProcessRunner, type RunOptions, type RunResult } 
 import { notePending, noteStarted } from '../state/processes.ts';
 import { failpoint } from '../util/failpoint.ts';
 import { cancelOnAbort } from './group.ts';
-import { finished, KILL_AFTER_MS, spawnCommand } from './spawn.ts';
+import { finished, KILL_AFTER_MS, spawnCommand, spawnFailure } from './spawn.ts';
 import { Spawnd } from './spawnd.ts';
 
 /** The one spawnd of this process, shared by every runner (watch makes one per run). */
@@ -82,7 +82,7 @@ export class LocalRunner implements ProcessRunner {
     const unexplained = result.failed && !canceled && signal === null && (code === null || code <= 0);
     return finished(
       describeCommand(command),
-      { code, signal, canceled, error: unexplained ? (result.originalMessage ?? result.shortMessage ?? 'failed to start') : undefined },
+      { code, signal, canceled, error: unexplained ? spawnFailure(result.originalMessage ?? result.shortMessage ?? 'failed to start', options.cwd) : undefined },
       { stdout: String(result.stdout ?? ''), stderr: String(result.stderr ?? ''), output: String(result.all ?? '') },
     );
   }
