@@ -36,7 +36,6 @@ import { FOLDERS_PATH, foldersAt, foldersTask, type Folders } from '../src/node/
 import { gpuFiles, gpuTask, nvidiaTask, readGrants, NO_GRANTS, type GpuGrants } from '../src/node/gpu.ts';
 import { HELPER_PATH, helperAt, type Helper } from '../src/node/helper.ts';
 import { makeHost, type Host } from '../src/node/host.ts';
-import type { KubeletSettings } from '../src/node/kubelet.ts';
 import { imageArchiveTasks } from '../src/node/images.ts';
 import { kernelModulesTask, MODULES_LOAD_PATH } from '../src/node/kernel-modules.ts';
 import { switchingFrom, takeoverTask, type SlotPlace } from '../src/node/takeover.ts';
@@ -50,7 +49,7 @@ import { serviceTask, verifiedTask } from '../src/node/slot-services.ts';
 import { digestFileOf, rootfsOf, rootfsTask } from '../src/node/rootfs.ts';
 import type { RuncOptions } from '../src/node/runc.ts';
 import { unitName, unitPath, type ContainerSpec, type Supervisor } from '../src/node/supervise.ts';
-import { CONFIG_ENV, containerIdOf, readNodeConfig, SLOTS, type NodeConfig, type Slot } from './node-config.ts';
+import { CONFIG_ENV, containerIdOf, kubeletSettingsOf, readNodeConfig, SLOTS, type NodeConfig, type Slot } from './node-config.ts';
 
 /** What every task builder below needs to know about the node. */
 interface Node {
@@ -382,7 +381,7 @@ function declareRunning(ng: NodefileApi, node: Node, shared: Shared, place: Slot
   });
   const kubeletConfig = kubeletConfigTask(ng, {
     ...configBase,
-    settings: kubeletSettingsOf(config),
+    settings: kubeletSettingsOf(config, node.configFile),
     hostPath: (p) => host.path(p),
     after: [shared.kubeletDir, takeover],
   });
@@ -459,39 +458,4 @@ function readIfThere(file: string): string | undefined {
   } catch {
     return undefined;
   }
-}
-
-/** A file the configuration names, read; a failure names the field, not a line of this graph. */
-function configFile(field: string, file: string): string {
-  try {
-    return readFileSync(file, 'utf8');
-  } catch (error) {
-    throw new Error(`the node configuration's ${field} ${file} cannot be read: ${(error as Error).message}`);
-  }
-}
-
-function kubeletSettingsOf(c: NodeConfig): KubeletSettings {
-  const caData = c.cluster.caData ?? configFile('cluster.caFile', c.cluster.caFile!);
-  const auth =
-    c.cluster.bootstrapToken !== undefined
-      ? { bootstrapToken: c.cluster.bootstrapToken }
-      : {
-          clientCertificate: configFile('cluster.clientCertificateFile', c.cluster.clientCertificateFile!),
-          clientKey: configFile('cluster.clientKeyFile', c.cluster.clientKeyFile!),
-        };
-  return {
-    nodeName: c.nodeName,
-    server: c.cluster.server,
-    caData,
-    auth,
-    clusterDNS: c.clusterDNS,
-    clusterDomain: c.clusterDomain,
-    labels: c.labels,
-    taints: c.taints,
-    cgroupDriver: c.kubelet.cgroupDriver,
-    containerRuntimeEndpoint: 'unix:///run/containerd/containerd.sock',
-    binary: c.kubelet.binary,
-    dir: '/var/lib/kubelet',
-    extra: c.kubelet.extra,
-  };
 }

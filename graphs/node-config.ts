@@ -7,7 +7,7 @@ import path from 'node:path';
 import { z } from 'zod';
 import { containerdSettingsSchema, registryMirrorsSchema } from '../src/node/containerd.ts';
 import { cniSettingsSchema } from '../src/node/cni.ts';
-import { taintSchema } from '../src/node/kubelet.ts';
+import { bootstrapTokenSchema, pemCertificateSchema, pemKeySchema, taintSchema, type KubeletSettings } from '../src/node/kubelet.ts';
 import { binarySourceSchema } from '../src/node/provision.ts';
 import { hooksSchema, mountSchema } from '../src/node/bundle.ts';
 
@@ -29,11 +29,11 @@ export const nodeConfigSchema = z.strictObject({
       server: z.url({ protocol: /^https$/, error: 'an https:// URL (the API server)' }),
       /** The cluster CA: a PEM file, or the PEM text itself. */
       caFile: z.string().min(1).optional(),
-      caData: z.string().min(1).optional(),
+      caData: pemCertificateSchema.optional(),
       /** TLS bootstrap token (`abcdef.0123456789abcdef`), or a client certificate and key. */
-      bootstrapToken: z.string().optional(),
-      clientCertificateFile: z.string().optional(),
-      clientKeyFile: z.string().optional(),
+      bootstrapToken: bootstrapTokenSchema.optional(),
+      clientCertificateFile: z.string().min(1).optional(),
+      clientKeyFile: z.string().min(1).optional(),
     })
     .refine((c) => (c.caFile === undefined) !== (c.caData === undefined), 'give exactly one of caFile and caData')
     .refine(
@@ -196,5 +196,50 @@ export function resolvePaths(c: NodeConfig, dir: string): NodeConfig {
       ...(c.binaries.cniPlugins === undefined ? {} : { cniPlugins: source(c.binaries.cniPlugins)! }),
     },
     bundle: { ...c.bundle, ...(c.bundle.base === undefined ? {} : { base: at(c.bundle.base) }) },
+  };
+}
+
+/**
+ * kubelet's settings from the configuration, with the PEM files it names read and checked when the graph
+ * loads: a missing or wrong file is named by its field, before anything on the node changes.
+ */
+export function kubeletSettingsOf(c: NodeConfig, configFile: string): KubeletSettings {
+  const problems: string[] = [];
+  const read = (field: string, file: string, pem: z.ZodString): string => {
+    let text = '';
+    try {
+      text = readFileSync(file, 'utf8');
+    } catch (error) {
+      problems.push(`cluster.${field}: ${file} cannot be read: ${(error as Error).message}`);
+      return text;
+    }
+    const checked = pem.safeParse(text);
+    if (!checked.success) problems.push(`cluster.${field}: ${file} is not ${checked.error.issues[0]!.message}`);
+    return text;
+  };
+  const { cluster } = c;
+  const caData = cluster.caData ?? read('caFile', cluster.caFile!, pemCertificateSchema);
+  const auth =
+    cluster.bootstrapToken !== undefined
+      ? { bootstrapToken: cluster.bootstrapToken }
+      : {
+          clientCertificate: read('clientCertificateFile', cluster.clientCertificateFile!, pemCertificateSchema),
+          clientKey: read('clientKeyFile', cluster.clientKeyFile!, pemKeySchema),
+        };
+  if (problems.length > 0) throw new Error(`the node configuration ${configFile} is not valid:\n  ${problems.join('\n  ')}`);
+  return {
+    nodeName: c.nodeName,
+    server: cluster.server,
+    caData,
+    auth,
+    clusterDNS: c.clusterDNS,
+    clusterDomain: c.clusterDomain,
+    labels: c.labels,
+    taints: c.taints,
+    cgroupDriver: c.kubelet.cgroupDriver,
+    containerRuntimeEndpoint: 'unix:///run/containerd/containerd.sock',
+    binary: c.kubelet.binary,
+    dir: '/var/lib/kubelet',
+    extra: c.kubelet.extra,
   };
 }

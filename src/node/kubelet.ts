@@ -19,11 +19,15 @@ export const taintSchema = z.strictObject({
 });
 export type Taint = z.infer<typeof taintSchema>;
 
+export const bootstrapTokenSchema = z.string().regex(/^[a-z0-9]{6}\.[a-z0-9]{16}$/, 'a bootstrap token: abcdef.0123456789abcdef');
+export const pemCertificateSchema = z.string().includes('-----BEGIN CERTIFICATE-----', { message: 'a PEM certificate' });
+export const pemKeySchema = z.string().regex(/-----BEGIN [A-Z ]*PRIVATE KEY-----/, 'a PEM private key');
+
 export const kubeletAuthSchema = z.union([
   /** TLS bootstrap: kubelet trades the token for a client certificate and writes its own kubeconfig. */
-  z.strictObject({ bootstrapToken: z.string().regex(/^[a-z0-9]{6}\.[a-z0-9]{16}$/, 'a bootstrap token: abcdef.0123456789abcdef') }),
+  z.strictObject({ bootstrapToken: bootstrapTokenSchema }),
   /** A client certificate and key (PEM text), written under the kubelet's pki directory. */
-  z.strictObject({ clientCertificate: z.string().min(1), clientKey: z.string().min(1) }),
+  z.strictObject({ clientCertificate: pemCertificateSchema, clientKey: pemKeySchema }),
 ]);
 export type KubeletAuth = z.infer<typeof kubeletAuthSchema>;
 
@@ -31,7 +35,7 @@ export const kubeletSettingsSchema = z.strictObject({
   nodeName: z.string().regex(/^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$/, 'a DNS-1123 node name'),
   server: z.url({ protocol: /^https$/ }),
   /** The cluster CA, PEM text. */
-  caData: z.string().includes('-----BEGIN CERTIFICATE-----', { message: 'a PEM certificate' }),
+  caData: pemCertificateSchema,
   auth: kubeletAuthSchema,
   clusterDNS: z.array(z.union([z.ipv4(), z.ipv6()])).min(1),
   clusterDomain: z.string().default('cluster.local'),

@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { makeRig, ok, type Rig } from '../../support/node/graph-rig.ts';
@@ -160,6 +160,33 @@ describe('the container node, further', () => {
     expect(errors({ clusterDNS: ['10.0.0.300'] })).toEqual(['clusterDNS.0: an IPv4 or IPv6 address']);
     expect(errors({ clusterDNS: [] })).toEqual(['clusterDNS: at least one address']);
     expect(errors({ prepare: ['kube2', 'kube2'] })).toEqual(['prepare: a slot named twice']);
+  });
+
+  it('says what a cluster credential given inline should be', async () => {
+    const { validateNodeConfig } = await import('../../../graphs/node-config.ts');
+    const example = JSON.parse(readFileSync(new URL('../../../graphs/node.example.json', import.meta.url), 'utf8'));
+    const checked = validateNodeConfig({ ...example, cluster: { server: 'https://10.0.0.1:6443', caData: 'MIIB…', bootstrapToken: '' } });
+    expect(checked.ok ? [] : checked.error).toEqual(['cluster.caData: a PEM certificate', 'cluster.bootstrapToken: a bootstrap token: abcdef.0123456789abcdef']);
+  });
+
+  it('names the field of a credential file that is missing or not PEM, and changes nothing', async () => {
+    rig = makeRig();
+    const ca = path.join(rig.dir, 'cluster ca.pem');
+    const key = path.join(rig.dir, 'client.key');
+    writeFileSync(ca, 'not a certificate\n');
+    writeFileSync(key, '-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n');
+    rig.writeConfig((c) => ({ ...c, cluster: { server: 'https://10.0.0.1:6443', caFile: 'cluster ca.pem', clientCertificateFile: 'client.crt', clientKeyFile: 'client.key' } }));
+    const result = await rig.apply();
+    expect(result.ok).toBe(false);
+    const message = !result.ok && 'message' in result.error[0]! ? String(result.error[0].message) : '';
+    expect(message.split('\n')).toEqual([
+      `Error: the node configuration ${rig.configFile} is not valid:`,
+      `  cluster.caFile: ${ca} is not a PEM certificate`,
+      `  cluster.clientCertificateFile: ${path.join(rig.dir, 'client.crt')} cannot be read: ENOENT: no such file or directory, open '${path.join(rig.dir, 'client.crt')}'`,
+      `  cluster.clientKeyFile: ${key} is not a PEM private key`,
+    ]);
+    expect(readdirSync(rig.root)).toEqual([]);
+    expect(rig.runner.events).toEqual([]);
   });
 
   it('says which configuration fields are wrong', async () => {

@@ -120,7 +120,8 @@ describe('kubelet configuration', () => {
   });
 
   it('writes a kubeconfig with a client certificate instead', () => {
-    const files = kubeletSharedFiles(kubelet({ auth: { clientCertificate: 'CERT', clientKey: 'KEY' } }));
+    const auth = { clientCertificate: '-----BEGIN CERTIFICATE-----\nCERT', clientKey: '-----BEGIN EC PRIVATE KEY-----\nKEY' };
+    const files = kubeletSharedFiles(kubelet({ auth }));
     expect(files.map((f) => [f.path, f.mode])).toEqual([
       ['/var/lib/kubelet/config.yaml', 0o644],
       ['/var/lib/kubelet/pki/ca.crt', 0o644],
