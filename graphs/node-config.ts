@@ -9,12 +9,12 @@ import { containerdSettingsSchema, registryMirrorsSchema } from '../src/node/con
 import { cniSettingsSchema } from '../src/node/cni.ts';
 import { bootstrapTokenSchema, pemCertificateSchema, pemKeySchema, taintSchema, type KubeletSettings } from '../src/node/kubelet.ts';
 import { binarySourceSchema } from '../src/node/provision.ts';
+import { absolutePath as absolute } from '../src/node/settings.ts';
 import { hooksSchema, mountSchema } from '../src/node/bundle.ts';
 
 export const SLOTS = ['kube1', 'kube2'] as const;
 export type Slot = (typeof SLOTS)[number];
 
-const absolute = z.string().regex(/^\//, 'an absolute path');
 const labelKey = z.string().regex(/^([a-z0-9.-]+\/)?[A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9])?$/, 'a label key');
 const labelValue = z.string().regex(/^([A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9])?)?$/, 'a label value');
 const seconds = z.number().positive();

@@ -6,8 +6,7 @@
 import { z } from 'zod';
 import { err, ok, type Result } from '../util/result.ts';
 import { toToml, type TomlTable } from './toml.ts';
-
-const absolute = z.string().regex(/^\//, 'an absolute path');
+import { absolutePath as absolute } from './settings.ts';
 
 /**
  * Is containerd answering? `ctr version` waits 10 s by default on a socket

@@ -6,9 +6,9 @@
 import { z } from 'zod';
 import { err, ok, type Result } from '../util/result.ts';
 import { execLine, renderUnit } from './systemd.ts';
+import { absolutePath as absolute } from './settings.ts';
 import { toYaml } from './yaml.ts';
 
-const absolute = z.string().regex(/^\//, 'an absolute path');
 const labelKey = z.string().regex(/^([a-z0-9.-]+\/)?[A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9])?$/, 'a label key');
 const labelValue = z.string().regex(/^([A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9])?)?$/, 'a label value');
 

@@ -189,6 +189,20 @@ describe('the container node, further', () => {
     expect(rig.runner.events).toEqual([]);
   });
 
+  it('refuses a path with a newline by its field, as unit files hold one value per line', async () => {
+    const { validateNodeConfig } = await import('../../../graphs/node-config.ts');
+    const example = JSON.parse(readFileSync(new URL('../../../graphs/node.example.json', import.meta.url), 'utf8'));
+    const checked = validateNodeConfig({
+      ...example,
+      runtime: { runc: '/usr/sbin/runc\nExecStartPost=/bin/true' },
+      kubelet: { binary: '/usr/local/bin/kubelet\t' },
+      containerd: { certsDir: '/etc/containerd/certs.d\r' },
+      layoutDir: '/var/lib/node graph',
+    });
+    const oneLine = 'a path without a newline or other control character';
+    expect(checked.ok ? [] : checked.error).toEqual([`runtime.runc: ${oneLine}`, `containerd.certsDir: ${oneLine}`, `kubelet.binary: ${oneLine}`]);
+  });
+
   it('says which configuration fields are wrong', async () => {
     rig = makeRig();
     writeFileSync(rig.configFile, JSON.stringify({ ...rig.config, slot: 'kube3', clusterDNS: [], nodeName: 'Bad_Name' }));
