@@ -29,9 +29,12 @@ export const mirrorSchema = z.union([
 ]);
 export type Mirror = z.infer<typeof mirrorSchema>;
 
-/** Registry host (`docker.io`, `registry.k8s.io`, `myreg:5000` or `_default`) → mirrors, tried in order. */
+/**
+ * Registry host (`docker.io`, `registry.k8s.io`, `myreg:5000` or `_default`) → mirrors, tried in order.
+ * The host names a folder in certs.d, so it starts with a letter or digit: `..` would write outside it.
+ */
 export const registryMirrorsSchema = z.record(
-  z.string().regex(/^(_default|[A-Za-z0-9.-]+(:[0-9]+)?)$/, 'a registry host, optionally with :port, or _default'),
+  z.string().regex(/^(_default|[A-Za-z0-9][A-Za-z0-9.-]*(:[0-9]+)?)$/, 'a registry host, optionally with :port, or _default'),
   z.array(mirrorSchema).min(1),
 );
 export type RegistryMirrors = z.infer<typeof registryMirrorsSchema>;

@@ -6,6 +6,7 @@ import {
   containerdConfigSchema,
   containerdDocument,
   renderContainerdConfig,
+  registryMirrorsSchema,
   renderHostsFiles,
   validateContainerdSettings,
 } from '../../../src/node/containerd.ts';
@@ -67,6 +68,12 @@ describe('containerd config.toml', () => {
     expect(Object.keys(hosts)).toEqual(['https://mirror-a.example.com', 'https://mirror-b.example.com']);
     expect(hosts['https://mirror-b.example.com']).toEqual({ capabilities: ['pull'], skip_verify: true });
     expect(parseToml(files.get('registry.k8s.io/hosts.toml')!)['server']).toBe('https://registry.k8s.io');
+  });
+
+  it('takes a registry host only as a folder inside certs.d', () => {
+    const hosts = (registry: string) => registryMirrorsSchema.safeParse({ [registry]: ['https://mirror.example.com'] }).success;
+    expect(['docker.io', 'myreg:5000', '10.0.0.5:5000', '_default'].map(hosts)).toEqual([true, true, true, true]);
+    expect(['..', '.', '..:5000', '.hidden', '-x'].map(hosts)).toEqual([false, false, false, false, false]);
   });
 
   it('round-trips any sandbox image and directory through TOML', () => {
