@@ -39,6 +39,13 @@ export const registryMirrorsSchema = z.record(
 );
 export type RegistryMirrors = z.infer<typeof registryMirrorsSchema>;
 
+/** TOML has no null: the renderer would drop one in a table and fail on one in an array, during an apply. */
+function refuseNull(value: unknown, ctx: z.RefinementCtx, at: (string | number)[] = []): void {
+  if (value === null) ctx.addIssue({ code: 'custom', path: at, message: 'a TOML value (TOML has no null)' });
+  else if (Array.isArray(value)) value.forEach((v, i) => refuseNull(v, ctx, [...at, i]));
+  else if (typeof value === 'object') for (const [k, v] of Object.entries(value)) refuseNull(v, ctx, [...at, k]);
+}
+
 export const containerdSettingsSchema = z.strictObject({
   /** 2 for containerd 1.x (Debian bookworm ships 1.6), 3 for containerd 2.x. */
   version: z.union([z.literal(2), z.literal(3)]).default(2),
@@ -48,7 +55,7 @@ export const containerdSettingsSchema = z.strictObject({
   cniBinDir: absolute.default('/opt/cni/bin'),
   cniConfDir: absolute.default('/etc/cni/net.d'),
   /** Merged over the generated document, table by table (for settings this schema does not name). */
-  extra: z.record(z.string(), z.unknown()).default({}),
+  extra: z.record(z.string(), z.unknown()).superRefine(refuseNull).default({}),
 });
 export type ContainerdSettings = z.output<typeof containerdSettingsSchema>;
 export type ContainerdSettingsInput = z.input<typeof containerdSettingsSchema>;

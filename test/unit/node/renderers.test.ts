@@ -49,6 +49,14 @@ describe('containerd config.toml', () => {
     expect(parsed['oom_score']).toBe(-999);
   });
 
+  it('refuses a null in extra settings by its path, as TOML has none', () => {
+    const r = validateContainerdSettings({ extra: { plugins: { 'io.containerd.grpc.v1.cri': { x: [1, null], y: null } } } });
+    expect(r.ok ? [] : r.error).toEqual([
+      'containerd.extra.plugins.io.containerd.grpc.v1.cri.x.1: a TOML value (TOML has no null)',
+      'containerd.extra.plugins.io.containerd.grpc.v1.cri.y: a TOML value (TOML has no null)',
+    ]);
+  });
+
   it('rejects what containerd would not take', () => {
     const r = validateContainerdSettings({ version: 4, certsDir: 'relative' });
     expect(r.ok).toBe(false);
