@@ -11,6 +11,7 @@ import { bootstrapTokenSchema, pemCertificateSchema, pemKeySchema, taintSchema, 
 import { binarySourceSchema } from '../src/node/provision.ts';
 import { absolutePath as absolute } from '../src/node/settings.ts';
 import { hooksSchema, mountSchema } from '../src/node/bundle.ts';
+import { readBase } from '../src/node/slot-bundle.ts';
 
 export const SLOTS = ['kube1', 'kube2'] as const;
 export type Slot = (typeof SLOTS)[number];
@@ -173,7 +174,14 @@ export function readNodeConfig(file: string): NodeConfig {
   }
   const checked = validateNodeConfig(raw);
   if (!checked.ok) throw new Error(`the node configuration ${file} is not valid:\n  ${checked.error.join('\n  ')}`);
-  return resolvePaths(checked.value, path.dirname(path.resolve(file)));
+  const config = resolvePaths(checked.value, path.dirname(path.resolve(file)));
+  // The bundle task reads it again when it runs; a broken one is refused before anything changes.
+  try {
+    if (config.bundle.base !== undefined) readBase(config.bundle.base);
+  } catch (error) {
+    throw new Error(`the node configuration ${file} is not valid:\n  ${(error as Error).message}`);
+  }
+  return config;
 }
 
 /** Relative file names in the configuration are relative to its folder. */

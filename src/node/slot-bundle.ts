@@ -38,9 +38,15 @@ export function bundleTask(ng: NodefileApi, spec: BundleTaskSpec): TaskRef {
   });
 }
 
-/** The configuration's base config.json, checked as an OCI runtime config. */
+/** The configuration's base config.json, checked as an OCI runtime config; a failure names the setting and the file. */
 export function readBase(file: string): OciSpec {
-  const checked = validateOciSpec(JSON.parse(readFileSync(file, 'utf8')));
+  let spec: unknown;
+  try {
+    spec = JSON.parse(readFileSync(file, 'utf8'));
+  } catch (error) {
+    throw new Error(`bundle.base ${file} ${error instanceof SyntaxError ? 'is not JSON' : 'cannot be read'}: ${(error as Error).message}`);
+  }
+  const checked = validateOciSpec(spec);
   if (!checked.ok) throw new Error(`bundle.base ${file} is not an OCI runtime config: ${checked.error.join('; ')}`);
   return checked.value;
 }

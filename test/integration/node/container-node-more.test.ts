@@ -203,6 +203,21 @@ describe('the container node, further', () => {
     expect(checked.ok ? [] : checked.error).toEqual([`runtime.runc: ${oneLine}`, `containerd.certsDir: ${oneLine}`, `kubelet.binary: ${oneLine}`]);
   });
 
+  it('refuses a bundle.base that is not JSON when the graph loads, naming it, and changes nothing', async () => {
+    rig = makeRig();
+    const base = path.join(rig.dir, 'base.json');
+    writeFileSync(base, '{ "ociVersion": ');
+    rig.writeConfig((c) => ({ ...c, bundle: { base: 'base.json' } }));
+    const result = await rig.apply();
+    expect(result.ok).toBe(false);
+    const message = !result.ok && 'message' in result.error[0]! ? String(result.error[0].message) : '';
+    expect(message.split('\n')).toEqual([
+      `Error: the node configuration ${rig.configFile} is not valid:`,
+      `  bundle.base ${base} is not JSON: Unexpected end of JSON input`,
+    ]);
+    expect(readdirSync(rig.root)).toEqual([]);
+  });
+
   it('says which configuration fields are wrong', async () => {
     rig = makeRig();
     writeFileSync(rig.configFile, JSON.stringify({ ...rig.config, slot: 'kube3', clusterDNS: [], nodeName: 'Bad_Name' }));

@@ -59,5 +59,7 @@ describe('the bundle task', () => {
     expect(JSON.parse(readFileSync(configJson, 'utf8'))['org.example.kept']).toBe(true);
     writeFileSync(baseFile, JSON.stringify({ process: 'no' }));
     await expect(runOf('kube1/bundle', task, runner)).rejects.toThrow(`bundle.base ${baseFile} is not an OCI runtime config: `);
+    writeFileSync(baseFile, '{ "ociVersion": ');
+    await expect(runOf('kube1/bundle', task, runner)).rejects.toThrow(`bundle.base ${baseFile} is not JSON: `);
   });
 });
