@@ -74,6 +74,18 @@ describe('graphs/container-node.ts with a fake runner', () => {
     expect(rig.runner.events.map((e) => e.kind)).toEqual(['daemon-reload', 'service-restart']);
   });
 
+  it("restarts the container once when the node name changed: it is the container's hostname, set when it starts", async () => {
+    rig = makeRig();
+    ok(await rig.apply());
+    rig.writeConfig((c) => ({ ...c, nodeName: 'node-b' }));
+    rig.runner.reset();
+    ok(await rig.apply());
+    expect(story(rig.runner.events)).toEqual(['container-stop kube1', 'container-start kube1', 'boot containerd', 'boot kubelet']);
+    const slot = path.join(rig.root, 'var/lib/nodegraph/containers/kube1');
+    expect(JSON.parse(readFileSync(path.join(slot, 'config.json'), 'utf8')).hostname).toBe('node-b');
+    expect(readFileSync(path.join(slot, 'rootfs/etc/systemd/system/kubelet.service.d/10-nodegraph.conf'), 'utf8')).toContain('--hostname-override=node-b');
+  });
+
   it('restarts containerd first when both changed', async () => {
     rig = makeRig();
     ok(await rig.apply());
