@@ -9,7 +9,7 @@ import { containerdSettingsSchema, registryMirrorsSchema } from '../src/node/con
 import { cniSettingsSchema } from '../src/node/cni.ts';
 import { bootstrapTokenSchema, pemCertificateSchema, pemKeySchema, taintSchema, type KubeletSettings } from '../src/node/kubelet.ts';
 import { binarySourceSchema } from '../src/node/provision.ts';
-import { absolutePath as absolute } from '../src/node/settings.ts';
+import { absolutePath as absolute, issueLines } from '../src/node/settings.ts';
 import { hooksSchema, mountSchema } from '../src/node/bundle.ts';
 import { readBase } from '../src/node/slot-bundle.ts';
 
@@ -97,7 +97,7 @@ export const nodeConfigSchema = z.strictObject({
     })
     .default({ cgroupDriver: 'systemd', binary: '/usr/local/bin/kubelet', extra: {} }),
   /** The pod network's CNI configuration; false when a network add-on writes its own. */
-  cni: z.union([z.literal(false), cniSettingsSchema]).default({
+  cni: z.union([z.literal(false), cniSettingsSchema], { error: "false, or the pod network's settings (an object)" }).default({
     name: 'nodegraph',
     bridge: 'cni0',
     podCIDRs: ['10.88.0.0/16'],
@@ -147,7 +147,7 @@ export type NodeConfigInput = z.input<typeof nodeConfigSchema>;
 /** The configuration, or every problem with it, one line each. */
 export function validateNodeConfig(input: unknown): { ok: true; value: NodeConfig } | { ok: false; error: string[] } {
   const parsed = nodeConfigSchema.safeParse(input);
-  if (!parsed.success) return { ok: false, error: parsed.error.issues.map((i) => `${i.path.join('.') || '(config)'}: ${i.message}`) };
+  if (!parsed.success) return { ok: false, error: issueLines(parsed.error.issues) };
   const config = parsed.data;
   if (config.prepare.includes(config.slot)) return { ok: false, error: [`prepare: ${config.slot} is the running slot`] };
   return { ok: true, value: config };

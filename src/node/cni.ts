@@ -4,6 +4,7 @@
 
 import { z } from 'zod';
 import { err, ok, type Result } from '../util/result.ts';
+import { issueLines } from './settings.ts';
 
 const cidr = z.union([z.cidrv4(), z.cidrv6()]);
 
@@ -21,7 +22,7 @@ export type CniSettingsInput = z.input<typeof cniSettingsSchema>;
 export function validateCniSettings(input: unknown): Result<CniSettings, string[]> {
   const parsed = cniSettingsSchema.safeParse(input ?? {});
   if (parsed.success) return ok(parsed.data);
-  return err(parsed.error.issues.map((i) => `cni.${i.path.join('.')}: ${i.message}`));
+  return err(issueLines(parsed.error.issues, ['cni']));
 }
 
 /** The parts of a conflist nodegraph relies on; plugin fields beyond `type` are kept. */

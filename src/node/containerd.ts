@@ -6,7 +6,7 @@
 import { z } from 'zod';
 import { err, ok, type Result } from '../util/result.ts';
 import { toToml, type TomlTable } from './toml.ts';
-import { absolutePath as absolute } from './settings.ts';
+import { absolutePath as absolute, issueLines } from './settings.ts';
 
 /**
  * Is containerd answering? `ctr version` waits 10 s by default on a socket
@@ -63,7 +63,7 @@ export type ContainerdSettingsInput = z.input<typeof containerdSettingsSchema>;
 export function validateContainerdSettings(input: unknown): Result<ContainerdSettings, string[]> {
   const parsed = containerdSettingsSchema.safeParse(input ?? {});
   if (parsed.success) return ok(parsed.data);
-  return err(parsed.error.issues.map((i) => `containerd.${i.path.join('.')}: ${i.message}`));
+  return err(issueLines(parsed.error.issues, ['containerd']));
 }
 
 /** What the node adds to containerd's settings: `nvidia`, a runtime handler for GPU pods (RuntimeClass `nvidia`). */

@@ -6,7 +6,7 @@
 import { z } from 'zod';
 import { err, ok, type Result } from '../util/result.ts';
 import { execLine, renderUnit } from './systemd.ts';
-import { absolutePath as absolute } from './settings.ts';
+import { absolutePath as absolute, issueLines } from './settings.ts';
 import { toYaml } from './yaml.ts';
 
 const labelKey = z.string().regex(/^([a-z0-9.-]+\/)?[A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9])?$/, 'a label key');
@@ -55,7 +55,7 @@ export type KubeletSettingsInput = z.input<typeof kubeletSettingsSchema>;
 export function validateKubeletSettings(input: unknown): Result<KubeletSettings, string[]> {
   const parsed = kubeletSettingsSchema.safeParse(input);
   if (parsed.success) return ok(parsed.data);
-  return err(parsed.error.issues.map((i) => `kubelet.${i.path.join('.')}: ${i.message}`));
+  return err(issueLines(parsed.error.issues, ['kubelet']));
 }
 
 /** A file for the node, by its path inside the node (shared paths are the same on the host). */

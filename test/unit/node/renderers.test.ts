@@ -52,8 +52,8 @@ describe('containerd config.toml', () => {
   it('refuses a null in extra settings by its path, as TOML has none', () => {
     const r = validateContainerdSettings({ extra: { plugins: { 'io.containerd.grpc.v1.cri': { x: [1, null], y: null } } } });
     expect(r.ok ? [] : r.error).toEqual([
-      'containerd.extra.plugins.io.containerd.grpc.v1.cri.x.1: a TOML value (TOML has no null)',
-      'containerd.extra.plugins.io.containerd.grpc.v1.cri.y: a TOML value (TOML has no null)',
+      'containerd.extra.plugins["io.containerd.grpc.v1.cri"].x.1: a TOML value (TOML has no null)',
+      'containerd.extra.plugins["io.containerd.grpc.v1.cri"].y: a TOML value (TOML has no null)',
     ]);
   });
 

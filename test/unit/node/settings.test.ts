@@ -1,0 +1,32 @@
+// How a wrong node setting is reported (src/node/settings.ts): one line per problem, naming where it is
+// and what it should be, in the configuration's own words.
+
+import { readFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import { validateNodeConfig } from '../../../graphs/node-config.ts';
+
+const example = JSON.parse(readFileSync(new URL('../../../graphs/node.example.json', import.meta.url), 'utf8'));
+const errors = (change: Record<string, unknown>): string[] => {
+  const checked = validateNodeConfig({ ...example, ...change });
+  return checked.ok ? [] : checked.error;
+};
+
+describe('a wrong node setting', () => {
+  it("is named by a key of its own, quoted when it holds dots, with the key's own rule", () => {
+    expect(errors({ labels: { 'Bad Key': 'x', 'node.example.com/pool': 'bad value!' } })).toEqual([
+      'labels["Bad Key"]: a label key',
+      'labels["node.example.com/pool"]: a label value',
+    ]);
+    expect(errors({ registryMirrors: { '..': ['https://mirror.example.com'] } })).toEqual([
+      'registryMirrors[".."]: a registry host, optionally with :port, or _default',
+    ]);
+  });
+
+  it('is described by the form it was written in, when a setting takes one of several', () => {
+    expect(errors({ registryMirrors: { 'docker.io': [{ url: 'https://mirror.example.com', skipVerify: 'yes' }] } })).toEqual([
+      'registryMirrors["docker.io"].0.skipVerify: Invalid input: expected boolean, received string',
+    ]);
+    expect(errors({ cni: { bridge: 'a-bridge-name-too-long' } })).toEqual(['cni.bridge: an interface name (at most 15 characters)']);
+    expect(errors({ cni: true })).toEqual(["cni: false, or the pod network's settings (an object)"]);
+  });
+});
