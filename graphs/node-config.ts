@@ -7,7 +7,7 @@ import path from 'node:path';
 import { z } from 'zod';
 import { containerdSettingsSchema, registryMirrorsSchema } from '../src/node/containerd.ts';
 import { cniSettingsSchema } from '../src/node/cni.ts';
-import { bootstrapTokenSchema, pemCertificateSchema, pemKeySchema, taintSchema, type KubeletSettings } from '../src/node/kubelet.ts';
+import { bootstrapTokenSchema, nodeLabelsSchema, pemCertificateSchema, pemKeySchema, taintSchema, type KubeletSettings } from '../src/node/kubelet.ts';
 import { binarySourceSchema } from '../src/node/provision.ts';
 import { absolutePath as absolute, issueLines } from '../src/node/settings.ts';
 import { hooksSchema, mountSchema } from '../src/node/bundle.ts';
@@ -16,8 +16,6 @@ import { readBase } from '../src/node/slot-bundle.ts';
 export const SLOTS = ['kube1', 'kube2'] as const;
 export type Slot = (typeof SLOTS)[number];
 
-const labelKey = z.string().regex(/^([a-z0-9.-]+\/)?[A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9])?$/, 'a label key');
-const labelValue = z.string().regex(/^([A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9])?)?$/, 'a label value');
 const seconds = z.number().positive();
 
 /** A binary whose version defaults to the Kubernetes version. */
@@ -41,7 +39,7 @@ export const nodeConfigSchema = z.strictObject({
       (c) => (c.bootstrapToken !== undefined) !== (c.clientCertificateFile !== undefined && c.clientKeyFile !== undefined),
       'give either bootstrapToken, or clientCertificateFile and clientKeyFile',
     ),
-  labels: z.record(labelKey, labelValue).default({}),
+  labels: nodeLabelsSchema.default({}),
   taints: z.array(taintSchema).default([]),
   clusterDNS: z.array(z.union([z.ipv4(), z.ipv6()], { error: 'an IPv4 or IPv6 address' })).min(1, 'at least one address'),
   clusterDomain: z.string().default('cluster.local'),

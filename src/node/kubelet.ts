@@ -9,12 +9,43 @@ import { execLine, renderUnit } from './systemd.ts';
 import { absolutePath as absolute, issueLines } from './settings.ts';
 import { toYaml } from './yaml.ts';
 
-const labelKey = z.string().regex(/^([a-z0-9.-]+\/)?[A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9])?$/, 'a label key');
-const labelValue = z.string().regex(/^([A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9])?)?$/, 'a label value');
+const LABEL_NAME = /^[A-Za-z0-9]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?$/;
+const LABEL_PREFIX = /^(?=.{1,253}$)[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$/;
+
+const isLabelKey = (key: string): boolean => {
+  const slash = key.indexOf('/');
+  return slash < 0 ? LABEL_NAME.test(key) : LABEL_PREFIX.test(key.slice(0, slash)) && LABEL_NAME.test(key.slice(slash + 1));
+};
+
+/** As the API server checks them: a name of at most 63 characters, after an optional DNS-subdomain prefix. */
+export const labelKeySchema = z
+  .string()
+  .refine(isLabelKey, { error: 'a label key: [prefix/]name, the name at most 63 letters, digits and -_., the prefix a DNS subdomain', abort: true });
+export const labelValueSchema = z.string().refine((v) => v === '' || LABEL_NAME.test(v), 'a label value: at most 63 letters, digits and -_., starting and ending with a letter or digit');
+
+/** The labels in kubernetes.io and k8s.io kubelet may set on its own node (k8s.io/kubelet/pkg/apis/well_known_labels.go). */
+const KUBELET_LABELS = new Set([
+  'kubernetes.io/hostname', 'kubernetes.io/os', 'kubernetes.io/arch', 'beta.kubernetes.io/os', 'beta.kubernetes.io/arch',
+  'topology.kubernetes.io/zone', 'topology.kubernetes.io/region', 'failure-domain.beta.kubernetes.io/zone',
+  'failure-domain.beta.kubernetes.io/region', 'beta.kubernetes.io/instance-type', 'node.kubernetes.io/instance-type',
+]);
+const within = (domain: string, parent: string): boolean => domain === parent || domain.endsWith(`.${parent}`);
+
+/** kubelet refuses to start with any other --node-labels key in kubernetes.io or k8s.io (node-role.kubernetes.io/… is set with kubectl). */
+export function kubeletMaySet(key: string): boolean {
+  const domain = key.includes('/') ? key.slice(0, key.indexOf('/')) : '';
+  if (!within(domain, 'kubernetes.io') && !within(domain, 'k8s.io')) return true;
+  return KUBELET_LABELS.has(key) || within(domain, 'kubelet.kubernetes.io') || within(domain, 'node.kubernetes.io');
+}
+
+export const nodeLabelsSchema = z.record(
+  labelKeySchema.refine(kubeletMaySet, 'a label kubelet may set on its node: in kubernetes.io or k8s.io only [*.]node.kubernetes.io/…, [*.]kubelet.kubernetes.io/… and the well-known topology, os, arch and instance-type labels'),
+  labelValueSchema,
+);
 
 export const taintSchema = z.strictObject({
-  key: labelKey,
-  value: labelValue.optional(),
+  key: labelKeySchema,
+  value: labelValueSchema.optional(),
   effect: z.enum(['NoSchedule', 'PreferNoSchedule', 'NoExecute']),
 });
 export type Taint = z.infer<typeof taintSchema>;
@@ -39,7 +70,7 @@ export const kubeletSettingsSchema = z.strictObject({
   auth: kubeletAuthSchema,
   clusterDNS: z.array(z.union([z.ipv4(), z.ipv6()])).min(1),
   clusterDomain: z.string().default('cluster.local'),
-  labels: z.record(labelKey, labelValue).default({}),
+  labels: nodeLabelsSchema.default({}),
   taints: z.array(taintSchema).default([]),
   cgroupDriver: z.enum(['systemd', 'cgroupfs']).default('systemd'),
   containerRuntimeEndpoint: z.string().default('unix:///run/containerd/containerd.sock'),

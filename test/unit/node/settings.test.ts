@@ -14,12 +14,26 @@ const errors = (change: Record<string, unknown>): string[] => {
 describe('a wrong node setting', () => {
   it("is named by a key of its own, quoted when it holds dots, with the key's own rule", () => {
     expect(errors({ labels: { 'Bad Key': 'x', 'node.example.com/pool': 'bad value!' } })).toEqual([
-      'labels["Bad Key"]: a label key',
-      'labels["node.example.com/pool"]: a label value',
+      'labels["Bad Key"]: a label key: [prefix/]name, the name at most 63 letters, digits and -_., the prefix a DNS subdomain',
+      'labels["node.example.com/pool"]: a label value: at most 63 letters, digits and -_., starting and ending with a letter or digit',
     ]);
     expect(errors({ registryMirrors: { '..': ['https://mirror.example.com'] } })).toEqual([
       'registryMirrors[".."]: a registry host, optionally with :port, or _default',
     ]);
+  });
+
+  it('is a label kubelet would refuse to start with: one too long, or one in kubernetes.io it may not set itself', () => {
+    const mayNot =
+      'a label kubelet may set on its node: in kubernetes.io or k8s.io only [*.]node.kubernetes.io/…, [*.]kubelet.kubernetes.io/… and the well-known topology, os, arch and instance-type labels';
+    expect(errors({ labels: { 'node-role.kubernetes.io/worker': '', 'k8s.io/x': 'y', pool: 'v'.repeat(64) } })).toEqual([
+      `labels["node-role.kubernetes.io/worker"]: ${mayNot}`,
+      `labels["k8s.io/x"]: ${mayNot}`,
+      'labels.pool: a label value: at most 63 letters, digits and -_., starting and ending with a letter or digit',
+    ]);
+    const allowed = { 'node.kubernetes.io/pool': 'a', 'x.kubelet.kubernetes.io/y': 'b', 'topology.kubernetes.io/zone': 'z', 'example.com/a': 'v'.repeat(63) };
+    expect(errors({ labels: allowed })).toEqual([]);
+    // A taint is registered by kubelet, under any key.
+    expect(errors({ taints: [{ key: 'node-role.kubernetes.io/control-plane', effect: 'NoSchedule' }] })).toEqual([]);
   });
 
   it('is described by the form it was written in, when a setting takes one of several', () => {
