@@ -7,7 +7,7 @@ import path from 'node:path';
 import { z } from 'zod';
 import { containerdSettingsSchema, registryMirrorsSchema } from '../src/node/containerd.ts';
 import { cniSettingsSchema } from '../src/node/cni.ts';
-import { bootstrapTokenSchema, nodeLabelsSchema, pemCertificateSchema, pemKeySchema, taintSchema, type KubeletSettings } from '../src/node/kubelet.ts';
+import { bootstrapTokenSchema, nodeLabelsSchema, nodeNameSchema, pemCertificateSchema, pemKeySchema, taintSchema, type KubeletSettings } from '../src/node/kubelet.ts';
 import { binarySourceSchema } from '../src/node/provision.ts';
 import { absolutePath as absolute, issueLines } from '../src/node/settings.ts';
 import { hooksSchema, mountSchema } from '../src/node/bundle.ts';
@@ -22,7 +22,7 @@ const seconds = z.number().positive();
 const k8sBinarySchema = binarySourceSchema.extend({ version: z.string().min(1).optional() });
 
 export const nodeConfigSchema = z.strictObject({
-  nodeName: z.string().regex(/^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$/, 'a DNS-1123 node name'),
+  nodeName: nodeNameSchema,
   cluster: z
     .strictObject({
       server: z.url({ protocol: /^https$/, error: 'an https:// URL (the API server)' }),

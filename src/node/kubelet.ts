@@ -50,6 +50,15 @@ export const taintSchema = z.strictObject({
 });
 export type Taint = z.infer<typeof taintSchema>;
 
+/**
+ * A DNS-1123 subdomain, as the API server takes a node's name; at most 64 characters, since it is also
+ * the container's hostname (HOST_NAME_MAX), which runc cannot set otherwise.
+ */
+export const nodeNameSchema = z
+  .string()
+  .regex(/^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$/, 'a DNS-1123 node name: lower-case labels of letters, digits and -, joined by dots')
+  .max(64, "at most 64 characters: the node name is also the container's hostname");
+
 export const bootstrapTokenSchema = z.string().regex(/^[a-z0-9]{6}\.[a-z0-9]{16}$/, 'a bootstrap token: abcdef.0123456789abcdef');
 export const pemCertificateSchema = z.string().includes('-----BEGIN CERTIFICATE-----', { message: 'a PEM certificate' });
 export const pemKeySchema = z.string().regex(/-----BEGIN [A-Z ]*PRIVATE KEY-----/, 'a PEM private key');
@@ -63,7 +72,7 @@ export const kubeletAuthSchema = z.union([
 export type KubeletAuth = z.infer<typeof kubeletAuthSchema>;
 
 export const kubeletSettingsSchema = z.strictObject({
-  nodeName: z.string().regex(/^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$/, 'a DNS-1123 node name'),
+  nodeName: nodeNameSchema,
   server: z.url({ protocol: /^https$/ }),
   /** The cluster CA, PEM text. */
   caData: pemCertificateSchema,

@@ -36,6 +36,14 @@ describe('a wrong node setting', () => {
     expect(errors({ taints: [{ key: 'node-role.kubernetes.io/control-plane', effect: 'NoSchedule' }] })).toEqual([]);
   });
 
+  it('is a node name the API server or the container would refuse', () => {
+    const dns = 'a DNS-1123 node name: lower-case labels of letters, digits and -, joined by dots';
+    expect(errors({ nodeName: 'node..a' })).toEqual([`nodeName: ${dns}`]);
+    expect(errors({ nodeName: 'node.-a' })).toEqual([`nodeName: ${dns}`]);
+    expect(errors({ nodeName: `n${'.a'.repeat(32)}` })).toEqual(["nodeName: at most 64 characters: the node name is also the container's hostname"]);
+    expect(errors({ nodeName: 'ip-172-31-22-10.ap-southeast-2.compute.internal' })).toEqual([]);
+  });
+
   it('is described by the form it was written in, when a setting takes one of several', () => {
     expect(errors({ registryMirrors: { 'docker.io': [{ url: 'https://mirror.example.com', skipVerify: 'yes' }] } })).toEqual([
       'registryMirrors["docker.io"].0.skipVerify: Invalid input: expected boolean, received string',
