@@ -31,7 +31,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import type { NodefileApi, TaskInput, TaskRef } from '../src/nodefile/types.ts';
 import { isOciLayout } from '../src/node/archive.ts';
-import { grantableCapabilities, SHARED_PATHS, type Mount } from '../src/node/bundle.ts';
+import { grantableCapabilities, sharedPaths, type Mount } from '../src/node/bundle.ts';
 import { FOLDERS_PATH, foldersAt, foldersTask, type Folders } from '../src/node/folders.ts';
 import { gpuFiles, gpuTask, nvidiaTask, readGrants, NO_GRANTS, type GpuGrants } from '../src/node/gpu.ts';
 import { HELPER_PATH, helperAt, type Helper } from '../src/node/helper.ts';
@@ -331,7 +331,7 @@ function bundleParams(node: Node, slot: Slot) {
   return {
     hostname: config.nodeName,
     rootfs: 'rootfs',
-    shared: SHARED_PATHS.map((destination) => ({ destination, source: host.path(destination) })),
+    shared: sharedPaths(config.containerd.certsDir).map((destination) => ({ destination, source: host.path(destination) })),
     hostNetwork: config.hostNetwork,
     // What the process running runc may pass on (runc refuses more).
     capabilities: grantableCapabilities(readIfThere('/proc/self/status')),

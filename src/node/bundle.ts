@@ -120,8 +120,11 @@ export function grantableCapabilities(procStatus: string | undefined): string[] 
   return ALL_CAPABILITIES.filter((_, bit) => (mask >> BigInt(bit)) & 1n);
 }
 
-/** The host directories bind-mounted at the same path, so what the host writes there the container reads. */
-export const SHARED_PATHS = ['/var/lib/kubelet', '/opt/cni', '/etc/containerd/certs.d', '/run/containerd', '/sys/fs/bpf'] as const;
+/**
+ * The host directories bind-mounted at the same path, so what the host writes there the container reads:
+ * certs.d is wherever containerd's settings put it, as the registry hosts are written there on the host.
+ */
+export const sharedPaths = (certsDir: string): string[] => ['/var/lib/kubelet', '/opt/cni', certsDir, '/run/containerd', '/sys/fs/bpf'];
 
 /** systemd halts on SIGRTMIN+3; SIGTERM would make it re-execute itself. */
 export const STOP_SIGNAL = 'SIGRTMIN+3';

@@ -142,6 +142,18 @@ describe('the container node, further', () => {
     expect(existsSync(path.join(rig.root, 'etc/containerd/certs.d/docker.io/hosts.toml'))).toBe(true);
   });
 
+  it("mounts containerd's certs.d where its settings put it, the folder its registry hosts are written to", async () => {
+    rig = makeRig({ containerd: { certsDir: '/etc/containerd/registries' } });
+    ok(await rig.apply());
+    const hostDir = path.join(rig.root, 'etc/containerd/registries');
+    expect(existsSync(path.join(hostDir, 'docker.io/hosts.toml'))).toBe(true);
+    const config = JSON.parse(readFileSync(path.join(rig.root, 'var/lib/nodegraph/containers/kube1/config.json'), 'utf8'));
+    const mounts = config.mounts.filter((m: { destination: string }) => m.destination.startsWith('/etc/containerd/'));
+    expect(mounts).toEqual([{ destination: '/etc/containerd/registries', type: 'bind', source: hostDir, options: ['rbind', 'rw'] }]);
+    const toml = readFileSync(path.join(rig.root, 'var/lib/nodegraph/containers/kube1/rootfs/etc/containerd/config.toml'), 'utf8');
+    expect(toml).toContain('config_path = "/etc/containerd/registries"');
+  });
+
   it('accepts the example configuration', async () => {
     const { validateNodeConfig } = await import('../../../graphs/node-config.ts');
     const example = JSON.parse(readFileSync(new URL('../../../graphs/node.example.json', import.meta.url), 'utf8'));

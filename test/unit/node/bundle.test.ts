@@ -2,14 +2,14 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { ALL_CAPABILITIES, bundleConfig, grantableCapabilities, hookPhases, SHARED_PATHS, validateOciSpec, type BundleParams, type OciSpec } from '../../../src/node/bundle.ts';
+import { ALL_CAPABILITIES, bundleConfig, grantableCapabilities, hookPhases, sharedPaths, validateOciSpec, type BundleParams, type OciSpec } from '../../../src/node/bundle.ts';
 
 const KNOWN_GOOD = fileURLToPath(new URL('../../e2e/fixtures/known-good-config.json', import.meta.url));
 
 const params = (over: Partial<BundleParams> = {}): BundleParams => ({
   hostname: 'nodegraph-node',
   rootfs: 'rootfs',
-  shared: SHARED_PATHS.map((destination) => ({ destination, source: `host${destination}` })),
+  shared: sharedPaths('/etc/containerd/certs.d').map((destination) => ({ destination, source: `host${destination}` })),
   hostNetwork: false,
   ...over,
 });
