@@ -6,7 +6,7 @@
 import { z } from 'zod';
 import { err, ok, type Result } from '../util/result.ts';
 import { toToml, type TomlTable } from './toml.ts';
-import { absolutePath as absolute, issueLines } from './settings.ts';
+import { absolutePath as absolute, deepMerge, issueLines } from './settings.ts';
 
 /**
  * Is containerd answering? `ctr version` waits 10 s by default on a socket
@@ -153,16 +153,4 @@ export function renderHostsFiles(mirrors: RegistryMirrors): Map<string, string> 
     );
   }
   return files;
-}
-
-const isTable = (v: unknown): v is TomlTable => typeof v === 'object' && v !== null && !Array.isArray(v) && !(v instanceof Date);
-
-/** Tables merge key by key; anything else in `over` replaces. */
-export function deepMerge(base: TomlTable, over: TomlTable): TomlTable {
-  const out: TomlTable = { ...base };
-  for (const [k, v] of Object.entries(over)) {
-    const b = out[k];
-    out[k] = isTable(b) && isTable(v) ? deepMerge(b, v) : v;
-  }
-  return out;
 }

@@ -6,7 +6,7 @@
 import { z } from 'zod';
 import { err, ok, type Result } from '../util/result.ts';
 import { execLine, renderUnit } from './systemd.ts';
-import { absolutePath as absolute, issueLines } from './settings.ts';
+import { absolutePath as absolute, deepMerge, issueLines } from './settings.ts';
 import { toYaml } from './yaml.ts';
 
 const LABEL_NAME = /^[A-Za-z0-9]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?$/;
@@ -86,7 +86,7 @@ export const kubeletSettingsSchema = z.strictObject({
   /** The kubelet binary inside the container. */
   binary: absolute.default('/usr/local/bin/kubelet'),
   dir: absolute.default('/var/lib/kubelet'),
-  /** Merged over the generated KubeletConfiguration (fields this schema does not name). */
+  /** Merged over the generated KubeletConfiguration, object by object (fields this schema does not name). */
   extra: z.record(z.string(), z.unknown()).default({}),
 });
 export type KubeletSettings = z.output<typeof kubeletSettingsSchema>;
@@ -118,7 +118,7 @@ export function kubeletPaths(s: Pick<KubeletSettings, 'dir'>) {
 
 export function kubeletConfiguration(s: KubeletSettings): Record<string, unknown> {
   const paths = kubeletPaths(s);
-  return {
+  const generated = {
     apiVersion: 'kubelet.config.k8s.io/v1beta1',
     kind: 'KubeletConfiguration',
     authentication: {
@@ -133,8 +133,8 @@ export function kubeletConfiguration(s: KubeletSettings): Record<string, unknown
     containerRuntimeEndpoint: s.containerRuntimeEndpoint,
     rotateCertificates: 'bootstrapToken' in s.auth,
     ...(s.taints.length === 0 ? {} : { registerWithTaints: s.taints.map((t) => ({ ...t })) }),
-    ...s.extra,
   };
+  return deepMerge(generated, s.extra);
 }
 
 export function kubeconfig(s: KubeletSettings, user: Record<string, string>): Record<string, unknown> {

@@ -38,3 +38,17 @@ export function issueLines(issues: readonly Issue[], at: readonly PropertyKey[] 
     return [`${issuePath(where) || '(config)'}: ${issue.message}`];
   });
 }
+
+type Table = Record<string, unknown>;
+
+const isTable = (v: unknown): v is Table => typeof v === 'object' && v !== null && !Array.isArray(v) && !(v instanceof Date);
+
+/** An `extra` over a generated document: tables merge key by key, so a setting beside ours keeps ours; anything else replaces. */
+export function deepMerge(base: Table, over: Table): Table {
+  const out: Table = { ...base };
+  for (const [k, v] of Object.entries(over)) {
+    const b = out[k];
+    out[k] = isTable(b) && isTable(v) ? deepMerge(b, v) : v;
+  }
+  return out;
+}

@@ -134,6 +134,17 @@ describe('kubelet configuration', () => {
     expect(files.some((f) => f.path === '/var/lib/kubelet/kubeconfig')).toBe(false);
   });
 
+  it('merges extra settings object by object, so a field beside ours keeps ours', () => {
+    const files = kubeletSharedFiles(kubelet({ extra: { authentication: { webhook: { cacheTTL: '2m' } }, evictionHard: { 'memory.available': '200Mi' } } }));
+    const parsed = parseYaml(files.find((f) => f.path === '/var/lib/kubelet/config.yaml')!.content) as Record<string, unknown>;
+    expect(parsed['authentication']).toEqual({
+      anonymous: { enabled: false },
+      webhook: { enabled: true, cacheTTL: '2m' },
+      x509: { clientCAFile: '/var/lib/kubelet/pki/ca.crt' },
+    });
+    expect(parsed['evictionHard']).toEqual({ 'memory.available': '200Mi' });
+  });
+
   it('writes a kubeconfig with a client certificate instead', () => {
     const auth = { clientCertificate: '-----BEGIN CERTIFICATE-----\nCERT', clientKey: '-----BEGIN EC PRIVATE KEY-----\nKEY' };
     const files = kubeletSharedFiles(kubelet({ auth }));
