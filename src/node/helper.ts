@@ -202,7 +202,8 @@ export function helperAt(hostPath: string): Helper {
   const root = (runc: RuncOptions): string => runc.stateRoot ?? '-';
   return {
     path: hostPath,
-    stopContainer: (runc, id, timeout, unit) => [hostPath, 'stop-container', runc.binary, root(runc), id, String(timeout), ...(unit === undefined ? [] : [unit])],
+    // The script counts whole seconds (`[ -lt ]` takes integers): 2.5 would skip the wait and kill at once.
+    stopContainer: (runc, id, timeout, unit) => [hostPath, 'stop-container', runc.binary, root(runc), id, String(Math.ceil(timeout)), ...(unit === undefined ? [] : [unit])],
     service: (runc, id, ...systemctl) => [hostPath, 'service', runc.binary, root(runc), id, ...systemctl],
     unmountBelow: (dir) => [hostPath, 'unmount-below', dir],
     remove: (target, made) => [hostPath, 'remove', ...madeOption(made), target],

@@ -60,6 +60,14 @@ describe('node helper', () => {
     expect(existsSync(path.join(dir, 'status'))).toBe(false);
   });
 
+  it('waits a stop timeout given in fractions of a second, rounded up, rather than killing at once', async () => {
+    writeFileSync(path.join(dir, 'status'), 'running');
+    const r = await run(helper.stopContainer({ binary: runc }, 'kube1', 0.5));
+    expect(r.exitCode).toBe(0);
+    expect(r.stderr).toBe('');
+    expect(runcLog()).toEqual(['state kube1', 'state kube1', 'kill kube1 37', 'state kube1', 'delete --force kube1']);
+  });
+
   it('kills a container whose rootfs is gone at once, by its id: nothing in it can halt', async () => {
     writeFileSync(path.join(dir, 'status'), 'running');
     writeFileSync(path.join(dir, 'stubborn'), 'yes');
