@@ -2,7 +2,7 @@
 // zod. Validation is pure (`validateNodeConfig`); `readNodeConfig` reads the
 // file and resolves its relative paths against the file's folder.
 
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
 import { containerdSettingsSchema, registryMirrorsSchema } from '../src/node/containerd.ts';
@@ -173,9 +173,10 @@ export function readNodeConfig(file: string): NodeConfig {
   const checked = validateNodeConfig(raw);
   if (!checked.ok) throw new Error(`the node configuration ${file} is not valid:\n  ${checked.error.join('\n  ')}`);
   const config = resolvePaths(checked.value, path.dirname(path.resolve(file)));
-  // The bundle task reads it again when it runs; a broken one is refused before anything changes.
+  // The bundle task reads it again when it runs; a broken one is refused before anything changes. A
+  // missing one is the bundle task's missing input, which leaves destroy and stop free to run.
   try {
-    if (config.bundle.base !== undefined) readBase(config.bundle.base);
+    if (config.bundle.base !== undefined && existsSync(config.bundle.base)) readBase(config.bundle.base);
   } catch (error) {
     throw new Error(`the node configuration ${file} is not valid:\n  ${(error as Error).message}`);
   }

@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { makeRig, ok, type Rig } from '../../support/node/graph-rig.ts';
@@ -228,6 +228,20 @@ describe('the container node, further', () => {
       `  bundle.base ${base} is not JSON: Unexpected end of JSON input`,
     ]);
     expect(readdirSync(rig.root)).toEqual([]);
+  });
+
+  it('destroys a node whose bundle.base is gone: the graph still loads, the plan names the missing input', async () => {
+    rig = makeRig();
+    const base = path.join(rig.dir, 'base.json');
+    writeFileSync(base, JSON.stringify({ ociVersion: '1.0.2' }));
+    rig.writeConfig((c) => ({ ...c, bundle: { base: 'base.json' } }));
+    ok(await rig.apply());
+    rmSync(base);
+    const plan = await rig.plan();
+    expect(!plan.ok && plan.error[0]).toMatchObject({ reason: 'missing-input', task: 'kube1/bundle', input: 'base', path: base });
+    const destroyed = ok(await rig.destroy());
+    expect(destroyed.failed).toEqual([]);
+    expect(rig.runner.containers.size).toBe(0);
   });
 
   it('says which configuration fields are wrong', async () => {
