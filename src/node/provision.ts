@@ -71,7 +71,10 @@ export async function install(exec: Exec, spec: InstallSpec): Promise<InstallOut
     if (got.exitCode !== 0) throw new Error(`could not download ${name} ${source.version} from ${source.source}: ${lastLine(got)}`);
   }
   try {
-    const sha256 = await sha256File(file);
+    // A local source is read first here: its failure names what it is for, not only the file.
+    const sha256 = await sha256File(file).catch((error: unknown) => {
+      throw new Error(`could not read ${name} ${source.version} from ${source.source}: ${(error as Error).message}`);
+    });
     if (source.sha256 !== undefined && sha256 !== source.sha256) {
       throw new Error(`${name} ${source.version} from ${source.source} has sha256 ${sha256}, not the configured ${source.sha256}`);
     }

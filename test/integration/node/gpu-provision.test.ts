@@ -115,6 +115,14 @@ describe('provisioning binaries', () => {
     expect(existsSync(s.dest)).toBe(false);
   });
 
+  it('names what a local source that is not there was for', async () => {
+    const s = spec(path.join(dir, 'no such kubelet'), 'v1.30.2');
+    await expect(install(realExec(), s)).rejects.toThrow(
+      `could not read kubelet v1.30.2 from ${s.source.source}: ENOENT: no such file or directory, open '${s.source.source}'`,
+    );
+    expect(existsSync(s.dest)).toBe(false);
+  });
+
   it('downloads an https source with curl through the runner', async () => {
     const { exec, calls } = scriptedExec((argv) => {
       if (argv[0] === 'curl') writeFileSync(argv[argv.indexOf('--output') + 1]!, 'downloaded');
