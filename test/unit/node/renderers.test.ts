@@ -134,6 +134,15 @@ describe('kubelet configuration', () => {
     expect(files.some((f) => f.path === '/var/lib/kubelet/kubeconfig')).toBe(false);
   });
 
+  it('quotes the strings a YAML 1.1 reader (Go yaml.v2, as kubelet loads its config) would take for booleans or numbers', () => {
+    const taints = [{ key: 'gpu', value: 'yes', effect: 'NoSchedule' as const }, { key: 'spot', value: 'off', effect: 'NoExecute' as const }];
+    const files = kubeletSharedFiles(kubelet({ taints, clusterDomain: 'on', extra: { featureGates: { y: true }, podPidsLimit: 1_000, note: '1_000' } }));
+    const text = files.find((f) => f.path === '/var/lib/kubelet/config.yaml')!.content;
+    const asYaml11 = parseYaml(text, { version: '1.1' }) as Record<string, unknown>;
+    expect(asYaml11).toMatchObject({ registerWithTaints: taints, clusterDomain: 'on', featureGates: { y: true }, podPidsLimit: 1000, note: '1_000' });
+    expect(parseYaml(text)).toEqual(asYaml11);
+  });
+
   it('merges extra settings object by object, so a field beside ours keeps ours', () => {
     const files = kubeletSharedFiles(kubelet({ extra: { authentication: { webhook: { cacheTTL: '2m' } }, evictionHard: { 'memory.available': '200Mi' } } }));
     const parsed = parseYaml(files.find((f) => f.path === '/var/lib/kubelet/config.yaml')!.content) as Record<string, unknown>;
