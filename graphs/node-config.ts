@@ -10,7 +10,7 @@ import { cniSettingsSchema } from '../src/node/cni.ts';
 import { bootstrapTokenSchema, nodeLabelsSchema, nodeNameSchema, pemCertificateSchema, pemKeySchema, taintSchema, type KubeletSettings } from '../src/node/kubelet.ts';
 import { binarySourceSchema } from '../src/node/provision.ts';
 import { absolutePath as absolute, issueLines } from '../src/node/settings.ts';
-import { hooksSchema, mountSchema } from '../src/node/bundle.ts';
+import { hooksSchema, mountSchema, type Mount } from '../src/node/bundle.ts';
 import { readBase } from '../src/node/slot-bundle.ts';
 
 export const SLOTS = ['kube1', 'kube2'] as const;
@@ -183,6 +183,8 @@ export function readNodeConfig(file: string): NodeConfig {
   return config;
 }
 
+const isBind = (m: Mount): boolean => m.type === 'bind' || (m.options ?? []).some((o) => o === 'bind' || o === 'rbind');
+
 /** Relative file names in the configuration are relative to its folder. */
 export function resolvePaths(c: NodeConfig, dir: string): NodeConfig {
   const at = (p: string): string => (/^https?:\/\//.test(p) ? p : path.resolve(dir, p));
@@ -202,7 +204,12 @@ export function resolvePaths(c: NodeConfig, dir: string): NodeConfig {
       ...(c.binaries.crictl === undefined ? {} : { crictl: source(c.binaries.crictl)! }),
       ...(c.binaries.cniPlugins === undefined ? {} : { cniPlugins: source(c.binaries.cniPlugins)! }),
     },
-    bundle: { ...c.bundle, ...(c.bundle.base === undefined ? {} : { base: at(c.bundle.base) }) },
+    bundle: {
+      ...c.bundle,
+      ...(c.bundle.base === undefined ? {} : { base: at(c.bundle.base) }),
+      // runc would take a relative bind source from the bundle's folder, which the operator does not write in.
+      extraMounts: c.bundle.extraMounts.map((m) => (isBind(m) && m.source !== undefined ? { ...m, source: path.resolve(dir, m.source) } : m)),
+    },
   };
 }
 

@@ -154,6 +154,22 @@ describe('the container node, further', () => {
     expect(toml).toContain('config_path = "/etc/containerd/registries"');
   });
 
+  it("takes an extra bind mount's relative source from the configuration's folder, as every relative file name", async () => {
+    rig = makeRig({
+      bundle: {
+        extraMounts: [
+          { destination: '/srv/data', type: 'bind', source: 'data dir', options: ['rbind', 'ro'] },
+          { destination: '/scratch', type: 'tmpfs', source: 'tmpfs' },
+        ],
+      },
+    });
+    ok(await rig.apply());
+    const config = JSON.parse(readFileSync(path.join(rig.root, 'var/lib/nodegraph/containers/kube1/config.json'), 'utf8'));
+    const mount = (destination: string) => config.mounts.find((m: { destination: string }) => m.destination === destination);
+    expect(mount('/srv/data').source).toBe(path.join(rig.dir, 'data dir'));
+    expect(mount('/scratch').source).toBe('tmpfs');
+  });
+
   it('accepts the example configuration', async () => {
     const { validateNodeConfig } = await import('../../../graphs/node-config.ts');
     const example = JSON.parse(readFileSync(new URL('../../../graphs/node.example.json', import.meta.url), 'utf8'));
