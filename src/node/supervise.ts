@@ -3,8 +3,9 @@
 // foreground — systemd restarts it and stops it in order at shutdown. On a
 // host without systemd: `runc run --detach`, with the console to a log file.
 
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import type { Exec } from './exec.ts';
+import { tryExec, type Exec } from './exec.ts';
 import { renderFile } from './render.ts';
 import { runcArgv, runDetached, runsCurrentBundle, stopContainer, type RuncOptions, type StopOptions } from './runc.ts';
 import { onHost, services } from './services.ts';
@@ -67,10 +68,41 @@ export async function startContainer(
 ): Promise<'started' | 'kept'> {
   // How it is run, beside the bundle: a container created before this last changed was run another way.
   const how = path.join(c.bundle, 'run.json');
+  await stopRunAnotherWay(exec, readRun(how), supervisor, c, o.stop);
   renderFile(how, `${JSON.stringify({ supervisor, id: c.id, runc: c.runc, consoleLog: c.consoleLog })}\n`);
   if (!o.restart && (await runsCurrentBundle(exec, c.runc, c.id, c.bundle, [...bundleFiles, how])) === true) return 'kept';
   await restartContainer(exec, supervisor, c, o.stop);
   return 'started';
+}
+
+interface RunRecord {
+  readonly supervisor: Supervisor;
+  readonly id: string;
+  readonly runc: RuncOptions;
+}
+
+function readRun(file: string): RunRecord | undefined {
+  try {
+    const r = JSON.parse(readFileSync(file, 'utf8')) as Partial<RunRecord>;
+    return typeof r.id === 'string' && typeof r.runc?.binary === 'string' && (r.supervisor === 'systemd' || r.supervisor === 'runc') ? (r as RunRecord) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * The container this bundle last ran as, when that was another container id, runc state folder or
+ * supervisor: its unit disabled and the container stopped by what it was, else it would run on (and
+ * start at boot) beside the new one, from the same rootfs.
+ */
+async function stopRunAnotherWay(exec: Exec, before: RunRecord | undefined, supervisor: Supervisor, c: ContainerSpec, stop: StopOptions): Promise<void> {
+  if (before === undefined) return;
+  const elsewhere = before.id !== c.id || before.runc.stateRoot !== c.runc.stateRoot;
+  if (before.supervisor === 'systemd' && (supervisor !== 'systemd' || before.id !== c.id)) {
+    for (const verb of ['stop', 'disable']) await tryExec(exec, ['systemctl', verb, unitName(before.id)]);
+  }
+  // The binary configured now: the one the record names may have been replaced.
+  if (elsewhere) await stopContainer(exec, { ...before.runc, binary: c.runc.binary }, before.id, stop);
 }
 
 /** Starts the container, stopping it first if it runs. */

@@ -66,6 +66,31 @@ describe('the container id', () => {
     expect(ok(await rig.apply()).ran).toEqual([]);
   });
 
+  it('changed on a running node, stops the container by its old id before starting it by the new', async () => {
+    rig = makeRig();
+    ok(await rig.apply());
+    rig.writeConfig((c) => ({ ...c, containerId: 'node-a-{slot}' }));
+    rig.runner.reset();
+    ok(await rig.apply());
+    expect([...rig.runner.containers.keys()]).toEqual(['node-a-kube1']);
+    const moves = rig.runner.events.filter((e) => e.kind === 'container-start' || e.kind === 'container-stop');
+    expect(moves).toEqual([
+      { kind: 'container-stop', id: 'kube1' },
+      { kind: 'container-start', id: 'node-a-kube1' },
+    ]);
+  });
+
+  it('changed on a systemd host, stops and disables the old unit: only the new one starts the slot at boot', async () => {
+    rig = makeRig({ supervisor: 'systemd' });
+    ok(await rig.apply());
+    rig.writeConfig((c) => ({ ...c, containerId: 'node-a-{slot}' }));
+    rig.runner.reset();
+    ok(await rig.apply());
+    expect([...rig.runner.containers.keys()]).toEqual(['node-a-kube1']);
+    expect(rig.runner.hostUnits.get('nodegraph-kube1.service')).toEqual({ enabled: false });
+    expect(rig.runner.hostUnits.get('nodegraph-node-a-kube1.service')).toEqual({ enabled: true });
+  });
+
   it('is refused when it would not tell the slots apart or runc could not take it', () => {
     const base = { ...makeRig().config };
     rig.cleanup();
