@@ -70,7 +70,7 @@ export function containerTask(ng: NodefileApi, spec: ContainerTaskSpec): TaskRef
     inputs: {
       bundle: spec.bundle,
       rootfs: spec.rootfs,
-      spec: ng.value(asJson({ id: container.id, runc: container.runc, bundle: container.bundle, consoleLog: container.consoleLog, supervisor })),
+      spec: ng.value(asJson({ id: container.id, runc: container.runc, bundle: container.bundle, consoleLog: container.consoleLog, supervisor, ...notShared(spec.sharedRoot) })),
     },
     after: [...spec.after],
     run: (ctx) => startSlotContainer(ctx, spec),
@@ -82,6 +82,12 @@ export function containerTask(ng: NodefileApi, spec: ContainerTaskSpec): TaskRef
   });
 }
 
+/**
+ * sharedRoot is part of how the container runs: `/` made rshared as it starts is undone only by a
+ * restart. Named only when off, the default's container is the one it always was.
+ */
+const notShared = (sharedRoot: boolean): { sharedRoot?: false } => (sharedRoot ? {} : { sharedRoot: false });
+
 /** Starts (or restarts, or keeps) the container and waits for systemd in it; its creation time and pid. */
 async function startSlotContainer(ctx: TaskContext, spec: ContainerTaskSpec): Promise<{ started: string; pid: number }> {
   const { run, supervisor } = spec;
@@ -89,7 +95,7 @@ async function startSlotContainer(ctx: TaskContext, spec: ContainerTaskSpec): Pr
   const exec = execOf(ctx);
   const stop = { timeoutMs: ms(timeouts.stop), intervalMs: ms(timeouts.interval), signal: ctx.signal };
   await keepingLogs(exec, slotLogs(run, ctx, []), async () => {
-    const started = await startContainer(exec, supervisor, container, spec.bundleFiles, { restart: ctx.forced, stop });
+    const started = await startContainer(exec, supervisor, container, spec.bundleFiles, { restart: ctx.forced, stop, how: notShared(spec.sharedRoot) });
     if (started === 'kept') ctx.log(`${container.id} already runs from this bundle (an apply cut short started it): not restarted`);
     const up = await systemReady(services(exec, systemdOf(run)), `systemd in ${slot}`, readyOptions(run, ctx, timeouts.systemd));
     if (!up.ok) throw new Error(describeWaitFailure(up.error));

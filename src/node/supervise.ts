@@ -64,12 +64,12 @@ export async function startContainer(
   supervisor: Supervisor,
   c: ContainerSpec,
   bundleFiles: readonly string[],
-  o: { readonly restart: boolean; readonly stop: StopOptions },
+  o: { readonly restart: boolean; readonly stop: StopOptions; readonly how?: Readonly<Record<string, boolean | string>> },
 ): Promise<'started' | 'kept'> {
   // How it is run, beside the bundle: a container created before this last changed was run another way.
   const how = path.join(c.bundle, 'run.json');
   await stopRunAnotherWay(exec, readRun(how), supervisor, c, o.stop);
-  renderFile(how, `${JSON.stringify({ supervisor, id: c.id, runc: c.runc, consoleLog: c.consoleLog })}\n`);
+  renderFile(how, `${JSON.stringify({ supervisor, id: c.id, runc: c.runc, consoleLog: c.consoleLog, ...o.how })}\n`);
   if (!o.restart && (await runsCurrentBundle(exec, c.runc, c.id, c.bundle, [...bundleFiles, how])) === true) return 'kept';
   await restartContainer(exec, supervisor, c, o.stop);
   return 'started';

@@ -86,6 +86,17 @@ describe('graphs/container-node.ts with a fake runner', () => {
     expect(readFileSync(path.join(slot, 'rootfs/etc/systemd/system/kubelet.service.d/10-nodegraph.conf'), 'utf8')).toContain('--hostname-override=node-b');
   });
 
+  it('restarts the container once when sharedRoot changed: / is made rshared as it starts', async () => {
+    rig = makeRig({ sharedRoot: true });
+    ok(await rig.apply());
+    rig.writeConfig((c) => ({ ...c, sharedRoot: false }));
+    expect(ok(await rig.plan()).plan.entries().find((e) => e.id === 'kube1/container')).toMatchObject({ action: 'update', verb: 'restart' });
+    rig.runner.reset();
+    ok(await rig.apply());
+    expect(story(rig.runner.events)).toEqual(['container-stop kube1', 'container-start kube1', 'boot containerd', 'boot kubelet']);
+    expect(rig.runner.commands().filter((c) => c.includes('--make-rshared'))).toEqual([]);
+  });
+
   it('restarts containerd first when both changed', async () => {
     rig = makeRig();
     ok(await rig.apply());
