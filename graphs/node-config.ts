@@ -166,7 +166,8 @@ export function readNodeConfig(file: string): NodeConfig {
   }
   let raw: unknown;
   try {
-    raw = JSON.parse(text);
+    // A byte-order mark (as some editors write) is not JSON's, and says nothing here.
+    raw = JSON.parse(text.replace(/^\uFEFF/, ''));
   } catch (error) {
     throw new Error(`the node configuration ${file} is not JSON: ${(error as Error).message}`);
   }

@@ -260,6 +260,12 @@ describe('the container node, further', () => {
     expect(rig.runner.containers.size).toBe(0);
   });
 
+  it('reads a configuration file an editor saved with a byte-order mark', async () => {
+    rig = makeRig();
+    writeFileSync(rig.configFile, `\uFEFF${JSON.stringify(rig.config)}`);
+    expect(ok(await rig.apply()).failed).toEqual([]);
+  });
+
   it('says which configuration fields are wrong', async () => {
     rig = makeRig();
     writeFileSync(rig.configFile, JSON.stringify({ ...rig.config, slot: 'kube3', clusterDNS: [], nodeName: 'Bad_Name' }));
