@@ -7,6 +7,7 @@
 import { createReadStream, existsSync, lstatSync, mkdirSync, readFileSync, readdirSync, realpathSync, renameSync, rmSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
+import type { ExecResult } from '../nodefile/types.ts';
 import { lastLine, tryExec, type Exec } from './exec.ts';
 import { removePath } from '../util/mounts.ts';
 
@@ -89,9 +90,16 @@ function extractArgv(archive: string, dest: string, o: UnpackOptions, extra: rea
   ];
 }
 
+/** tar's (or its decompressor's) own reason: its closing lines only say that it failed. */
+export function tarReason(result: ExecResult): string {
+  const closing = /^tar: (Exiting with failure status due to previous errors|Error is not recoverable: exiting now|Child returned status \d+)$/;
+  const lines = result.stderr.split('\n').map((l) => l.trim()).filter((l) => l !== '' && !closing.test(l));
+  return lines.slice(0, 3).join('; ') || lastLine(result) || `tar exited with ${result.exitCode}`;
+}
+
 async function extract(exec: Exec, archive: string, dest: string, o: UnpackOptions, extra: readonly string[] = []): Promise<void> {
   const result = await tryExec(exec, extractArgv(archive, dest, o, extra));
-  if (result.exitCode !== 0) throw new Error(`could not unpack ${archive}: ${lastLine(result) || `tar exited with ${result.exitCode}`}`);
+  if (result.exitCode !== 0) throw new Error(`could not unpack ${archive}: ${tarReason(result)}`);
 }
 
 /**
