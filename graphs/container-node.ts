@@ -30,7 +30,7 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import type { NodefileApi, TaskInput, TaskRef } from '../src/nodefile/types.ts';
-import { isOciLayout } from '../src/node/archive.ts';
+import { isFolder } from '../src/node/archive.ts';
 import { grantableCapabilities, sharedPaths, type Mount } from '../src/node/bundle.ts';
 import { FOLDERS_PATH, foldersAt, foldersTask, type Folders } from '../src/node/folders.ts';
 import { gpuFiles, gpuTask, nvidiaTask, readGrants, NO_GRANTS, type GpuGrants } from '../src/node/gpu.ts';
@@ -247,7 +247,8 @@ function declarePlace(ng: NodefileApi, node: Node, shared: Shared, slot: Slot, r
   const rootfs = rootfsTask(ng, {
     id: `${slot}/rootfs`,
     image: config.image,
-    imageInput: isOciLayout(config.image) ? ng.tree(config.image) : ng.file(config.image),
+    // Any folder is a tree: one that is not an OCI layout is refused by the unpack, in the image's words.
+    imageInput: isFolder(config.image) ? ng.tree(config.image) : ng.file(config.image),
     slotDir,
     // A running container needs its old rootfs to shut down: the container task removes it after the restart.
     keepOld: role === 'run',

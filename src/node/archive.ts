@@ -31,6 +31,8 @@ export interface UnpackOptions {
    * restarted on the new one.
    */
   readonly keepOld?: boolean;
+  /** A path the unpacked tree must hold (`sbin/init`): without it the rootfs in place is not replaced. */
+  readonly mustHave?: string;
 }
 
 export interface UnpackResult {
@@ -39,6 +41,24 @@ export interface UnpackResult {
   readonly kind: 'archive' | 'oci-layout';
   /** With keepOld: where the replaced rootfs was left, if there was one. */
   readonly old?: string;
+}
+
+export function isFolder(source: string): boolean {
+  try {
+    return statSync(source).isDirectory();
+  } catch {
+    return false;
+  }
+}
+
+/** Holds `entry` (a symlink counts: it may point into the tree as the container will see it). */
+function holds(tree: string, entry: string): boolean {
+  try {
+    lstatSync(path.join(tree, entry));
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 export const isOciLayout = (source: string): boolean =>
@@ -60,9 +80,13 @@ export async function unpackImage(exec: Exec, source: string, rootfs: string, op
     if (isOciLayout(source)) {
       result = { digest: await unpackOciLayout(exec, source, staging, options), kind: 'oci-layout' };
     } else {
+      if (isFolder(source)) throw new Error(`image ${source} is a folder but not an OCI image layout (no oci-layout and index.json in it): give a tar archive or an OCI image layout`);
       const digest = `sha256:${await sha256File(source)}`;
       await extract(exec, source, staging, options);
       result = { digest, kind: 'archive' };
+    }
+    if (options.mustHave !== undefined && !holds(staging, options.mustHave)) {
+      throw new Error(`image ${source} has no /${options.mustHave}: it is not an image the node can boot; ${rootfs} is left as it was`);
     }
     const old = swapIn(staging, rootfs, options.keepOld ?? false);
     return old === undefined ? result : { ...result, old };

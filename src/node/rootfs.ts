@@ -56,7 +56,7 @@ export function rootfsTask(ng: NodefileApi, spec: RootfsSpec): TaskRef {
           return { digest, tree: treeOf(rootfs) };
         }
       }
-      const result = await unpackImage(execOf(ctx), spec.image, rootfs, { keepOld: spec.keepOld });
+      const result = await unpackImage(execOf(ctx), spec.image, rootfs, { keepOld: spec.keepOld, mustHave: 'sbin/init' });
       renderFile(digestFile, `${result.digest}\n`);
       ctx.log(`unpacked ${result.kind} ${result.digest}`);
       return { digest: result.digest, tree: treeOf(rootfs) };

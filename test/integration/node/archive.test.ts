@@ -85,6 +85,24 @@ describe('image archive to rootfs', () => {
     expect(readdirSync(path.join(dir, 'slot'))).toEqual(['rootfs']);
   });
 
+  it('keeps the old rootfs when the image lacks what the node boots, or is a folder but no OCI layout', async () => {
+    const rootfs = path.join(dir, 'slot/rootfs');
+    const good = path.join(dir, 'good.tar');
+    execFileSync('tar', ['-cf', good, '-C', tree('good', { 'sbin/init': '#!/bin/sh' }), '.']);
+    await unpackImage(realExec(), good, rootfs, { mustHave: 'sbin/init' });
+    const empty = path.join(dir, 'empty.tar');
+    execFileSync('tar', ['-cf', empty, '-C', tree('empty', { 'etc/hostname': 'x' }), '.']);
+    await expect(unpackImage(realExec(), empty, rootfs, { mustHave: 'sbin/init' })).rejects.toThrow(
+      `image ${empty} has no /sbin/init: it is not an image the node can boot; ${rootfs} is left as it was`,
+    );
+    const folder = tree('unpacked', { 'sbin/init': '#!/bin/sh' });
+    await expect(unpackImage(realExec(), folder, rootfs, { mustHave: 'sbin/init' })).rejects.toThrow(
+      `image ${folder} is a folder but not an OCI image layout (no oci-layout and index.json in it): give a tar archive or an OCI image layout`,
+    );
+    expect(list(rootfs)).toEqual(['sbin/', 'sbin/init']);
+    expect(readdirSync(path.join(dir, 'slot'))).toEqual(['rootfs']);
+  });
+
   it('keeps the old rootfs when an archive cannot be unpacked', async () => {
     const rootfs = path.join(dir, 'slot/rootfs');
     const good = path.join(dir, 'good.tar');
