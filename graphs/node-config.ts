@@ -10,13 +10,18 @@ import { cniSettingsSchema } from '../src/node/cni.ts';
 import { bootstrapTokenSchema, nodeLabelsSchema, nodeNameSchema, pemCertificateSchema, pemKeySchema, taintSchema, type KubeletSettings } from '../src/node/kubelet.ts';
 import { binarySourceSchema } from '../src/node/provision.ts';
 import { absolutePath as absolute, issueLines } from '../src/node/settings.ts';
-import { hooksSchema, mountSchema, type Mount } from '../src/node/bundle.ts';
+import { hookPhases, hookSchema, mountSchema, type Mount } from '../src/node/bundle.ts';
 import { readBase } from '../src/node/slot-bundle.ts';
 
 export const SLOTS = ['kube1', 'kube2'] as const;
 export type Slot = (typeof SLOTS)[number];
 
 const seconds = z.number().positive();
+
+/** The configuration's own mounts and hooks are strict: a misspelt field (`option`) would be dropped without a word. */
+const configMount = z.strictObject(mountSchema.shape);
+const configHook = z.strictObject(hookSchema.shape);
+const configHooks = z.strictObject(Object.fromEntries(hookPhases.map((p) => [p, z.array(configHook).optional()])) as Record<(typeof hookPhases)[number], z.ZodOptional<z.ZodArray<typeof configHook>>>);
 
 /** A binary whose version defaults to the Kubernetes version. */
 const k8sBinarySchema = binarySourceSchema.extend({ version: z.string().min(1).optional() });
@@ -113,8 +118,8 @@ export const nodeConfigSchema = z.strictObject({
     .strictObject({
       /** A config.json to start from; what it holds that the node does not set is kept (hooks too). */
       base: z.string().optional(),
-      hooks: hooksSchema.optional(),
-      extraMounts: z.array(mountSchema).default([]),
+      hooks: configHooks.optional(),
+      extraMounts: z.array(configMount).default([]),
       annotations: z.record(z.string(), z.string()).default({}),
       cgroupsPath: z.string().optional(),
     })

@@ -44,6 +44,14 @@ describe('a wrong node setting', () => {
     expect(errors({ nodeName: 'ip-172-31-22-10.ap-southeast-2.compute.internal' })).toEqual([]);
   });
 
+  it('is a misspelt field of an extra mount or a hook, which would be dropped without a word', () => {
+    const mount = { destination: '/data', type: 'bind', source: '/srv/data', option: ['rbind', 'ro'] };
+    expect(errors({ bundle: { extraMounts: [mount] } })).toEqual(['bundle.extraMounts.0: Unrecognized key: "option"']);
+    expect(errors({ bundle: { hooks: { prestrat: [{ path: '/bin/true' }] } } })).toEqual(['bundle.hooks: Unrecognized key: "prestrat"']);
+    expect(errors({ bundle: { hooks: { prestart: [{ path: '/bin/true', arg: ['x'] }] } } })).toEqual(['bundle.hooks.prestart.0: Unrecognized key: "arg"']);
+    expect(errors({ bundle: { extraMounts: [{ destination: '/data', type: 'bind', source: '/srv/data', options: ['rbind', 'ro'] }], hooks: { poststop: [{ path: '/bin/true', args: ['true'], timeout: 5 }] } } })).toEqual([]);
+  });
+
   it('is described by the form it was written in, when a setting takes one of several', () => {
     expect(errors({ registryMirrors: { 'docker.io': [{ url: 'https://mirror.example.com', skipVerify: 'yes' }] } })).toEqual([
       'registryMirrors["docker.io"].0.skipVerify: Invalid input: expected boolean, received string',
