@@ -10,7 +10,10 @@ import { cniSettingsSchema } from '../src/node/cni.ts';
 import { bootstrapTokenSchema, nodeLabelsSchema, nodeNameSchema, pemCertificateSchema, pemKeySchema, taintSchema, type KubeletSettings } from '../src/node/kubelet.ts';
 import { binarySourceSchema } from '../src/node/provision.ts';
 import { absolutePath as absolute, issueLines } from '../src/node/settings.ts';
-import { hookPhases, hookSchema, mountSchema, type Mount } from '../src/node/bundle.ts';
+import { hookPhases, hookSchema, mountSchema, sharedPaths, type Mount } from '../src/node/bundle.ts';
+import { FOLDERS_PATH } from '../src/node/folders.ts';
+import { HELPER_PATH } from '../src/node/helper.ts';
+import { MODULES_LOAD_PATH } from '../src/node/kernel-modules.ts';
 import { readBase } from '../src/node/slot-bundle.ts';
 
 export const SLOTS = ['kube1', 'kube2'] as const;
@@ -153,7 +156,18 @@ export function validateNodeConfig(input: unknown): { ok: true; value: NodeConfi
   if (!parsed.success) return { ok: false, error: issueLines(parsed.error.issues) };
   const config = parsed.data;
   if (config.prepare.includes(config.slot)) return { ok: false, error: [`prepare: ${config.slot} is the running slot`] };
+  const held = ownPaths(config).find((p) => p === config.layoutDir || p.startsWith(`${config.layoutDir.replace(/\/$/, '')}/`));
+  if (held !== undefined) {
+    const what = `${config.layoutDir} ${held === config.layoutDir ? 'is' : 'holds'} ${held}`;
+    return { ok: false, error: [`layoutDir: ${what}, and destroy removes the layout folder whole; give the slots a folder of their own (/var/lib/nodegraph/containers)`] };
+  }
   return { ok: true, value: config };
+}
+
+/** Where the node keeps what is not a slot's: its ledger and helper, the shared folders, host files. */
+function ownPaths(c: NodeConfig): string[] {
+  const files = [FOLDERS_PATH, HELPER_PATH, MODULES_LOAD_PATH, '/etc/systemd/system', ...sharedPaths(c.containerd.certsDir)];
+  return [...files, ...(c.imageArchiveDir === undefined ? [] : [c.imageArchiveDir])].map((p) => path.posix.resolve(p));
 }
 
 /** The id runc knows a slot's container by. */

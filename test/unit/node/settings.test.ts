@@ -52,6 +52,15 @@ describe('a wrong node setting', () => {
     expect(errors({ bundle: { extraMounts: [{ destination: '/data', type: 'bind', source: '/srv/data', options: ['rbind', 'ro'] }], hooks: { poststop: [{ path: '/bin/true', args: ['true'], timeout: 5 }] } } })).toEqual([]);
   });
 
+  it("is a layout folder that holds what is not a slot's: destroy removes it whole", () => {
+    const advice = 'and destroy removes the layout folder whole; give the slots a folder of their own (/var/lib/nodegraph/containers)';
+    expect(errors({ layoutDir: '/var/lib/nodegraph' })).toEqual([`layoutDir: /var/lib/nodegraph holds /var/lib/nodegraph/host-folders, ${advice}`]);
+    expect(errors({ layoutDir: '/var/lib/nodegraph/images' })).toEqual([`layoutDir: /var/lib/nodegraph/images is /var/lib/nodegraph/images, ${advice}`]);
+    expect(errors({ layoutDir: '/' })).toEqual([`layoutDir: / holds /var/lib/nodegraph/host-folders, ${advice}`]);
+    expect(errors({ layoutDir: '/var/lib/nodegraph/containers' })).toEqual([]);
+    expect(errors({ layoutDir: '/srv/nodegraph-slots' })).toEqual([]);
+  });
+
   it('is described by the form it was written in, when a setting takes one of several', () => {
     expect(errors({ registryMirrors: { 'docker.io': [{ url: 'https://mirror.example.com', skipVerify: 'yes' }] } })).toEqual([
       'registryMirrors["docker.io"].0.skipVerify: Invalid input: expected boolean, received string',
