@@ -156,12 +156,26 @@ export function validateNodeConfig(input: unknown): { ok: true; value: NodeConfi
   if (!parsed.success) return { ok: false, error: issueLines(parsed.error.issues) };
   const config = parsed.data;
   if (config.prepare.includes(config.slot)) return { ok: false, error: [`prepare: ${config.slot} is the running slot`] };
-  const held = ownPaths(config).find((p) => p === config.layoutDir || p.startsWith(`${config.layoutDir.replace(/\/$/, '')}/`));
+  const held = ownPaths(config).find(within(config.layoutDir));
   if (held !== undefined) {
     const what = `${config.layoutDir} ${held === config.layoutDir ? 'is' : 'holds'} ${held}`;
     return { ok: false, error: [`layoutDir: ${what}, and destroy removes the layout folder whole; give the slots a folder of their own (/var/lib/nodegraph/containers)`] };
   }
+  const hidden = rootfsPaths(config).find(within(config.containerd.certsDir));
+  if (hidden !== undefined) {
+    const what = `${config.containerd.certsDir} ${hidden === config.containerd.certsDir ? 'is' : 'holds'} ${hidden}`;
+    return { ok: false, error: [`containerd.certsDir: ${what}, which the host's certsDir mounted over it would hide in the node; give it a folder of its own (/etc/containerd/certs.d)`] };
+  }
   return { ok: true, value: config };
+}
+
+/** Is a path `dir` itself or below it? */
+const within = (dir: string) => (p: string): boolean => p === path.posix.resolve(dir) || p.startsWith(`${path.posix.resolve(dir).replace(/\/$/, '')}/`);
+
+/** What the node writes into a slot's rootfs, or runs from it: a shared folder mounted over one would hide it. */
+function rootfsPaths(c: NodeConfig): string[] {
+  const files = ['/sbin/init', '/etc/containerd/config.toml', '/etc/systemd/system/kubelet.service.d', c.containerd.cniConfDir, c.kubelet.binary];
+  return files.map((p) => path.posix.resolve(p));
 }
 
 /** Where the node keeps what is not a slot's: its ledger and helper, the shared folders, host files. */

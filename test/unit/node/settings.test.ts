@@ -61,6 +61,13 @@ describe('a wrong node setting', () => {
     expect(errors({ layoutDir: '/srv/nodegraph-slots' })).toEqual([]);
   });
 
+  it("is a certs.d that would hide the node's own configuration: the host's is mounted over it", () => {
+    const advice = "which the host's certsDir mounted over it would hide in the node; give it a folder of its own (/etc/containerd/certs.d)";
+    expect(errors({ containerd: { certsDir: '/etc/containerd' } })).toEqual([`containerd.certsDir: /etc/containerd holds /etc/containerd/config.toml, ${advice}`]);
+    expect(errors({ containerd: { certsDir: '/' } })).toEqual([`containerd.certsDir: / holds /sbin/init, ${advice}`]);
+    expect(errors({ containerd: { certsDir: '/etc/containerd/registries' } })).toEqual([]);
+  });
+
   it('is described by the form it was written in, when a setting takes one of several', () => {
     expect(errors({ registryMirrors: { 'docker.io': [{ url: 'https://mirror.example.com', skipVerify: 'yes' }] } })).toEqual([
       'registryMirrors["docker.io"].0.skipVerify: Invalid input: expected boolean, received string',
