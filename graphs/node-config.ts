@@ -44,7 +44,11 @@ export const nodeConfigSchema = z.strictObject({
     })
     .refine((c) => (c.caFile === undefined) !== (c.caData === undefined), 'give exactly one of caFile and caData')
     .refine(
-      (c) => (c.bootstrapToken !== undefined) !== (c.clientCertificateFile !== undefined && c.clientKeyFile !== undefined),
+      // A client file beside a token would be ignored without a word.
+      (c) =>
+        c.bootstrapToken !== undefined
+          ? c.clientCertificateFile === undefined && c.clientKeyFile === undefined
+          : c.clientCertificateFile !== undefined && c.clientKeyFile !== undefined,
       'give either bootstrapToken, or clientCertificateFile and clientKeyFile',
     ),
   labels: nodeLabelsSchema.default({}),

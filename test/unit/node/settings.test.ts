@@ -68,6 +68,14 @@ describe('a wrong node setting', () => {
     expect(errors({ containerd: { certsDir: '/etc/containerd/registries' } })).toEqual([]);
   });
 
+  it('is a client certificate beside a bootstrap token, which would be ignored', () => {
+    const cluster = { server: 'https://10.0.0.1:6443', caFile: '/etc/nodegraph/ca.crt' };
+    const either = 'cluster: give either bootstrapToken, or clientCertificateFile and clientKeyFile';
+    expect(errors({ cluster: { ...cluster, bootstrapToken: 'abcdef.0123456789abcdef', clientCertificateFile: '/etc/nodegraph/kubelet.crt' } })).toEqual([either]);
+    expect(errors({ cluster: { ...cluster, clientCertificateFile: '/etc/nodegraph/kubelet.crt' } })).toEqual([either]);
+    expect(errors({ cluster: { ...cluster, clientCertificateFile: '/etc/nodegraph/kubelet.crt', clientKeyFile: '/etc/nodegraph/kubelet.key' } })).toEqual([]);
+  });
+
   it('is described by the form it was written in, when a setting takes one of several', () => {
     expect(errors({ registryMirrors: { 'docker.io': [{ url: 'https://mirror.example.com', skipVerify: 'yes' }] } })).toEqual([
       'registryMirrors["docker.io"].0.skipVerify: Invalid input: expected boolean, received string',
