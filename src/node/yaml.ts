@@ -4,13 +4,15 @@
 import { Document, parse, visit } from 'yaml';
 
 /**
- * Plain words Go's yaml.v2 (YAML 1.1, which kubelet's configuration loading goes through) reads as a
- * boolean, an integer or the merge key, though YAML 1.2 leaves them strings: a taint value `yes`
+ * Plain words a YAML 1.1 reader (Go's yaml.v2, which kubelet's configuration loading goes through) reads
+ * as a boolean, a number or the merge key, though YAML 1.2 leaves them strings: a taint value `yes`
  * would reach kubelet as `true`. Such strings are written quoted.
  */
 const YAML11_BOOLEAN = /^(y|Y|yes|Yes|YES|n|N|no|No|NO|on|On|ON|off|Off|OFF|true|True|TRUE|false|False|FALSE)$/;
 const GO_INTEGER = /^[-+]?(0[bBoOxX]?[0-9a-fA-F_]*|[1-9][0-9_]*)$/;
-const readsAsOther = (s: string): boolean => YAML11_BOOLEAN.test(s) || GO_INTEGER.test(s) || s === '<<' || s === '=';
+/** YAML 1.1's base 60 (`1:20` is 80). */
+const SEXAGESIMAL = /^[-+]?[0-9][0-9_]*(:[0-5]?[0-9])+(\.[0-9_]*)?$/;
+const readsAsOther = (s: string): boolean => YAML11_BOOLEAN.test(s) || GO_INTEGER.test(s) || SEXAGESIMAL.test(s) || s === '<<' || s === '=';
 
 export const toYaml = (value: unknown): string => {
   const doc = new Document(value, { aliasDuplicateObjects: false });
