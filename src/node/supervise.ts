@@ -98,8 +98,10 @@ function readRun(file: string): RunRecord | undefined {
 async function stopRunAnotherWay(exec: Exec, before: RunRecord | undefined, supervisor: Supervisor, c: ContainerSpec, stop: StopOptions): Promise<void> {
   if (before === undefined) return;
   const elsewhere = before.id !== c.id || before.runc.stateRoot !== c.runc.stateRoot;
-  if (before.supervisor === 'systemd' && (supervisor !== 'systemd' || before.id !== c.id)) {
-    for (const verb of ['stop', 'disable']) await tryExec(exec, ['systemctl', verb, unitName(before.id)]);
+  if (before.supervisor === 'systemd' && (elsewhere || supervisor !== 'systemd')) {
+    // Stopped first, or it would run the old container again (Restart=on-failure).
+    await tryExec(exec, ['systemctl', 'stop', unitName(before.id)]);
+    if (supervisor !== 'systemd' || before.id !== c.id) await tryExec(exec, ['systemctl', 'disable', unitName(before.id)]);
   }
   // The binary configured now: the one the record names may have been replaced.
   if (elsewhere) await stopContainer(exec, { ...before.runc, binary: c.runc.binary }, before.id, stop);

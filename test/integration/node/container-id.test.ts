@@ -91,6 +91,17 @@ describe('the container id', () => {
     expect(rig.runner.hostUnits.get('nodegraph-node-a-kube1.service')).toEqual({ enabled: true });
   });
 
+  it("moved to another runc state folder on a systemd host, stops the unit before the container under the old folder, and keeps it enabled", async () => {
+    rig = makeRig({ supervisor: 'systemd' });
+    ok(await rig.apply());
+    rig.writeConfig((c) => ({ ...c, runtime: { runc: '/usr/sbin/runc', stateRoot: '/run/runc-node' } }));
+    rig.runner.reset();
+    ok(await rig.apply());
+    const host = rig.runner.events.flatMap((e) => (e.kind === 'host-unit' && e.verb !== 'daemon-reload' ? [`${e.verb} ${e.unit}`] : []));
+    expect(host).toEqual(['stop nodegraph-kube1.service', 'enable nodegraph-kube1.service', 'restart nodegraph-kube1.service']);
+    expect(rig.runner.hostUnits.get('nodegraph-kube1.service')).toEqual({ enabled: true });
+  });
+
   it('is refused when it would not tell the slots apart or runc could not take it', () => {
     const base = { ...makeRig().config };
     rig.cleanup();
