@@ -165,6 +165,10 @@ export function validateNodeConfig(input: unknown): { ok: true; value: NodeConfi
     const what = `${config.layoutDir} ${held === config.layoutDir ? 'is' : 'holds'} ${held}`;
     return { ok: false, error: [`layoutDir: ${what}, and destroy removes the layout folder whole; give the slots a folder of their own (/var/lib/nodegraph/containers)`] };
   }
+  if ((config.kubelet.cgroupDriver === 'systemd') !== config.containerd.systemdCgroup) {
+    const driver = `${config.kubelet.cgroupDriver}, but containerd.systemdCgroup is ${config.containerd.systemdCgroup}`;
+    return { ok: false, error: [`kubelet.cgroupDriver: ${driver}: kubelet and containerd must use one cgroup driver, or pods do not start`] };
+  }
   const hidden = rootfsPaths(config).find(within(config.containerd.certsDir));
   if (hidden !== undefined) {
     const what = `${config.containerd.certsDir} ${hidden === config.containerd.certsDir ? 'is' : 'holds'} ${hidden}`;

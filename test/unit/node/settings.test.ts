@@ -76,6 +76,13 @@ describe('a wrong node setting', () => {
     expect(errors({ cluster: { ...cluster, clientCertificateFile: '/etc/nodegraph/kubelet.crt', clientKeyFile: '/etc/nodegraph/kubelet.key' } })).toEqual([]);
   });
 
+  it('is a cgroup driver kubelet and containerd do not share', () => {
+    const both = 'kubelet and containerd must use one cgroup driver, or pods do not start';
+    expect(errors({ kubelet: { cgroupDriver: 'cgroupfs' } })).toEqual([`kubelet.cgroupDriver: cgroupfs, but containerd.systemdCgroup is true: ${both}`]);
+    expect(errors({ containerd: { systemdCgroup: false } })).toEqual([`kubelet.cgroupDriver: systemd, but containerd.systemdCgroup is false: ${both}`]);
+    expect(errors({ kubelet: { cgroupDriver: 'cgroupfs' }, containerd: { systemdCgroup: false } })).toEqual([]);
+  });
+
   it('is described by the form it was written in, when a setting takes one of several', () => {
     expect(errors({ registryMirrors: { 'docker.io': [{ url: 'https://mirror.example.com', skipVerify: 'yes' }] } })).toEqual([
       'registryMirrors["docker.io"].0.skipVerify: Invalid input: expected boolean, received string',
