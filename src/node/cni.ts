@@ -12,7 +12,8 @@ export const cniSettingsSchema = z.strictObject({
   name: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9_.-]*$/).default('nodegraph'),
   bridge: z.string().regex(/^[A-Za-z0-9_.-]{1,15}$/, 'an interface name (at most 15 characters)').default('cni0'),
   podCIDRs: z.array(cidr).min(1).default(['10.88.0.0/16']),
-  cniVersion: z.string().default('1.0.0'),
+  /** As the plugins compare it: `1.0.0`, no `v`. */
+  cniVersion: z.string().regex(/^[0-9]+\.[0-9]+\.[0-9]+$/, 'a CNI spec version like 1.0.0').default('1.0.0'),
   /** Plugins placed after the bridge, as-is (e.g. bandwidth, firewall). */
   extraPlugins: z.array(z.looseObject({ type: z.string() })).default([]),
 });

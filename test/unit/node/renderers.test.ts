@@ -201,6 +201,12 @@ describe('CNI conflist', () => {
   it('rejects a bad CIDR', () => {
     expect(validateCniSettings({ podCIDRs: ['10.0.0.0/33'] }).ok).toBe(false);
   });
+
+  it('rejects a CNI version the plugins would not take (a v, two parts)', () => {
+    const version = (cniVersion: string) => validateCniSettings({ cniVersion });
+    expect([version('v1.0.0'), version(''), version('1.0')].map((r) => (r.ok ? '' : r.error.join()))).toEqual(Array(3).fill('cni.cniVersion: a CNI spec version like 1.0.0'));
+    expect(version('0.4.0').ok).toBe(true);
+  });
 });
 
 describe('systemd units', () => {
