@@ -136,10 +136,10 @@ describe('kubelet configuration', () => {
 
   it('quotes the strings a YAML 1.1 reader (Go yaml.v2, as kubelet loads its config) would take for booleans or numbers', () => {
     const taints = [{ key: 'gpu', value: 'yes', effect: 'NoSchedule' as const }, { key: 'spot', value: 'off', effect: 'NoExecute' as const }];
-    const files = kubeletSharedFiles(kubelet({ taints, clusterDomain: 'on', extra: { featureGates: { y: true }, podPidsLimit: 1_000, note: '1_000', at: '12:30' } }));
+    const files = kubeletSharedFiles(kubelet({ taints, clusterDomain: 'on', extra: { featureGates: { y: true }, podPidsLimit: 1_000, note: '1_000', at: '12:30', dot: '.', nan: '.NaN' } }));
     const text = files.find((f) => f.path === '/var/lib/kubelet/config.yaml')!.content;
     const asYaml11 = parseYaml(text, { version: '1.1' }) as Record<string, unknown>;
-    expect(asYaml11).toMatchObject({ registerWithTaints: taints, clusterDomain: 'on', featureGates: { y: true }, podPidsLimit: 1000, note: '1_000', at: '12:30' });
+    expect(asYaml11).toMatchObject({ registerWithTaints: taints, clusterDomain: 'on', featureGates: { y: true }, podPidsLimit: 1000, note: '1_000', at: '12:30', dot: '.', nan: '.NaN' });
     expect(parseYaml(text)).toEqual(asYaml11);
   });
 
