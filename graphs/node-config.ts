@@ -7,7 +7,7 @@ import path from 'node:path';
 import { z } from 'zod';
 import { containerdSettingsSchema, registryMirrorsSchema } from '../src/node/containerd.ts';
 import { cniSettingsSchema } from '../src/node/cni.ts';
-import { bootstrapTokenSchema, nodeLabelsSchema, nodeNameSchema, pemCertificateSchema, pemKeySchema, taintSchema, type KubeletSettings } from '../src/node/kubelet.ts';
+import { bootstrapTokenSchema, nodeLabelsSchema, nodeNameSchema, pemCertificateSchema, pemKeySchema, taintsSchema, type KubeletSettings } from '../src/node/kubelet.ts';
 import { binarySourceSchema } from '../src/node/provision.ts';
 import { absolutePath as absolute, issueLines } from '../src/node/settings.ts';
 import { hookPhases, hookSchema, mountSchema, sharedPaths, type Mount } from '../src/node/bundle.ts';
@@ -52,7 +52,7 @@ export const nodeConfigSchema = z.strictObject({
       'give either bootstrapToken, or clientCertificateFile and clientKeyFile',
     ),
   labels: nodeLabelsSchema.default({}),
-  taints: z.array(taintSchema).default([]),
+  taints: taintsSchema.default([]),
   clusterDNS: z.array(z.union([z.ipv4(), z.ipv6()], { error: 'an IPv4 or IPv6 address' })).min(1, 'at least one address'),
   clusterDomain: z.string().default('cluster.local'),
   registryMirrors: registryMirrorsSchema.default({}),

@@ -50,6 +50,11 @@ export const taintSchema = z.strictObject({
 });
 export type Taint = z.infer<typeof taintSchema>;
 
+/** The API server refuses a node whose taints repeat a key and effect: kubelet would never register it. */
+export const taintsSchema = z
+  .array(taintSchema)
+  .refine((ts) => new Set(ts.map((t) => `${t.key}:${t.effect}`)).size === ts.length, 'a key and effect named twice (the API server refuses the node)');
+
 /**
  * A DNS-1123 subdomain, as the API server takes a node's name; at most 64 characters, since it is also
  * the container's hostname (HOST_NAME_MAX), which runc cannot set otherwise.
@@ -80,7 +85,7 @@ export const kubeletSettingsSchema = z.strictObject({
   clusterDNS: z.array(z.union([z.ipv4(), z.ipv6()])).min(1),
   clusterDomain: z.string().default('cluster.local'),
   labels: nodeLabelsSchema.default({}),
-  taints: z.array(taintSchema).default([]),
+  taints: taintsSchema.default([]),
   cgroupDriver: z.enum(['systemd', 'cgroupfs']).default('systemd'),
   containerRuntimeEndpoint: z.string().default('unix:///run/containerd/containerd.sock'),
   /** The kubelet binary inside the container. */

@@ -83,6 +83,12 @@ describe('a wrong node setting', () => {
     expect(errors({ kubelet: { cgroupDriver: 'cgroupfs' }, containerd: { systemdCgroup: false } })).toEqual([]);
   });
 
+  it('is a taint repeated by key and effect, which the API server refuses', () => {
+    const taint = { key: 'dedicated', value: 'gpu', effect: 'NoSchedule' };
+    expect(errors({ taints: [taint, { ...taint, value: 'cpu' }] })).toEqual(['taints: a key and effect named twice (the API server refuses the node)']);
+    expect(errors({ taints: [taint, { ...taint, effect: 'NoExecute' }] })).toEqual([]);
+  });
+
   it('is described by the form it was written in, when a setting takes one of several', () => {
     expect(errors({ registryMirrors: { 'docker.io': [{ url: 'https://mirror.example.com', skipVerify: 'yes' }] } })).toEqual([
       'registryMirrors["docker.io"].0.skipVerify: Invalid input: expected boolean, received string',
