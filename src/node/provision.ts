@@ -16,7 +16,12 @@ export const binarySourceSchema = z.strictObject({
   /** An https URL (fetched with curl) or a local path (absolute, or relative to the config file). */
   source: z.string().min(1),
   /** Expected sha256 of what `source` holds (hex); checked before anything is installed. */
-  sha256: z.string().regex(/^[0-9a-f]{64}$/, '64 hex digits').optional(),
+  sha256: z
+    .string()
+    .regex(/^[0-9a-fA-F]{64}$/, '64 hex digits')
+    // Some tools print it in capitals (PowerShell's Get-FileHash): the same digest.
+    .transform((hex) => hex.toLowerCase())
+    .optional(),
   /** 'binary' copies one executable; 'tar' unpacks an archive into the destination folder. */
   format: z.enum(['binary', 'tar']).optional(),
 });

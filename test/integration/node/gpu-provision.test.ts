@@ -6,7 +6,7 @@ import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { discoverNvidia, splitDevice } from '../../../src/node/gpu.ts';
 import { makeHost } from '../../../src/node/host.ts';
-import { formatOf, install, isPresent, type InstallSpec } from '../../../src/node/provision.ts';
+import { binarySourceSchema, formatOf, install, isPresent, type InstallSpec } from '../../../src/node/provision.ts';
 import { realExec, scriptedExec } from '../../support/exec.ts';
 
 let dir: string;
@@ -121,6 +121,14 @@ describe('provisioning binaries', () => {
       `could not read kubelet v1.30.2 from ${s.source.source}: ENOENT: no such file or directory, open '${s.source.source}'`,
     );
     expect(existsSync(s.dest)).toBe(false);
+  });
+
+  it('takes a configured sha256 written in capitals as the same digest', async () => {
+    const src = path.join(dir, 'k');
+    writeFileSync(src, 'original');
+    const digest = createHash('sha256').update('original').digest('hex').toUpperCase();
+    const source = binarySourceSchema.parse({ version: 'v1', source: src, sha256: digest });
+    expect(await install(realExec(), { ...spec(src, 'v1'), source })).toMatchObject({ action: 'installed' });
   });
 
   it('downloads an https source with curl through the runner', async () => {
