@@ -184,7 +184,13 @@ function readJsonBlob<T>(layout: string, d: Descriptor, schema: z.ZodType<T>, wh
 }
 
 function parseJson<T>(text: string, schema: z.ZodType<T>, what: string): T {
-  const parsed = schema.safeParse(JSON.parse(text));
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch (error) {
+    throw new Error(`${what} is not JSON: ${(error as Error).message}`);
+  }
+  const parsed = schema.safeParse(json);
   if (!parsed.success) throw new Error(`${what} is not valid: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
   return parsed.data;
 }
@@ -218,7 +224,7 @@ async function unpackOciLayout(exec: Exec, layout: string, dest: string, o: Unpa
     const actual = `sha256:${await sha256File(blob)}`;
     if (actual !== layer.digest) throw new Error(`layer ${layer.digest} does not match its content (${actual})`);
     const listing = await tryExec(exec, ['tar', '--list', `--file=${blob}`, '--quoting-style=literal']);
-    if (listing.exitCode !== 0) throw new Error(`could not read layer ${layer.digest}: ${lastLine(listing)}`);
+    if (listing.exitCode !== 0) throw new Error(`could not read layer ${layer.digest}: ${tarReason(listing)}`);
     const members = listing.stdout.split('\n').filter((l) => l !== '');
     // Whiteouts hide what lower layers made; this layer's own files are extracted after.
     applyWhiteouts(dest, members);

@@ -191,6 +191,13 @@ describe('OCI image layout', () => {
     expect(existsSync(path.join(dir, 'rootfs.new'))).toBe(false);
   });
 
+  it('names the index.json that is not JSON (a copy cut short)', async () => {
+    const { dir: oci } = layout([tree('only', { 'sbin/init': 'i' })]);
+    writeFileSync(path.join(oci, 'index.json'), '{"schemaVersion": 2, "manif');
+    await expect(unpackImage(realExec(), oci, path.join(dir, 'rootfs'))).rejects.toThrow(`${oci}/index.json is not JSON: `);
+    expect(existsSync(path.join(dir, 'rootfs'))).toBe(false);
+  });
+
   it('refuses a layer that would write through a symlink out of the rootfs', async () => {
     const outside = tree('outside', {});
     const lower = tree('sl1', {});
