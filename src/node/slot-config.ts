@@ -68,7 +68,13 @@ export function kubeletConfigTask(ng: NodefileApi, spec: KubeletConfigSpec): Tas
   const dropIn = path.join(spec.rootfsDir, dropInPath('kubelet.service', '10-nodegraph'));
   return ng.task(`${spec.slot}/kubelet.config`, {
     description: `kubelet's configuration, kubeconfig and unit drop-in for ${spec.slot}`,
-    inputs: { rootfs: spec.rootfs, settings: ng.value(asJson(spec.settings)) },
+    // The credentials (a bootstrap token, a client key) are a sensitive input: a plan never shows them,
+    // and the state keeps only a keyed digest of them.
+    inputs: {
+      rootfs: spec.rootfs,
+      settings: ng.value(asJson({ ...spec.settings, auth: undefined })),
+      auth: ng.value(asJson(spec.settings.auth), { sensitive: true }),
+    },
     outputs: [...files.map((f) => f.path), dropIn],
     removeOutputs: false,
     after: [...spec.after],

@@ -170,6 +170,19 @@ describe('the container node, further', () => {
     expect(mount('/scratch').source).toBe('tmpfs');
   });
 
+  it("keeps kubelet's credentials out of the plan and the state: a new token is applied, shown only as changed", async () => {
+    rig = makeRig();
+    ok(await rig.apply());
+    rig.writeConfig((c) => ({ ...c, cluster: { ...c.cluster, bootstrapToken: 'zzzzzz.0123456789zzzzzz' } }));
+    const entry = ok(await rig.plan()).plan.entries().find((e) => e.id === 'kube1/kubelet.config')!;
+    expect(entry.reasons).toEqual(['input auth changed (sensitive)']);
+    rig.runner.reset();
+    ok(await rig.apply());
+    expect(readFileSync(path.join(rig.root, 'var/lib/kubelet/bootstrap-kubeconfig'), 'utf8')).toContain('token: zzzzzz.0123456789zzzzzz');
+    const state = readFileSync(path.join(rig.dir, 'state/state.jsonl'), 'utf8');
+    expect(state).not.toContain('0123456789');
+  });
+
   it('accepts the example configuration', async () => {
     const { validateNodeConfig } = await import('../../../graphs/node-config.ts');
     const example = JSON.parse(readFileSync(new URL('../../../graphs/node.example.json', import.meta.url), 'utf8'));
