@@ -11,7 +11,9 @@ export async function run(args: Args, io: CliIo): Promise<number> {
   const debounceText = str(args.values['debounce']) ?? '200';
   const debounceMs = Number(debounceText);
   if (!Number.isFinite(debounceMs) || debounceMs < 0) return printFailures([{ reason: 'usage', command: 'watch', message: `--debounce takes milliseconds, not ${debounceText}` }], io);
-  const c = paletteFor(io);
+  // Under --json stdout is JSON lines only: watch's own words go to stderr.
+  const say = io.json === true ? io.stderr : io.stdout;
+  const c = paletteFor(io, say);
   await watchLoop({
     debounceMs,
     signal: io.signal,
@@ -20,8 +22,8 @@ export async function run(args: Args, io: CliIo): Promise<number> {
     reads: nodefileReads,
     stateDir: stateDirOf(options),
     onState: (state, why) => {
-      if (state === 'debouncing' && why !== undefined) io.stdout.write(c.dim(`change: ${why}\n`));
-      if (state === 'idle') io.stdout.write(c.dim('watching for changes (Ctrl-C to stop)\n'));
+      if (state === 'debouncing' && why !== undefined) say.write(c.dim(`change: ${why}\n`));
+      if (state === 'idle') say.write(c.dim('watching for changes (Ctrl-C to stop)\n'));
     },
     runOnce: async () => {
       // Plain lines even on a terminal: runs follow one another in one scrolling log.

@@ -4,6 +4,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { afterEach, beforeEach, expect, test } from 'vitest';
 import { collect, Rig, until } from '../support/rig.ts';
+import { valid } from '../support/schemas.ts';
 
 let rig: Rig;
 beforeEach(() => {
@@ -84,4 +85,23 @@ test("a glob's folder counts only files the pattern matches, and the state never
   expect(stdout.split('\nApply:').length - 1).toBe(2);
   child.kill('SIGINT');
   expect((await done).code).toBe(130);
+});
+
+test('with --json, stdout is events only, each valid against the schema; what watch itself says goes to stderr', async () => {
+  rig.write('in.txt', 'one\n');
+  rig.nodefile(`ng.task('copy', { inputs: { src: ng.file('in.txt') }, outputs: ['out/copy'], run: ['cp', 'in.txt', 'out/copy'] });`);
+  const child = rig.spawn(['watch', '--json', '--debounce', '50']);
+  const done = collect(child);
+  let stderr = '';
+  child.stderr?.on('data', (d: Buffer) => (stderr += d.toString()));
+  await until(() => stderr.includes('watching for changes'));
+  rig.write('in.txt', 'two\n');
+  await until(() => stderr.split('watching for changes').length === 3);
+  child.kill('SIGINT');
+  const result = await done;
+  expect(result.code).toBe(130);
+  const events = result.stdout.trim().split('\n').map((line) => JSON.parse(line) as { type: string });
+  for (const event of events) valid('events', event);
+  expect(events.filter((e) => e.type === 'summary')).toHaveLength(2);
+  expect(result.stderr).toMatch(/change: .*in\.txt/);
 });
