@@ -79,6 +79,8 @@ export type Failure =
   | { readonly reason: 'file-write-failed'; readonly path: string; readonly message: string }
   | { readonly reason: 'plan-stale'; readonly path: string; readonly changes: readonly string[] }
   | { readonly reason: 'not-confirmed' }
+  /** Ctrl-C (or SIGTERM, SIGHUP) while the tasks were observed: a check cut short says nothing of what is in place. */
+  | { readonly reason: 'interrupted' }
   /** An atomic apply could not begin (saving the preserved paths or the generation failed): nothing ran. */
   | { readonly reason: 'transaction-not-started'; readonly message: string }
   /** An atomic apply failed or was not healthy, and was rolled back (`rolledBack`), or not entirely (`left`). */

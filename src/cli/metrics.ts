@@ -225,7 +225,7 @@ export function applyMetricsRun(
   if (!result.ok) {
     const undone = result.error.find((f) => f.reason === 'atomic-apply-failed');
     const tasks = { ran: 0, failed: 0, skipped: 0, canceled: 0, up_to_date: 0, destroyed: 0 };
-    if (undone === undefined) return { command, outcome: 'error', startedAt, endedAt, tasks };
+    if (undone === undefined) return { command, outcome: result.error.some((f) => f.reason === 'interrupted') ? 'canceled' : 'error', startedAt, endedAt, tasks };
     return { command, outcome: undone.rolledBack ? 'rolled-back' : 'rollback-failed', startedAt, endedAt, tasks, rollbacks: ['failed-apply'] };
   }
   const s = result.value;

@@ -112,6 +112,8 @@ export function message(failure: Failure, cwd: string): string {
       return [`the saved plan ${failure.path} no longer matches; make a new one with \`nodegraph plan --out\`:`, ...failure.changes.map((c) => `  - ${c}`)].join('\n');
     case 'not-confirmed':
       return 'not confirmed: nothing was changed';
+    case 'interrupted':
+      return 'interrupted while checking what is in place: nothing was changed';
     case 'transaction-not-started':
       return `the atomic apply did not start, and nothing was changed: ${failure.message}`;
     case 'atomic-apply-failed': {

@@ -1,7 +1,7 @@
 // State is sacred: the lock, Ctrl-C, kill -9, an unwritable state dir.
 
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, readdirSync, utimesSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, readdirSync, rmSync, utimesSync } from 'node:fs';
 import { afterEach, beforeEach, expect, test } from 'vitest';
 import { alive, cli, collect, Rig, until } from '../support/rig.ts';
 
@@ -144,6 +144,28 @@ test('Ctrl-C kills the running task, records nothing as done, releases the lock,
   expect(plan.stdout).toMatch(/~ long\s+update\s+last run was canceled\n/);
   expect(plan.stdout).not.toContain('quick');
 });
+
+test('Ctrl-C while the checks run: plan, status and apply say the run was interrupted, show no drift the cut-short check did not find, exit 130', async () => {
+  // The check is slow only once `slow` exists, and then says it started (`checking`) first.
+  rig.nodefile(`ng.task('svc', { run: ['true'], check: { shell: 'if [ -e slow ]; then touch checking; sleep 30; fi' } });`);
+  expect((await rig.run(['apply'])).code).toBe(0);
+  rig.write('slow', '');
+  for (const args of [['plan'], ['plan', '--json', '--out', 'saved.plan'], ['status'], ['apply', '--metrics-file', 'apply.prom']]) {
+    rmSync(rig.path('checking'), { force: true });
+    const child = rig.spawn(args);
+    const done = collect(child);
+    await until(() => existsSync(rig.path('checking')));
+    child.kill('SIGINT');
+    const result = await done;
+    expect(result.code, args.join(' ')).toBe(130);
+    expect(result.stderr, args.join(' ')).toContain('error[interrupted]: interrupted while checking what is in place: nothing was changed\n');
+    expect(result.stdout, args.join(' ')).not.toMatch(/drift|check failed|"type":"plan"|"entries"/);
+  }
+  expect(existsSync(rig.path('saved.plan'))).toBe(false);
+  expect(existsSync(rig.path('.nodegraph/lock'))).toBe(false);
+  // An interrupted apply counts as canceled, not as one that could not run.
+  expect(rig.read('apply.prom')).toContain('nodegraph_last_run_outcome{command="apply",outcome="canceled"} 1\n');
+}, 60_000);
 
 test('after kill -9 mid-apply the state is valid, finished tasks do not re-run, and apply converges', async () => {
   const n = 30;
