@@ -5,12 +5,17 @@ import { watchLoop } from '../watch/watcher.ts';
 import type { CliIo } from './output.ts';
 import { engineOptions, paletteFor, printFailures, reporterFor, str, type Args } from './shared.ts';
 
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
 export async function run(args: Args, io: CliIo): Promise<number> {
   const options = engineOptions(args, io, 'watch');
   if ('reason' in options) return printFailures([options], io);
   const debounceText = str(args.values['debounce']) ?? '200';
   const debounceMs = Number(debounceText);
-  if (!Number.isFinite(debounceMs) || debounceMs < 0) return printFailures([{ reason: 'usage', command: 'watch', message: `--debounce takes milliseconds, not ${debounceText}` }], io);
+  // Digits only (Number('') is 0), and no more than a timer holds: Node fires a longer one after 1 ms.
+  if (!/^\d+$/.test(debounceText) || debounceMs > MAX_TIMER_MS) {
+    return printFailures([{ reason: 'usage', command: 'watch', message: `--debounce takes a whole number of milliseconds up to ${MAX_TIMER_MS}, not ${JSON.stringify(debounceText)}` }], io);
+  }
   // Under --json stdout is JSON lines only: watch's own words go to stderr.
   const say = io.json === true ? io.stderr : io.stdout;
   const c = paletteFor(io, say);

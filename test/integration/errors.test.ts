@@ -407,6 +407,14 @@ describe('bad input', () => {
     expect((await rig.run(['apply', 'a'])).code).toBe(0);
   });
 
+  test('watch --debounce takes whole milliseconds a timer holds: an empty value or one past 2^31-1 ms is refused, not run as 0 or 1 ms', async () => {
+    for (const value of ['', ' ', '1e3', '-5', '2147483648']) {
+      const refused = await rig.run(['watch', `--debounce=${value}`]);
+      expect(refused.code).toBe(1);
+      expect(refused.stderr).toBe(`error[usage]: --debounce takes a whole number of milliseconds up to 2147483647, not ${JSON.stringify(value)} (see nodegraph watch --help)\n`);
+    }
+  }, 30_000);
+
   test("a parse error is in nodegraph's words, and JSON under --json", async () => {
     const missing = await rig.run(['apply', '-j']);
     expect(missing.code).toBe(1);
