@@ -3,7 +3,7 @@
 // variants of Failure in src/error.ts ('state-dir-unwritable',
 // 'state-unreadable', 'locked'); the extra fields only add detail.
 
-import { mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync } from 'node:fs';
 import { basename, dirname } from 'node:path';
 import { err, ok, type Result } from '../util/result.ts';
 
@@ -95,10 +95,26 @@ export const writeFailed = (path: string, e: unknown): StateWriteFailed => ({
 /** mkdir -p, with failure as a value. */
 export function ensureStateDir(dir: string): Result<void, StateDirUnwritable> {
   try {
-    mkdirSync(dir, { recursive: true });
+    makeDirs(dir);
     return ok(undefined);
   } catch (e) {
     return err(unwritable(dir, e, true));
+  }
+}
+
+/**
+ * mkdir -p, one level at a time: Node's recursive mkdirSync loops for ever, deaf
+ * to Ctrl-C, where mkdir says ENOENT of a parent that exists (below /proc).
+ */
+function makeDirs(dir: string): void {
+  const missing: string[] = [];
+  for (let d = dir; !existsSync(d); d = dirname(d)) missing.push(d);
+  for (const d of missing.reverse()) {
+    try {
+      mkdirSync(d);
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
+    }
   }
 }
 

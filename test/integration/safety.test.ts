@@ -1,15 +1,20 @@
 // State is sacred: the lock, Ctrl-C, kill -9, an unwritable state dir.
 
-import { spawnSync } from 'node:child_process';
+import { spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, readdirSync, rmSync, utimesSync } from 'node:fs';
 import { afterEach, beforeEach, expect, test } from 'vitest';
 import { alive, cli, collect, Rig, until } from '../support/rig.ts';
 
 let rig: Rig;
+// Children a test could not wait for, ended after it.
+const spawned: ChildProcess[] = [];
 beforeEach(() => {
   rig = new Rig();
 });
-afterEach(() => rig.cleanup());
+afterEach(() => {
+  for (const child of spawned.splice(0)) child.kill('SIGKILL');
+  rig.cleanup();
+});
 
 
 
@@ -205,6 +210,16 @@ test('an unwritable state dir is one clear error and writes nothing', async () =
   expect(result.stderr).toMatch(/^error\[state-dir-unwritable\]: cannot write to the state folder \S+blocker\/state: not a directory \(ENOTDIR\)\n$/);
   expect(rig.exists('out')).toBe(false);
 });
+
+test('a state folder that cannot be made where mkdir says ENOENT of a parent that exists (/proc) is that error, not a hang', async () => {
+  rig.nodefile(`ng.task('t', { outputs: ['out/t'], run: ['touch', 'out/t'] });`);
+  const child = rig.spawn(['apply', '--state-dir', '/proc/nodegraph-state']);
+  spawned.push(child);
+  const result = await collect(child);
+  expect(result.code).toBe(1);
+  expect(result.stderr).toBe('error[state-dir-unwritable]: cannot write to the state folder /proc/nodegraph-state: no such file or directory (ENOENT)\n');
+  expect(rig.exists('out')).toBe(false);
+}, 20_000);
 
 test('nodegraph unlock removes a lock and says whose it was', async () => {
   rig.nodefile(`ng.task('t', { outputs: ['out/t'], run: ['touch', 'out/t'] });`);
