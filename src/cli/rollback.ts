@@ -32,6 +32,7 @@ export async function run(args: Args, io: CliIo): Promise<number> {
   if (!result.ok) return printFailures(result.error, io);
   if (io.signal.aborted) return 130;
   if (result.value.failed.length > 0) return 1;
-  io.stdout.write(`Generation ${result.value.generation} is current.\n`);
+  // Under --json stdout is the events alone.
+  (io.json === true ? io.stderr : io.stdout).write(`Generation ${result.value.generation} is current.\n`);
   return 0;
 }

@@ -92,6 +92,11 @@ test('real output of every format validates, whatever its reasons and outcomes',
   const more = JSON.parse((await rig.run(['generations', '--json'])).stdout) as { generations: { env: string[] }[] };
   valid('generations', more);
   expect(more.generations.at(-1)!.env).toEqual(['TOKEN']);
+  // A rollback's events, and nothing else on stdout.
+  const back = await rig.run(['rollback', '--json'], { TOKEN: 'three' });
+  expect(back.code).toBe(0);
+  for (const e of lines(back.stdout)) valid('events', e);
+  expect(back.stderr).toMatch(/^Generation \d+ is current\.\n$/);
 
   valid('unlock', JSON.parse((await rig.run(['unlock', '--json'])).stdout));
   rig.write('.nodegraph/lock', `${JSON.stringify({ pid: 999999, host: 'elsewhere.example', command: 'nodegraph apply', startedAt: '2026-01-01T00:00:00.000Z', token: 't' })}\n`);
