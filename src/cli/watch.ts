@@ -1,11 +1,25 @@
 import { loadGraph, stateDirOf } from '../engine.ts';
 import { nodefileModules, nodefileReads } from '../nodefile/load.ts';
 import { applyNodefile } from '../apply.ts';
+import { runningHolder } from '../state/lock.ts';
 import { watchLoop } from '../watch/watcher.ts';
 import type { CliIo } from './output.ts';
 import { engineOptions, paletteFor, printFailures, reporterFor, str, type Args } from './shared.ts';
 
 const MAX_TIMER_MS = 2 ** 31 - 1;
+const LOCK_POLL_MS = 100;
+
+/**
+ * Waits while a running holder keeps the state lock: true once it lets go, false when
+ * there is none to wait for (gone, or an unreadable lock) or on Ctrl-C.
+ */
+async function lockReleased(stateDir: string, signal: AbortSignal, say: (text: string) => void): Promise<boolean> {
+  const holder = runningHolder(stateDir);
+  if (holder === undefined) return false;
+  say(`waiting for pid ${holder.pid} on ${holder.host} (${holder.command}) to release the state lock\n`);
+  while (!signal.aborted && runningHolder(stateDir) !== undefined) await new Promise((resolve) => setTimeout(resolve, LOCK_POLL_MS));
+  return !signal.aborted;
+}
 
 export async function run(args: Args, io: CliIo): Promise<number> {
   const options = engineOptions(args, io, 'watch');
@@ -31,12 +45,16 @@ export async function run(args: Args, io: CliIo): Promise<number> {
       if (state === 'idle') say.write(c.dim('watching for changes (Ctrl-C to stop)\n'));
     },
     runOnce: async () => {
-      // Plain lines even on a terminal: runs follow one another in one scrolling log.
-      const reporter = await reporterFor(args, io, stateDirOf(options), { live: false });
-      const result = await applyNodefile({ ...options, onEvent: reporter.sink });
-      await reporter.close();
-      if (result.ok) return result.value.graph;
-      printFailures(result.error, io);
+      for (;;) {
+        // Plain lines even on a terminal: runs follow one another in one scrolling log.
+        const reporter = await reporterFor(args, io, stateDirOf(options), { live: false });
+        const result = await applyNodefile({ ...options, onEvent: reporter.sink });
+        await reporter.close();
+        if (result.ok) return result.value.graph;
+        printFailures(result.error, io);
+        // A change seen while another run holds the state is applied once that run ends, not dropped.
+        if (!result.error.some((f) => f.reason === 'locked') || !(await lockReleased(stateDirOf(options), io.signal, (text) => say.write(c.dim(text))))) break;
+      }
       // Failed before or after loading: watch what a load now finds, or the Nodefile alone.
       const graph = await loadGraph(options.nodefile, stateDirOf(options));
       return graph.ok ? graph.value : undefined;

@@ -105,3 +105,31 @@ test('with --json, stdout is events only, each valid against the schema; what wa
   expect(events.filter((e) => e.type === 'summary')).toHaveLength(2);
   expect(result.stderr).toMatch(/change: .*in\.txt/);
 });
+
+test('a run that finds the lock held waits for its holder and then applies, instead of dropping the change', async () => {
+  rig.write('in.txt', 'one\n');
+  // `wait` waits for `release` while `hold` exists: that apply keeps the lock until the test lets it go.
+  rig.write('hold', '');
+  rig.nodefile(`
+    ng.task('copy', { inputs: { src: ng.file('in.txt') }, outputs: ['out/copy'], run: ['cp', 'in.txt', 'out/copy'] });
+    ng.task('wait', { after: ['copy'], run: { shell: 'if [ -e hold ]; then touch waiting; while [ ! -e release ]; do sleep 0.01; done; fi' } });
+  `);
+  const holder = collect(rig.spawn(['apply']));
+  await until(() => rig.exists('waiting'));
+  // The edit the holder did not see: watch's first run meets the lock.
+  rig.write('in.txt', 'two\n');
+  const child = rig.spawn(['watch', '--debounce', '50']);
+  const done = collect(child);
+  let stdout = '';
+  let stderr = '';
+  child.stdout?.on('data', (d: Buffer) => (stdout += d.toString()));
+  child.stderr?.on('data', (d: Buffer) => (stderr += d.toString()));
+  await until(() => stderr.includes('error[locked]'));
+  rig.write('release', '');
+  expect((await holder).code).toBe(0);
+  await until(() => rig.read('out/copy') === 'two\n');
+  await until(() => stdout.includes('watching for changes'));
+  expect(stdout).toMatch(/^waiting for pid \d+ on \S+ \(nodegraph apply\) to release the state lock\n/);
+  child.kill('SIGINT');
+  expect((await done).code).toBe(130);
+});
