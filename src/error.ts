@@ -72,8 +72,11 @@ export type Failure =
   | { readonly reason: 'unknown-target'; readonly target: string; readonly suggestion?: string }
   | { readonly reason: 'state-dir-unwritable'; readonly path: string; readonly message: string }
   | { readonly reason: 'state-unreadable'; readonly path: string; readonly message: string }
-  /** `running`: `unlock` refused to remove the lock of a holder that runs on this host. */
-  | { readonly reason: 'locked'; readonly path: string; readonly holder: LockHolder | undefined; readonly running?: true }
+  /**
+   * `otherHost`: the holder runs elsewhere, so whether it still runs cannot be seen from here;
+   * `running`: `unlock` refused to remove the lock of a holder that runs on this host.
+   */
+  | { readonly reason: 'locked'; readonly path: string; readonly holder: LockHolder | undefined; readonly otherHost?: boolean; readonly running?: true }
   | { readonly reason: 'plan-file-invalid'; readonly path: string; readonly message: string }
   /** A file the command was asked to write besides the state (`plan --out`). */
   | { readonly reason: 'file-write-failed'; readonly path: string; readonly message: string }

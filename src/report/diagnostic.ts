@@ -102,7 +102,9 @@ export function message(failure: Failure, cwd: string): string {
       const h = failure.holder;
       if (h === undefined) return `the state is locked (${failure.path}), by a holder that cannot be read; if no nodegraph is running, run \`nodegraph unlock\``;
       if (failure.running === true) return `the lock is held by pid ${h.pid} (${h.command}, since ${h.startedAt}), which is running on this host: stop it (Ctrl-C), or pass --force to remove its lock anyway`;
-      return `the state is locked by pid ${h.pid} on ${h.host} (${h.command}), since ${h.startedAt}; if that process is gone from another host, run \`nodegraph unlock\``;
+      return failure.otherHost === true
+        ? `the state is locked by pid ${h.pid} on ${h.host} (${h.command}), since ${h.startedAt}; that host's processes cannot be seen from here: if that one is gone, run \`nodegraph unlock\``
+        : `the state is locked by pid ${h.pid} on ${h.host} (${h.command}), since ${h.startedAt}, which is still running: wait for it to end`;
     }
     case 'file-write-failed':
       return `could not write ${path.relative(cwd, failure.path) || failure.path}: ${failure.message}`;

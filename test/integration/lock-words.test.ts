@@ -47,7 +47,7 @@ test('while an atomic apply runs: destroy and stop name the holder; status, plan
   for (const command of [['destroy', '--yes'], ['stop', 'wait']]) {
     const refused = await rig.run(command);
     expect(refused.code).toBe(1);
-    expect(refused.stderr).toBe(`error[locked]: the state is locked by ${holderText(holder)}; if that process is gone from another host, run \`nodegraph unlock\`\n`);
+    expect(refused.stderr).toBe(`error[locked]: the state is locked by ${holderText(holder)}, which is still running: wait for it to end\n`);
   }
 
   const underWay = `! an atomic apply from generation 1 to 2 is under way (${transaction.phase}, begun ${transaction.startedAt}), by ${holderText(holder)}`;

@@ -121,7 +121,7 @@ test('a second apply is refused while the first holds the lock, with who holds i
   const second = await rig.run(['apply']);
   expect(second.code).toBe(1);
   expect(second.stderr).toMatch(
-    new RegExp(`^error\\[locked\\]: the state is locked by pid ${first.pid} on \\S+ \\(nodegraph apply\\), since \\S+; if that process is gone from another host, run \`nodegraph unlock\`\\n$`),
+    new RegExp(`^error\\[locked\\]: the state is locked by pid ${first.pid} on \\S+ \\(nodegraph apply\\), since \\S+, which is still running: wait for it to end\\n$`),
   );
   expect((await done).code).toBe(0);
   expect(existsSync(rig.path('.nodegraph/lock'))).toBe(false);
@@ -228,7 +228,9 @@ test('nodegraph unlock removes a lock and says whose it was', async () => {
   rig.write('.nodegraph/lock', JSON.stringify({ pid: 1, host: 'elsewhere', command: 'nodegraph apply', startedAt: '2026-01-01T00:00:00.000Z', token: 'x' }));
   const refused = await rig.run(['apply']);
   expect(refused.code).toBe(1);
-  expect(refused.stderr).toContain('error[locked]: the state is locked by pid 1 on elsewhere (nodegraph apply)');
+  expect(refused.stderr).toBe(
+    "error[locked]: the state is locked by pid 1 on elsewhere (nodegraph apply), since 2026-01-01T00:00:00.000Z; that host's processes cannot be seen from here: if that one is gone, run `nodegraph unlock`\n",
+  );
   const removed = await rig.run(['unlock']);
   expect(removed.stdout).toBe('Removed the lock held by pid 1 on elsewhere (nodegraph apply), since 2026-01-01T00:00:00.000Z.\n');
   expect((await rig.run(['apply'])).code).toBe(0);
