@@ -32,9 +32,16 @@ async function confirm(order: readonly TaskId[], io: CliIo): Promise<boolean> {
   io.stdout.write(`nodegraph will destroy ${order.length} task${order.length === 1 ? '' : 's'}, in this order:\n`);
   for (const id of order) io.stdout.write(`  - ${id}\n`);
   const rl = createInterface({ input: process.stdin, output: process.stdout });
+  // The terminal is raw while readline asks: a Ctrl-C typed is a key, not a signal. Made the signal it
+  // stands for, it stops the run as any Ctrl-C does (unhandled, readline throws an AbortError, a crash).
+  rl.on('SIGINT', () => process.kill(process.pid, 'SIGINT'));
   try {
-    const answer = await rl.question("Only 'yes' will be accepted: ");
+    // Ctrl-C, SIGTERM or SIGHUP at the question is a no, not a question still waiting for its answer.
+    const answer = await rl.question("Only 'yes' will be accepted: ", { signal: io.signal });
     return answer.trim() === 'yes';
+  } catch (error) {
+    if (io.signal.aborted) return false;
+    throw error;
   } finally {
     rl.close();
   }

@@ -100,6 +100,26 @@ test.skipIf(!hasTmux)('Ctrl-C: the notice is not drawn over, the canceled row an
   );
 });
 
+test.skipIf(!hasTmux)("Ctrl-C typed at destroy's question is a no, and an interrupt: nothing destroyed, no crash, the lock let go, exit 130", async () => {
+  rig.nodefile(`ng.task('svc', { outputs: ['out/svc'], run: ['touch', 'out/svc'] });`);
+  expect((await rig.run(['apply'])).code).toBe(0);
+  term = new Terminal(rig.dir, ['destroy']);
+  await term.waitFor(/Only 'yes' will be accepted:/);
+  term.keys('C-c');
+  const end = await term.waitFor(/^exit \d+$/m);
+  expect(end.slice(end.indexOf('Only'))).toBe(
+    [
+      "Only 'yes' will be accepted:",
+      '',
+      'interrupted: stopping running tasks (Ctrl-C again to quit at once)',
+      'error[not-confirmed]: not confirmed: nothing was changed',
+      'exit 130',
+    ].join('\n'),
+  );
+  expect(rig.exists('out/svc')).toBe(true);
+  expect(rig.exists('.nodegraph/lock')).toBe(false);
+});
+
 test.skipIf(!hasTmux)("a running command's last line shows on its row as it comes, through spawnd and without it, and from a function's ctx.exec", async () => {
   for (const [server, run] of [['on', "['sh', 'pull.sh']"], ['off', "['sh', 'pull.sh']"], ['on', "async (ctx) => { await ctx.exec(['sh', 'pull.sh']); }"]] as const) {
     rig.write('pull.sh', `echo "layer 1 of 2"\nprintf '\\033[32mlayer 2 of 2\\033[0m\\n'\n${waitFor('done')}\n`);
