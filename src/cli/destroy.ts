@@ -19,7 +19,8 @@ export async function run(args: Args, io: CliIo, mode: 'stop' | 'destroy' = 'des
   });
   await reporter.close();
   if (!result.ok) return printFailures(result.error, io);
-  if (result.value.order.length === 0) io.stdout.write(`Nothing to ${mode}: the state records no task.\n`);
+  // Under --json stdout is the events alone (the summary's zero counts say the same).
+  if (result.value.order.length === 0) (io.json === true ? io.stderr : io.stdout).write(`Nothing to ${mode}: the state records no task.\n`);
   if (io.signal.aborted) return 130;
   return result.value.failed.length > 0 ? 1 : 0;
 }

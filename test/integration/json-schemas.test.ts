@@ -114,6 +114,23 @@ test('real output of every format validates, whatever its reasons and outcomes',
   }
 });
 
+test('stop and destroy --json with nothing recorded: stdout is the events alone', async () => {
+  const empty = new Rig();
+  try {
+    empty.nodefile(`ng.task('a', { run: ['true'] });`);
+    for (const args of [['stop', '--json'], ['destroy', '--yes', '--json']]) {
+      const result = await empty.run(args);
+      expect(result.code).toBe(0);
+      const events = lines(result.stdout) as { type: string }[];
+      for (const e of events) valid('events', e);
+      expect(events.map((e) => e.type)).toEqual(['summary']);
+      expect(result.stderr).toBe(`Nothing to ${args[0]}: the state records no task.\n`);
+    }
+  } finally {
+    empty.cleanup();
+  }
+});
+
 test('a schema rejects what breaks it: a missing time, a prose-only reason, a spelling of its own', () => {
   const event = { v: 1, type: 'task-done', time: '2026-12-05T00:00:00.000Z', id: 'a', outcome: 'up-to-date', durationMs: 0 };
   valid('events', event);
