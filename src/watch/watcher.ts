@@ -128,6 +128,8 @@ export async function watchLoop(options: WatchLoopOptions): Promise<void> {
   let timer: NodeJS.Timeout | undefined;
   let watchers: FSWatcher[] = [];
   let watched = '';
+  // The first change seen during a run, named when the run it queued starts.
+  let queuedBy = '';
   let counts: (file: string, event?: WatchEvent) => boolean = () => true;
   let done: () => void = () => {};
   const finished = new Promise<void>((resolve) => (done = resolve));
@@ -175,7 +177,7 @@ export async function watchLoop(options: WatchLoopOptions): Promise<void> {
     if (options.stateDir !== undefined) counts = watchFilter(graph, modules, options.stateDir, reads);
     await rewatch(graph === undefined ? [...options.fallbackPaths, ...modules] : watchedPaths(graph, modules), readPaths(reads));
     if (options.signal.aborted) return;
-    if (state === 'queued') schedule('changed during the run');
+    if (state === 'queued') schedule(`${queuedBy} (changed during the run)`);
     else set('idle');
   };
 
@@ -193,6 +195,7 @@ export async function watchLoop(options: WatchLoopOptions): Promise<void> {
         schedule(file);
         break;
       case 'running':
+        queuedBy = file;
         set('queued', file);
         break;
       case 'queued':

@@ -42,6 +42,35 @@ test('says it is idle only once its watches are armed: a change made at that mom
   expect(states.slice(0, 4)).toEqual(['running', 'idle', 'debouncing', 'running']);
 }, 15_000);
 
+test('a change during a run queues one more, which says which file changed', async () => {
+  const file = join(dir, 'input.txt');
+  writeFileSync(file, 'one\n');
+  const controller = new AbortController();
+  const states: [string, string | undefined][] = [];
+  let runs = 0;
+  await watchLoop({
+    debounceMs: 10,
+    signal: controller.signal,
+    runOnce: async () => {
+      runs++;
+      if (runs === 2) {
+        // A save while this run goes on: the loop queues one more run.
+        writeFileSync(file, 'two\n');
+        while (!states.some(([s]) => s === 'queued')) await new Promise((r) => setTimeout(r, 5));
+      }
+      if (runs === 3) controller.abort();
+      return undefined;
+    },
+    fallbackPaths: [file],
+    onState: (state, why) => {
+      states.push([state, why]);
+      if (state === 'idle' && runs === 1) writeFileSync(file, 'start\n');
+    },
+  });
+  expect(runs).toBe(3);
+  expect(states.filter(([s]) => s === 'debouncing').at(-1)).toEqual(['debouncing', `${file} (changed during the run)`]);
+}, 15_000);
+
 test("what the evaluation read counts as it was read: a file's every change, a probe's and a listing's appearing and going; never what the tasks write", () => {
   const builder = new Builder('/n/Nodefile.ts', '/n');
   builder.api().task('render', { outputs: ['/n/out/config', '/n/conf.d/generated'], run: ['true'] });
