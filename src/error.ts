@@ -84,6 +84,8 @@ export type Failure =
   | { readonly reason: 'not-confirmed' }
   /** Ctrl-C (or SIGTERM, SIGHUP) while the tasks were observed: a check cut short says nothing of what is in place. */
   | { readonly reason: 'interrupted' }
+  /** A promise the Nodefile or a function of its tasks left unawaited failed: the run stops as on Ctrl-C. */
+  | { readonly reason: 'unawaited-promise'; readonly message: string }
   /** An atomic apply could not begin (saving the preserved paths or the generation failed): nothing ran. */
   | { readonly reason: 'transaction-not-started'; readonly message: string }
   /** An atomic apply failed or was not healthy, and was rolled back (`rolledBack`), or not entirely (`left`). */

@@ -154,11 +154,17 @@ export async function runCli(): Promise<void> {
     const first = !stray;
     stray = true;
     process.exitCode = 1;
-    stderr.write(`error: a promise nobody awaited failed (in the Nodefile or a function of its tasks): ${reason instanceof Error ? reason.message : String(reason)}\n`);
-    if (first && !controller.signal.aborted) {
-      controller.abort();
-      stderr.write('stopping running tasks\n');
-    }
+    // An error as any other: with its code, and under --json as an error line on stdout too.
+    const failure = { reason: 'unawaited-promise', message: reason instanceof Error ? reason.message : String(reason) } as const;
+    const json = process.argv.includes('--json');
+    // The abort waits for the error to be said (shared.ts is loaded already, by the command).
+    void import('./shared.ts').then(({ printFailures }) => {
+      printFailures([failure], { stdout, stderr, env: process.env, cwd: process.cwd(), signal: controller.signal, json });
+      if (first && !controller.signal.aborted) {
+        controller.abort();
+        stderr.write('stopping running tasks\n');
+      }
+    });
   });
   // Output nobody reads any more goes nowhere, and the run goes on (output.ts).
   const code = await main(process.argv.slice(2), { stdout, stderr, env: process.env, cwd: process.cwd(), signal: controller.signal });

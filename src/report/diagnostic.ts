@@ -114,6 +114,8 @@ export function message(failure: Failure, cwd: string): string {
       return [`the saved plan ${failure.path} no longer matches; make a new one with \`nodegraph plan --out\`:`, ...failure.changes.map((c) => `  - ${c}`)].join('\n');
     case 'not-confirmed':
       return 'not confirmed: nothing was changed';
+    case 'unawaited-promise':
+      return `a promise nobody awaited failed (in the Nodefile or a function of its tasks): ${failure.message}`;
     case 'interrupted':
       return 'interrupted while checking what is in place: nothing was changed';
     case 'transaction-not-started':

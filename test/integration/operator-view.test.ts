@@ -5,6 +5,7 @@
 
 import { afterEach, beforeEach, expect, test } from 'vitest';
 import { Rig } from '../support/rig.ts';
+import { valid } from '../support/schemas.ts';
 
 let rig: Rig;
 beforeEach(() => {
@@ -108,11 +109,17 @@ test('a promise the Nodefile leaves unawaited that fails stops the run as Ctrl-C
 `);
   const applied = await rig.run(['apply', '-j', '2']);
   expect(applied.code).toBe(1);
-  expect(applied.stderr).toContain('error: a promise nobody awaited failed (in the Nodefile or a function of its tasks): false: exited with code 1\n');
+  expect(applied.stderr).toContain('error[unawaited-promise]: a promise nobody awaited failed (in the Nodefile or a function of its tasks): false: exited with code 1\n');
   expect(applied.stdout).toContain('slow canceled');
   expect(rig.exists('.nodegraph/lock')).toBe(false);
   const status = await rig.run(['status']);
   expect(status.stdout).toMatch(/slow +failed +last run was canceled/);
+  // Under --json the error is an error line on stdout too, valid against the schema.
+  const json = await rig.run(['apply', '-j', '2', '--json', '--replace', 'f']);
+  expect(json.code).toBe(1);
+  const events = json.stdout.trim().split('\n').map((line) => JSON.parse(line) as { type: string; failure?: unknown });
+  for (const event of events) valid('events', event);
+  expect(events.filter((e) => e.type === 'error').map((e) => e.failure)).toEqual([{ reason: 'unawaited-promise', message: 'false: exited with code 1' }]);
 });
 
 test('a function task that calls process.exit fails, and the run ends as any failed run does: recorded, the lock released', async () => {
