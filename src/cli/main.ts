@@ -4,7 +4,7 @@
 import { readFileSync } from 'node:fs';
 import type { Failure } from '../error.ts';
 import { COMMANDS, commandHelp, mainHelp, optionsFor, type CommandName } from './help.ts';
-import { outputOf, type CliIo } from './output.ts';
+import { drained, outputOf, type CliIo } from './output.ts';
 
 // Built-ins that every run uses are taken with process.getBuiltinModule, here
 // and in the engine's modules, not imported: an ES import of a built-in builds
@@ -168,5 +168,8 @@ export async function runCli(): Promise<void> {
   });
   // Output nobody reads any more goes nowhere, and the run goes on (output.ts).
   const code = await main(process.argv.slice(2), { stdout, stderr, env: process.env, cwd: process.cwd(), signal: controller.signal });
-  process.exitCode = stray ? 1 : controller.signal.aborted && code !== 0 ? 130 : code;
+  // The run is over, whatever the Nodefile's code left scheduled (a timer, a socket): that must not keep it
+  // alive. What a stream still holds (a full pipe: output.ts) goes out first.
+  await drained();
+  exit(stray ? 1 : controller.signal.aborted && code !== 0 ? 130 : code);
 }

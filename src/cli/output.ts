@@ -36,10 +36,19 @@ export interface Output {
  */
 const deaf = (): void => {};
 
+/** The streams written through (a terminal, or a pipe that was full): what they hold goes out before the exit. */
+const streams = new Set<NodeJS.WriteStream>();
+
+/** Resolves once every stream written through has handed on what it was given (or failed to). */
+export function drained(): Promise<unknown> {
+  return Promise.all([...streams].map((s) => new Promise<void>((resolve) => s.write('', () => resolve()))));
+}
+
 export function outputOf(fd: 1 | 2): Output {
   const stream = (): NodeJS.WriteStream => {
     const s = fd === 1 ? process.stdout : process.stderr;
     if (!s.listeners('error').includes(deaf)) s.on('error', deaf);
+    streams.add(s);
     return s;
   };
   let kind: 'stream' | 'fd' | 'closed';

@@ -122,6 +122,17 @@ test('a promise the Nodefile leaves unawaited that fails stops the run as Ctrl-C
   expect(events.filter((e) => e.type === 'error').map((e) => e.failure)).toEqual([{ reason: 'unawaited-promise', message: 'false: exited with code 1' }]);
 });
 
+test('a timer the Nodefile or a function task leaves behind does not keep nodegraph running once the run is over', async () => {
+  // Each would hold the event loop for a minute.
+  rig.write(
+    'Nodefile.ts',
+    `setTimeout(() => {}, 60_000);\nexport default (ng: any) => { ng.task('t', { run: async () => { setTimeout(() => {}, 60_000); } }); };\n`,
+  );
+  const applied = await rig.run(['apply']);
+  expect(applied.code).toBe(0);
+  expect(applied.stdout).toContain('Apply: 1 ran');
+}, 20_000);
+
 test('a function task that calls process.exit fails, and the run ends as any failed run does: recorded, the lock released', async () => {
   rig.nodefile(`
   ng.task('quits', { run: () => { process.exit(3); } });
