@@ -3,7 +3,7 @@
 // variants of Failure in src/error.ts ('state-dir-unwritable',
 // 'state-unreadable', 'locked'); the extra fields only add detail.
 
-import { existsSync, mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync, statSync } from 'node:fs';
 import { basename, dirname } from 'node:path';
 import { err, ok, type Result } from '../util/result.ts';
 
@@ -116,6 +116,8 @@ function makeDirs(dir: string): void {
       if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
     }
   }
+  // What stood in the way and was taken for there (a symlink loop, a file) is named as the folder's failure.
+  if (!statSync(dir).isDirectory()) throw Object.assign(new Error(`ENOTDIR: not a directory, mkdir '${dir}'`), { code: 'ENOTDIR' });
 }
 
 export { fsyncDir } from '../util/fsync.ts';
