@@ -1,5 +1,6 @@
+import { statSync } from 'node:fs';
 import { loadGraph, stateDirOf } from '../engine.ts';
-import { nodefileModules, nodefileReads } from '../nodefile/load.ts';
+import { loadNodefile, nodefileModules, nodefileReads } from '../nodefile/load.ts';
 import { applyNodefile } from '../apply.ts';
 import { runningHolder } from '../state/lock.ts';
 import { watchLoop } from '../watch/watcher.ts';
@@ -7,6 +8,14 @@ import type { CliIo } from './output.ts';
 import { engineOptions, paletteFor, printFailures, reporterFor, str, type Args } from './shared.ts';
 
 const MAX_TIMER_MS = 2 ** 31 - 1;
+
+function isFile(p: string): boolean {
+  try {
+    return statSync(p).isFile();
+  } catch {
+    return false;
+  }
+}
 const LOCK_POLL_MS = 100;
 
 /**
@@ -29,6 +38,11 @@ export async function run(args: Args, io: CliIo): Promise<number> {
   // Digits only (Number('') is 0), and no more than a timer holds: Node fires a longer one after 1 ms.
   if (!/^\d+$/.test(debounceText) || debounceMs > MAX_TIMER_MS) {
     return printFailures([{ reason: 'usage', command: 'watch', message: `--debounce takes a whole number of milliseconds up to ${MAX_TIMER_MS}, not ${JSON.stringify(debounceText)}` }], io);
+  }
+  // A Nodefile that is not there (a typo, a folder) is apply's error, exit 1: waiting for it to appear would hide the typo.
+  if (!isFile(options.nodefile)) {
+    const missing = await loadNodefile(options.nodefile);
+    if (!missing.ok) return printFailures(missing.error, io);
   }
   // Under --json stdout is JSON lines only: watch's own words go to stderr.
   const say = io.json === true ? io.stderr : io.stdout;

@@ -133,3 +133,14 @@ test('a run that finds the lock held waits for its holder and then applies, inst
   child.kill('SIGINT');
   expect((await done).code).toBe(130);
 });
+
+test('a Nodefile that is not there, or is a folder, is an error and exit 1, not a watch for it to appear', async () => {
+  rig.nodefile(`ng.task('a', { run: ['true'] });`);
+  const typo = await rig.run(['watch', '-f', 'Nodefil.ts']);
+  expect(typo.code).toBe(1);
+  expect(typo.stderr).toBe('error[nodefile-not-found]: no Nodefil.ts here; did you mean ./Nodefile.ts? (use -f to name it)\n');
+  rig.write('sub/x', '');
+  const folder = await rig.run(['watch', '-f', 'sub']);
+  expect(folder.code).toBe(1);
+  expect(folder.stderr).toBe(`error[nodefile-not-found]: ${rig.path('sub')} is a folder: name the Nodefile in it (-f ${rig.path('sub/Nodefile.ts')})\n`);
+});
