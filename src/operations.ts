@@ -185,6 +185,8 @@ export interface TeardownOptions extends EngineOptions {
   readonly confirm?: (order: readonly TaskId[]) => Promise<boolean>;
   /** Also what the Nodefile's tasks find in place that the state does not record (traces.ts): a lost state's node. */
   readonly traces?: boolean;
+  /** From the state's records alone, the Nodefile not loaded (as when it does not exist). */
+  readonly fromState?: boolean;
 }
 
 export async function teardownNodefile(options: TeardownOptions): Promise<Result<TeardownResult, Failure[]>> {
@@ -206,7 +208,7 @@ export async function teardownNodefile(options: TeardownOptions): Promise<Result
 }
 
 async function teardownLocked(options: TeardownOptions, stateDir: string, started: number): Promise<Result<TeardownResult, Failure[]>> {
-  if (existsSync(path.resolve(options.nodefile))) {
+  if (options.fromState !== true && existsSync(path.resolve(options.nodefile))) {
     // The Nodefile must at least load: a broken one may mean the user is mid-edit.
     return withSession({ ...options, targets: [] }, { lock: true }, (session) => teardownWith({ ...session, guard: guardOf(options) }, options, started));
   }
@@ -214,7 +216,7 @@ async function teardownLocked(options: TeardownOptions, stateDir: string, starte
   if (!state.ok) return err([state.error]);
   const emit = sinkOf(options);
   for (const warning of state.value.warnings) emit({ type: 'warning', message: warning });
-  emit({ type: 'warning', message: `${options.nodefile} does not exist: tearing down from the state alone` });
+  emit({ type: 'warning', message: options.fromState === true ? `--from-state: tearing down from the state alone, ${options.nodefile} not loaded` : `${options.nodefile} does not exist: tearing down from the state alone` });
   try {
     const session: TeardownSession = {
       state: state.value,

@@ -8,22 +8,35 @@ import { engineOptions, printFailures, reporterFor, type Args } from './shared.t
 export async function run(args: Args, io: CliIo, mode: 'stop' | 'destroy' = 'destroy'): Promise<number> {
   const options = engineOptions(args, io, mode);
   if ('reason' in options) return printFailures([options], io);
+  const fromState = args.values['from-state'] === true;
+  if (fromState && args.values['traces'] === true) {
+    return printFailures([{ reason: 'usage', command: mode, message: '--traces finds what the Nodefile\'s tasks left in place, so it needs the Nodefile that --from-state leaves out: give one' }], io);
+  }
   const reporter = await reporterFor(args, io, stateDirOf(options));
   const ask = mode === 'destroy' && args.values['yes'] !== true;
   const result = await teardownNodefile({
     ...options,
     mode,
+    fromState,
     traces: args.values['traces'] === true,
     onEvent: reporter.sink,
     ...(ask ? { confirm: (order: readonly TaskId[]) => confirm(order, io) } : {}),
   });
   await reporter.close();
-  if (!result.ok) return printFailures(result.error, io);
+  if (!result.ok) {
+    const code = printFailures(result.error, io);
+    // A Nodefile that does not load (mid-edit, or refused by a newer nodegraph) need not stand between the operator and a teardown.
+    if (result.error.some((f) => LOADING.has(f.reason))) io.stderr.write(`The state's records alone can be torn down, without the Nodefile: nodegraph ${mode} --from-state\n`);
+    return code;
+  }
   // Under --json stdout is the events alone (the summary's zero counts say the same).
   if (result.value.order.length === 0) (io.json === true ? io.stderr : io.stdout).write(`Nothing to ${mode}: the state records no task.\n`);
   if (io.signal.aborted) return 130;
   return result.value.failed.length > 0 ? 1 : 0;
 }
+
+/** The failures of loading and checking the Nodefile, before anything is torn down. */
+const LOADING: ReadonlySet<string> = new Set(['nodefile-syntax', 'nodefile-threw', 'nodefile-no-default', 'unawaited-promise', 'invalid-field', 'unknown-task', 'unknown-pool', 'duplicate-task', 'duplicate-output', 'cycle']);
 
 async function confirm(order: readonly TaskId[], io: CliIo): Promise<boolean> {
   if (process.stdin.isTTY !== true) {

@@ -31,8 +31,8 @@ export const optionsFor: Record<CommandName, NonNullable<ParseArgsConfig['option
     'metrics-file': { type: 'string' },
     timings: { type: 'boolean' },
   },
-  destroy: { ...common, yes: { type: 'boolean', short: 'y' }, traces: { type: 'boolean' } },
-  stop: { ...common },
+  destroy: { ...common, yes: { type: 'boolean', short: 'y' }, traces: { type: 'boolean' }, 'from-state': { type: 'boolean' } },
+  stop: { ...common, 'from-state': { type: 'boolean' } },
   status: { ...common, jobs: { type: 'string', short: 'j' }, 'detailed-exitcode': { type: 'boolean' }, 'metrics-file': { type: 'string' } },
   explain: { ...common },
   graph: { ...common, format: { type: 'string' }, status: { type: 'boolean' } },
@@ -170,11 +170,16 @@ Options:
       --traces         also what the Nodefile's tasks find in place that the state
                        does not record (status shows them as traces): the node a
                        lost state left, torn down with the tasks' own actions
+      --from-state     from the state's records alone, without loading the Nodefile
+                       (one that no longer loads: a newer nodegraph refuses it)
 ${COMMON}`,
   stop: `Usage: nodegraph stop [options] [TARGET...]
 
 Runs stop actions in reverse graph order, keeping every file; each task it
 stopped is recorded as stopped, and the next apply starts it again.
+
+Options:
+      --from-state     from the state's records alone, without loading the Nodefile
 ${COMMON}`,
   status: `Usage: nodegraph status [options] [TARGET...]
 

@@ -99,6 +99,28 @@ describe('destroy', () => {
     expect(rig.read('teardown.log').trim().split('\n').at(-1)).toBe('shared');
   });
 
+  test('a Nodefile that no longer loads blocks a teardown until --from-state, which works from the records alone', async () => {
+    rig.nodefile(`
+      const a = ng.task('a', { outputs: ['out/a'], run: ['touch', 'out/a'] });
+      ng.task('svc', { after: [a], run: ['true'], stop: ['sh', '-c', 'echo stop >> teardown.log'] });
+    `);
+    expect((await rig.run(['apply'])).code).toBe(0);
+    rig.write('Nodefile.ts', `${rig.read('Nodefile.ts')}\nbroken(\n`);
+    for (const mode of ['stop', 'destroy']) {
+      const refused = await rig.run(mode === 'stop' ? ['stop'] : ['destroy', '--yes']);
+      expect(refused.code, mode).toBe(1);
+      expect(refused.stderr, mode).toMatch(new RegExp(`^error\\[nodefile-syntax\\][^]*\\nThe state's records alone can be torn down, without the Nodefile: nodegraph ${mode} --from-state\\n$`));
+    }
+    expect(rig.exists('teardown.log')).toBe(false);
+    expect((await rig.run(['destroy', '--yes', '--from-state', '--traces'])).stderr).toMatch(/^error\[usage\]: --traces finds what the Nodefile's tasks left in place/);
+    const stopped = await rig.run(['stop', '--from-state']);
+    expect(stopped.code).toBe(0);
+    expect(stopped.stdout).toContain(`--from-state: tearing down from the state alone, ${rig.path('Nodefile.ts')} not loaded`);
+    expect(rig.read('teardown.log')).toBe('stop\n');
+    expect((await rig.run(['destroy', '--yes', '--from-state'])).code).toBe(0);
+    expect(rig.exists('out/a')).toBe(false);
+  });
+
   test('without a terminal and without --yes, destroy changes nothing', async () => {
     rig.nodefile(teardownGraph);
     await rig.run(['apply']);
