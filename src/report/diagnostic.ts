@@ -11,6 +11,12 @@ import type { Palette } from './color.ts';
 const where = (site: SourceSite | undefined, cwd: string): string =>
   site === undefined ? '' : `${path.relative(cwd, site.file) || site.file}:${site.line}:${site.column}`;
 
+/** A file named in a message: relative below `cwd`, whole elsewhere (`../../../tmp/os.img` says less than `/tmp/os.img`). */
+const shown = (file: string, cwd: string): string => {
+  const relative = path.relative(cwd, file);
+  return relative === '' || relative.startsWith('..') || path.isAbsolute(relative) ? file : relative;
+};
+
 /** A path as one would type it from `cwd`: `./Nodefile.example.ts`, `../x/Nodefile.ts`. */
 const dotted = (file: string, cwd: string): string => {
   const relative = path.relative(cwd, file);
@@ -80,7 +86,7 @@ export function message(failure: Failure, cwd: string): string {
     case 'unknown-task':
       return `task ${failure.task}: ${failure.field} refers to unknown task ${failure.ref}`;
     case 'duplicate-output':
-      return `output ${path.relative(cwd, failure.path) || failure.path} is declared by both ${failure.first} and ${failure.second}`;
+      return `output ${shown(failure.path, cwd)} is declared by both ${failure.first} and ${failure.second}`;
     case 'unknown-pool':
       return `task ${failure.task}: pool ${failure.pool} is not declared (declare it with ng.pool('${failure.pool}', depth))`;
     case 'cycle':
@@ -91,7 +97,7 @@ export function message(failure: Failure, cwd: string): string {
         ),
       ].join('\n');
     case 'missing-input':
-      return `task ${failure.task}: input ${failure.input}: ${path.relative(cwd, failure.path) || failure.path} does not exist and no task declares it as an output`;
+      return `task ${failure.task}: input ${failure.input}: ${shown(failure.path, cwd)} does not exist and no task declares it as an output`;
     case 'unknown-target':
       return `no task matches ${failure.target}${failure.suggestion === undefined ? '' : `; did you mean ${failure.suggestion}?`}`;
     case 'state-dir-unwritable':
@@ -107,7 +113,7 @@ export function message(failure: Failure, cwd: string): string {
         : `the state is locked by pid ${h.pid} on ${h.host} (${h.command}), since ${h.startedAt}, which is still running: wait for it to end`;
     }
     case 'file-write-failed':
-      return `could not write ${path.relative(cwd, failure.path) || failure.path}: ${failure.message}`;
+      return `could not write ${shown(failure.path, cwd)}: ${failure.message}`;
     case 'plan-file-invalid':
       return `${failure.path} is not a usable plan: ${failure.message}`;
     case 'plan-stale':
@@ -145,11 +151,11 @@ export function message(failure: Failure, cwd: string): string {
     case 'generation-damaged':
       return `generation ${failure.number} is damaged, and was not applied: ${failure.path}: ${failure.message}`;
     case 'generation-file-changed':
-      return `generation ${failure.number} needs ${path.relative(cwd, failure.path) || failure.path} at sha256:${failure.sha256.slice(0, 12)}…, which has changed: nothing was applied`;
+      return `generation ${failure.number} needs ${shown(failure.path, cwd)} at sha256:${failure.sha256.slice(0, 12)}…, which has changed: nothing was applied`;
     case 'generation-write-failed':
       return `could not write ${failure.path}: ${failure.message}`;
     case 'generation-would-overwrite': {
-      const files = failure.paths.map((p) => path.relative(cwd, p) || p).join(', ');
+      const files = failure.paths.map((p) => shown(p, cwd)).join(', ');
       return `generation ${failure.number} was not applied: it would write over ${files}, edited since and held by no kept generation (the edit would be lost): apply it, undo it, or move the file aside first`;
     }
     default:

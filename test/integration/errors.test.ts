@@ -214,6 +214,17 @@ error[invalid-field]: task i: field health.within: a duration is a number and a 
 `,
   },
   {
+    name: 'a missing input file outside the working folder is named whole, not by a climb of ../',
+    body: `  ng.task('a', { inputs: { img: ng.file('/nodegraph-test-nowhere/os.img') }, run: ['true'] });
+`,
+    expected: (f) => `error[missing-input]: task a: input img: /nodegraph-test-nowhere/os.img does not exist and no task declares it as an output
+ --> ${f}:3:6
+  |
+3 |   ng.task('a', { inputs: { img: ng.file('/nodegraph-test-nowhere/os.img') }, run: ['true'] });
+  |      ^
+`,
+  },
+  {
     name: 'a value that is not JSON names the input, the path within the value, and what to write instead',
     body: `  class Point { x = 1; }
   ng.task('a', { inputs: { v: ng.value({ when: new Date(0) } as never) }, run: ['true'] });
