@@ -1,4 +1,5 @@
 import { createInterface } from 'node:readline/promises';
+import type { Failure } from '../error.ts';
 import type { TaskId } from '../ids.ts';
 import { stateDirOf } from '../engine.ts';
 import { teardownNodefile } from '../operations.ts';
@@ -36,7 +37,7 @@ export async function run(args: Args, io: CliIo, mode: 'stop' | 'destroy' = 'des
 }
 
 /** The failures of loading and checking the Nodefile, before anything is torn down. */
-const LOADING: ReadonlySet<string> = new Set(['nodefile-syntax', 'nodefile-threw', 'nodefile-no-default', 'unawaited-promise', 'invalid-field', 'unknown-task', 'unknown-pool', 'duplicate-task', 'duplicate-output', 'cycle']);
+const LOADING: ReadonlySet<Failure['reason']> = new Set<Failure['reason']>(['nodefile-syntax', 'nodefile-threw', 'nodefile-no-default', 'unawaited-promise', 'invalid-field', 'unknown-task', 'unknown-pool', 'duplicate-task', 'duplicate-output', 'cycle']);
 
 async function confirm(order: readonly TaskId[], io: CliIo): Promise<boolean> {
   if (process.stdin.isTTY !== true) {

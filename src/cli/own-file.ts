@@ -2,10 +2,10 @@
 // written only where it cannot cost anything: not in the state folder, not over
 // the Nodefile, and not over an existing file that is not one it wrote itself.
 
-import { closeSync, lstatSync, openSync, readSync, statSync } from 'node:fs';
+import { closeSync, lstatSync, openSync, readSync } from 'node:fs';
 import path from 'node:path';
 import { holds } from '../util/paths.ts';
-import { realPath } from '../util/realpath.ts';
+import { isFolder, realPath } from '../util/realpath.ts';
 
 export interface OwnFile {
   /** What the command writes, for the message: `a saved plan`. */
@@ -40,14 +40,6 @@ function realOf(p: string): string {
   const absolute = path.resolve(p);
   const dir = path.dirname(absolute);
   return realPath(absolute) ?? (dir === absolute ? absolute : path.join(realOf(dir), path.basename(absolute)));
-}
-
-function isFolder(p: string): boolean {
-  try {
-    return statSync(p).isDirectory();
-  } catch {
-    return false;
-  }
 }
 
 /** Whether `file` can be read and begins with `head`. */

@@ -1,6 +1,5 @@
-import { statSync } from 'node:fs';
 import { loadGraph, stateDirOf } from '../engine.ts';
-import { loadNodefile, nodefileModules, nodefileReads } from '../nodefile/load.ts';
+import { nodefileMissing, nodefileModules, nodefileReads } from '../nodefile/load.ts';
 import { applyNodefile } from '../apply.ts';
 import { runningHolder } from '../state/lock.ts';
 import { watchLoop } from '../watch/watcher.ts';
@@ -8,14 +7,6 @@ import type { CliIo } from './output.ts';
 import { engineOptions, paletteFor, printFailures, reporterFor, str, type Args } from './shared.ts';
 
 const MAX_TIMER_MS = 2 ** 31 - 1;
-
-function isFile(p: string): boolean {
-  try {
-    return statSync(p).isFile();
-  } catch {
-    return false;
-  }
-}
 const LOCK_POLL_MS = 100;
 
 /**
@@ -40,10 +31,8 @@ export async function run(args: Args, io: CliIo): Promise<number> {
     return printFailures([{ reason: 'usage', command: 'watch', message: `--debounce takes a whole number of milliseconds up to ${MAX_TIMER_MS}, not ${JSON.stringify(debounceText)}` }], io);
   }
   // A Nodefile that is not there (a typo, a folder) is apply's error, exit 1: waiting for it to appear would hide the typo.
-  if (!isFile(options.nodefile)) {
-    const missing = await loadNodefile(options.nodefile);
-    if (!missing.ok) return printFailures(missing.error, io);
-  }
+  const missing = nodefileMissing(options.nodefile);
+  if (missing !== undefined) return printFailures([missing], io);
   // Under --json stdout is JSON lines only: watch's own words go to stderr.
   const say = io.json === true ? io.stderr : io.stdout;
   const c = paletteFor(io, say);

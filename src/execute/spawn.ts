@@ -4,12 +4,13 @@
 // to one pipe (in the order written), other commands to two.
 
 import type { ChildProcessWithoutNullStreams } from 'node:child_process';
-import { existsSync, statSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import path from 'node:path';
 import type { Command } from '../types.ts';
 import { describeCommand, type RunOptions, type RunResult } from '../process-runner.ts';
 import { notePending, noteStarted } from '../state/processes.ts';
 import { failpoint } from '../util/failpoint.ts';
+import { isFolder } from '../util/realpath.ts';
 import { cancelOnAbort } from './group.ts';
 
 // Loaded on the first process: a no-op that starts none should not pay for node:child_process.
@@ -142,14 +143,6 @@ export function spawnFailure(error: string | undefined, cwd: string | undefined)
   if (cwd !== undefined && !isFolder(cwd)) return `cannot run in ${cwd}: no such folder (${error})`;
   if (!program.includes('/')) return `${program} is not found on PATH (${error})`;
   return existsSync(path.resolve(cwd ?? '.', program)) ? `${program}: its #! interpreter is not found (${error})` : `${program} does not exist (${error})`;
-}
-
-function isFolder(p: string): boolean {
-  try {
-    return statSync(p).isDirectory();
-  } catch {
-    return false;
-  }
 }
 
 /** A finished task command as a RunResult: ok only for exit code 0, and otherwise why not, in words. */

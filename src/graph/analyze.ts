@@ -74,16 +74,15 @@ export function analyze(declarations: Declarations, options: { readonly stateDir
           continue;
         }
       } else if (input.kind === 'file' || input.kind === 'tree') {
-        if (input.kind === 'tree') {
-          const tree = join(dir, input.path);
-          const around = producers.get(tree) ?? producerOfFolder(tree, producers, folders);
-          const inside = foreignOutputInside(tree, around, (sortedOutputs ??= [...producers.keys()].sort()), producers);
-          const refused = guard.refusesTree(tree) ?? (inside === undefined ? undefined : holdsOutputOf(inside, producers.get(inside)!, node, dir));
-          if (refused !== undefined) failures.push({ reason: 'invalid-field', task: decl.id, field: `inputs.${name}`, message: `the tree ${input.path} ${refused}`, site: decl.site.get() });
-        }
-        if (!roots.mayHold(input.path)) continue;
+        const tree = input.kind === 'tree';
+        if (!tree && !roots.mayHold(input.path)) continue;
         const absolute = join(dir, input.path);
         upstream = producers.get(absolute) ?? producerOfFolder(absolute, producers, folders) ?? undefined;
+        if (tree) {
+          const inside = foreignOutputInside(absolute, upstream, (sortedOutputs ??= [...producers.keys()].sort()), producers);
+          const refused = guard.refusesTree(absolute) ?? (inside === undefined ? undefined : holdsOutputOf(inside, producers.get(inside)!, node, dir));
+          if (refused !== undefined) failures.push({ reason: 'invalid-field', task: decl.id, field: `inputs.${name}`, message: `the tree ${input.path} ${refused}`, site: decl.site.get() });
+        }
         if (upstream === undefined) continue;
         // A file that another task writes is that task's output: a trigger edge.
         (copy ??= { ...inputs })[name] = { kind: 'task', id: upstream.id, path: absolute };
@@ -215,7 +214,7 @@ function preservedPaths(declarations: Declarations, producers: ReadonlyMap<strin
  * output holds the tree, whose outputs the tree may hold); found by binary
  * search over all outputs sorted. Undefined when there is none.
  */
-function foreignOutputInside(tree: string, around: Node | null, sorted: readonly string[], producers: ReadonlyMap<string, Node>): string | undefined {
+function foreignOutputInside(tree: string, around: Node | undefined, sorted: readonly string[], producers: ReadonlyMap<string, Node>): string | undefined {
   const prefix = tree === '/' ? '/' : `${tree}/`;
   for (let i = firstInside(sorted, tree); i < sorted.length && sorted[i]!.startsWith(prefix); i++) {
     if (producers.get(sorted[i]!) !== around) return sorted[i];

@@ -10,6 +10,9 @@ import { z } from 'zod';
 import type { ExecResult } from '../nodefile/types.ts';
 import { lastLine, tryExec, type Exec } from './exec.ts';
 import { removePath } from '../util/mounts.ts';
+import { isFolder } from '../util/realpath.ts';
+// Graphs ask it of an image path; they import the node kit, not nodegraph's own helpers.
+export { isFolder } from '../util/realpath.ts';
 
 const { createHash } = process.getBuiltinModule('node:crypto');
 
@@ -41,14 +44,6 @@ export interface UnpackResult {
   readonly kind: 'archive' | 'oci-layout';
   /** With keepOld: where the replaced rootfs was left, if there was one. */
   readonly old?: string;
-}
-
-export function isFolder(source: string): boolean {
-  try {
-    return statSync(source).isDirectory();
-  } catch {
-    return false;
-  }
 }
 
 /** Holds `entry` (a symlink counts: it may point into the tree as the container will see it). */

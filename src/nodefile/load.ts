@@ -119,17 +119,24 @@ function userSource(stateDir: string): (p: string) => boolean {
   };
 }
 
+/** Why `file` is no Nodefile to load: it is not there (with the one nearest it), or it is a folder. */
+export function nodefileMissing(file: string): Failure | undefined {
+  const given = path.resolve(file);
+  if (!existsSync(given)) {
+    const suggestion = nodefileNear(given);
+    return { reason: 'nodefile-not-found', path: given, ...(suggestion === undefined ? {} : { suggestion }) };
+  }
+  return statSync(given).isDirectory() ? { reason: 'nodefile-not-found', path: given, folder: true } : undefined;
+}
+
 /**
  * Loads the Nodefile, recording what its evaluation reads (nodefileReads);
  * reads below `stateDir` (`.nodegraph` beside it by default) are nodegraph's own.
  */
 export async function loadNodefile(file: string, options: { sites?: boolean; stateDir?: string } = {}): Promise<Result<Declarations, Failure[]>> {
   const given = path.resolve(file);
-  if (!existsSync(given)) {
-    const suggestion = nodefileNear(given);
-    return err([{ reason: 'nodefile-not-found', path: given, ...(suggestion === undefined ? {} : { suggestion }) }]);
-  }
-  if (statSync(given).isDirectory()) return err([{ reason: 'nodefile-not-found', path: given, folder: true }]);
+  const missing = nodefileMissing(given);
+  if (missing !== undefined) return err([missing]);
   // The graph's paths start from where the Nodefile really is, however -f spells it
   // (a symlinked folder, a home reached through a link): one file, one path. Recorded
   // under another spelling, an output would look missing, and one run would remove
