@@ -14,7 +14,7 @@ const isFunction = (v: unknown): v is (...args: never[]) => unknown => typeof v 
 const argv = z
   .array(z.string())
   .min(1, 'a command needs at least the program name')
-  .refine((a) => a[0]!.trim() !== '', 'the program name is empty');
+  .refine((a) => a.length === 0 || a[0]!.trim() !== '', 'the program name is empty'); // zod runs it after min() failed too
 const command = z.union([argv, z.strictObject({ shell: z.string().min(1) })]);
 const commands = z.union([command, z.array(command)]);
 const fn = z.custom<(...args: never[]) => unknown>(isFunction, { message: 'expected a function' });

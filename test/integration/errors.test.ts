@@ -294,9 +294,10 @@ error[invalid-field]: task b: field inputs.v.value: it is nested deeper than 100
 `,
   },
   {
-    name: 'an empty program name, and an environment name a command cannot hold, are refused where declared, not met at run time',
+    name: 'an empty program name, an empty argv, and an environment name a command cannot hold, are refused where declared, not met at run time',
     body: `  ng.task('a', { run: [''] });
   ng.task('b', { run: ['true'], env: { 'A=B': 'x' } });
+  ng.task('c', { run: [] });
 `,
     expected: (f) => `error[invalid-field]: task a: field run: the program name is empty
  --> ${f}:3:6
@@ -307,6 +308,11 @@ error[invalid-field]: task b: field env["A=B"]: an environment name is not empty
  --> ${f}:4:6
   |
 4 |   ng.task('b', { run: ['true'], env: { 'A=B': 'x' } });
+  |      ^
+error[invalid-field]: task c: field run: a command needs at least the program name
+ --> ${f}:5:6
+  |
+5 |   ng.task('c', { run: [] });
   |      ^
 `,
   },
