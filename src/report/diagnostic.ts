@@ -86,7 +86,9 @@ export function message(failure: Failure, cwd: string): string {
     case 'unknown-task':
       return `task ${failure.task}: ${failure.field} refers to unknown task ${failure.ref}`;
     case 'duplicate-output':
-      return `output ${shown(failure.path, cwd)} is declared by both ${failure.first} and ${failure.second}`;
+      return failure.first === failure.second
+        ? `task ${failure.first} declares output ${shown(failure.path, cwd)} twice`
+        : `output ${shown(failure.path, cwd)} is declared by both ${failure.first} and ${failure.second}`;
     case 'unknown-pool':
       return `task ${failure.task}: pool ${failure.pool} is not declared (declare it with ng.pool('${failure.pool}', depth))`;
     case 'cycle':

@@ -317,6 +317,17 @@ error[invalid-field]: task c: field run: a command needs at least the program na
 `,
   },
   {
+    name: 'an output declared twice by one task says so, not that the task collides with itself',
+    body: `  ng.task('a', { run: ['true'], outputs: ['x', 'x'] });
+`,
+    expected: (f) => `error[duplicate-output]: task a declares output x twice
+ --> ${f}:3:6
+  |
+3 |   ng.task('a', { run: ['true'], outputs: ['x', 'x'] });
+  |      ^
+`,
+  },
+  {
     name: 'a tree that holds the state folder, which would never settle, is refused with the field',
     body: `  ng.task('b', { inputs: { all: ng.tree('.') }, run: ['true'] });
 `,
