@@ -9,6 +9,10 @@ import { engineOptions, paletteFor, printFailures, type Args } from './shared.ts
 export const GENERATIONS_JSON_VERSION = 1;
 
 export async function run(args: Args, io: CliIo): Promise<number> {
+  if (args.positionals.length > 0) {
+    const message = `generations takes no arguments (it lists them all; rollback N goes back to one), not ${args.positionals.join(' ')}`;
+    return printFailures([{ reason: 'usage', command: 'generations', message }], io);
+  }
   const options = engineOptions(args, io, 'generations');
   if ('reason' in options) return printFailures([options], io);
   const listed = listGenerations(options);

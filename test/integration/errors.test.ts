@@ -487,6 +487,12 @@ describe('bad input', () => {
     expect(result.stderr).toBe('error[usage]: unlock takes no arguments (it removes the state lock), not foo (see nodegraph unlock --help)\n');
   });
 
+  test('generations takes no argument: a number given to it is refused, not ignored', async () => {
+    const result = await rig.run(['generations', '3']);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toBe('error[usage]: generations takes no arguments (it lists them all; rollback N goes back to one), not 3 (see nodegraph generations --help)\n');
+  });
+
   test('an unknown target', async () => {
     rig.nodefile(`ng.task('a', { run: ['true'] });`);
     const result = await rig.run(['apply', 'b']);
