@@ -4,7 +4,7 @@
 // interrupted transaction finished before anything else; `rollback` to an
 // earlier generation; the generations listed.
 
-import { existsSync, readFileSync, rmdirSync } from 'node:fs';
+import { existsSync, rmdirSync } from 'node:fs';
 import path from 'node:path';
 import { closeSession, defaultJobs, observeAndPlan, openSession, stateDirOf, withState, type EngineOptions, type Session } from './engine.ts';
 import type { Failure } from './error.ts';
@@ -18,7 +18,7 @@ import type { TaskId } from './ids.ts';
 import { evaluatedSha256, nodefileModules, nodefileReads } from './nodefile/load.ts';
 import { guardOf, ioOf, runTeardown, type IoCounters } from './operations.ts';
 import type { Plan } from './plan/plan.ts';
-import { bindPlan, parseSavedPlan, planChanges, type SavedPlan } from './plan/saved.ts';
+import { bindPlan, planChanges, readSavedPlan, type SavedPlan } from './plan/saved.ts';
 import type { ProcessRunner } from './process-runner.ts';
 import { stateKey } from './state/key.ts';
 import { acquire, borrow } from './state/lock.ts';
@@ -447,17 +447,6 @@ async function finishTransaction(
   if (!outcome.ok) return err([{ reason: 'atomic-apply-failed', cause, from, to: transaction.to, rolledBack: false, left: outcome.left }]);
   emit({ type: 'transaction', message: `rolled back to ${from === null ? 'before the interrupted apply' : `generation ${from}`}` });
   return ok({ recovered: recovered('rolled-back') });
-}
-
-/** The plan that `plan --out` wrote to `file`. */
-function readSavedPlan(file: string): Result<SavedPlan, Failure> {
-  let text: string;
-  try {
-    text = readFileSync(file, 'utf8');
-  } catch (error) {
-    return err({ reason: 'plan-file-invalid', path: file, message: (error as Error).message });
-  }
-  return parseSavedPlan(file, text);
 }
 
 /**

@@ -3,6 +3,7 @@
 // refused, with the list of what changed. Pure: operations.ts reads and
 // writes the plan file.
 
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Failure } from '../error.ts';
 import type { ContentHash, TaskId } from '../ids.ts';
@@ -178,4 +179,17 @@ function damagedField(p: Partial<SavedPlan>): string | undefined {
   if (p.observed !== undefined && !isObject(p.observed)) return 'observed';
   if (!isObject(p.plan)) return 'plan';
   return undefined;
+}
+
+/** The plan that `plan --out` wrote to `file`. */
+export function readSavedPlan(file: string): Result<SavedPlan, Failure> {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    const message = code === 'ENOENT' ? 'there is no such file (plan --out FILE writes one)' : code === 'EISDIR' ? 'it is a folder' : (error as Error).message;
+    return err({ reason: 'plan-file-invalid', path: file, message });
+  }
+  return parseSavedPlan(file, text);
 }

@@ -209,6 +209,9 @@ describe('saved plans', () => {
     const damaged = await rig.run(['apply', '--plan', 'plan.json']);
     expect(damaged.code).toBe(1);
     expect(damaged.stderr).toBe(`error[plan-file-invalid]: ${rig.path('plan.json')} is not a usable plan: its tasks is not what plan --out writes\n`);
+    const missing = await rig.run(['apply', '--plan', 'gone.json']);
+    expect(missing.code).toBe(1);
+    expect(missing.stderr).toBe(`error[plan-file-invalid]: ${rig.path('gone.json')} is not a usable plan: there is no such file (plan --out FILE writes one)\n`);
     expect(rig.exists('out/a') || rig.exists('other/out/b')).toBe(false);
   });
 
