@@ -8,14 +8,13 @@ import type { SourceSite } from '../types.ts';
 import { unreachable } from '../util/unreachable.ts';
 import type { Palette } from './color.ts';
 
-const where = (site: SourceSite | undefined, cwd: string): string =>
-  site === undefined ? '' : `${path.relative(cwd, site.file) || site.file}:${site.line}:${site.column}`;
-
 /** A file named in a message: relative below `cwd`, whole elsewhere (`../../../tmp/os.img` says less than `/tmp/os.img`). */
 const shown = (file: string, cwd: string): string => {
   const relative = path.relative(cwd, file);
   return relative === '' || relative.startsWith('..') || path.isAbsolute(relative) ? file : relative;
 };
+
+const where = (site: SourceSite | undefined, cwd: string): string => (site === undefined ? '' : `${shown(site.file, cwd)}:${site.line}:${site.column}`);
 
 /** A path as one would type it from `cwd`: `./Nodefile.example.ts`, `../x/Nodefile.ts`. */
 const dotted = (file: string, cwd: string): string => {

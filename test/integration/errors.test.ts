@@ -487,6 +487,18 @@ describe('bad input', () => {
     expect(result.stderr).toBe('error[usage]: unlock takes no arguments (it removes the state lock), not foo (see nodegraph unlock --help)\n');
   });
 
+  test('a Nodefile outside the working folder is pointed at by its whole path, not by a climb of ../', async () => {
+    const other = new Rig();
+    try {
+      const file = other.nodefile(`ng.task('a', { run: [] });`);
+      const result = await rig.run(['plan', '-f', file]);
+      expect(result.code).toBe(1);
+      expect(result.stderr).toContain(`\n --> ${file}:3:4\n`);
+    } finally {
+      other.cleanup();
+    }
+  });
+
   test('generations takes no argument: a number given to it is refused, not ignored', async () => {
     const result = await rig.run(['generations', '3']);
     expect(result.code).toBe(1);
