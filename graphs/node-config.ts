@@ -159,21 +159,23 @@ export function validateNodeConfig(input: unknown): { ok: true; value: NodeConfi
   const parsed = nodeConfigSchema.safeParse(input);
   if (!parsed.success) return { ok: false, error: issueLines(parsed.error.issues) };
   const config = parsed.data;
-  if (config.prepare.includes(config.slot)) return { ok: false, error: [`prepare: ${config.slot} is the running slot`] };
+  const problems: string[] = [];
+  if (config.prepare.includes(config.slot)) problems.push(`prepare: ${config.slot} is the running slot`);
   const held = ownPaths(config).find(within(config.layoutDir));
   if (held !== undefined) {
     const what = `${config.layoutDir} ${held === config.layoutDir ? 'is' : 'holds'} ${held}`;
-    return { ok: false, error: [`layoutDir: ${what}, and destroy removes the layout folder whole; give the slots a folder of their own (/var/lib/nodegraph/containers)`] };
+    problems.push(`layoutDir: ${what}, and destroy removes the layout folder whole; give the slots a folder of their own (/var/lib/nodegraph/containers)`);
   }
   if ((config.kubelet.cgroupDriver === 'systemd') !== config.containerd.systemdCgroup) {
     const driver = `${config.kubelet.cgroupDriver}, but containerd.systemdCgroup is ${config.containerd.systemdCgroup}`;
-    return { ok: false, error: [`kubelet.cgroupDriver: ${driver}: kubelet and containerd must use one cgroup driver, or pods do not start`] };
+    problems.push(`kubelet.cgroupDriver: ${driver}: kubelet and containerd must use one cgroup driver, or pods do not start`);
   }
   const hidden = rootfsPaths(config).find(within(config.containerd.certsDir));
   if (hidden !== undefined) {
     const what = `${config.containerd.certsDir} ${hidden === config.containerd.certsDir ? 'is' : 'holds'} ${hidden}`;
-    return { ok: false, error: [`containerd.certsDir: ${what}, which the host's certsDir mounted over it would hide in the node; give it a folder of its own (/etc/containerd/certs.d)`] };
+    problems.push(`containerd.certsDir: ${what}, which the host's certsDir mounted over it would hide in the node; give it a folder of its own (/etc/containerd/certs.d)`);
   }
+  if (problems.length > 0) return { ok: false, error: problems };
   return { ok: true, value: config };
 }
 

@@ -83,6 +83,15 @@ describe('a wrong node setting', () => {
     expect(errors({ kubelet: { cgroupDriver: 'cgroupfs' }, containerd: { systemdCgroup: false } })).toEqual([]);
   });
 
+  it('is every problem the checks after the schema find, each by its field, not only the first', () => {
+    expect(errors({ slot: 'kube1', prepare: ['kube1'], layoutDir: '/', kubelet: { cgroupDriver: 'cgroupfs' }, containerd: { certsDir: '/etc/containerd' } })).toEqual([
+      'prepare: kube1 is the running slot',
+      'layoutDir: / holds /var/lib/nodegraph/host-folders, and destroy removes the layout folder whole; give the slots a folder of their own (/var/lib/nodegraph/containers)',
+      'kubelet.cgroupDriver: cgroupfs, but containerd.systemdCgroup is true: kubelet and containerd must use one cgroup driver, or pods do not start',
+      "containerd.certsDir: /etc/containerd holds /etc/containerd/config.toml, which the host's certsDir mounted over it would hide in the node; give it a folder of its own (/etc/containerd/certs.d)",
+    ]);
+  });
+
   it('is a taint repeated by key and effect, which the API server refuses', () => {
     const taint = { key: 'dedicated', value: 'gpu', effect: 'NoSchedule' };
     expect(errors({ taints: [taint, { ...taint, value: 'cpu' }] })).toEqual(['taints: a key and effect named twice (the API server refuses the node)']);
