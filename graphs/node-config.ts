@@ -2,7 +2,7 @@
 // zod. Validation is pure (`validateNodeConfig`); `readNodeConfig` reads the
 // file and resolves its relative paths against the file's folder.
 
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
 import { containerdSettingsSchema, registryMirrorsSchema } from '../src/node/containerd.ts';
@@ -217,13 +217,21 @@ export function readNodeConfig(file: string): NodeConfig {
   const checked = validateNodeConfig(raw);
   if (!checked.ok) throw new Error(`the node configuration ${file} is not valid:\n  ${checked.error.join('\n  ')}`);
   const config = resolvePaths(checked.value, path.dirname(path.resolve(file)));
+  const problems: string[] = [];
+  // Every slot is made from the image: a missing one is the configuration's mistake, named by its field.
+  try {
+    statSync(config.image);
+  } catch (error) {
+    problems.push(`image: ${config.image} cannot be read: ${(error as Error).message}`);
+  }
   // The bundle task reads it again when it runs; a broken one is refused before anything changes. A
   // missing one is the bundle task's missing input, which leaves destroy and stop free to run.
   try {
     if (config.bundle.base !== undefined && existsSync(config.bundle.base)) readBase(config.bundle.base);
   } catch (error) {
-    throw new Error(`the node configuration ${file} is not valid:\n  ${(error as Error).message}`);
+    problems.push((error as Error).message);
   }
+  if (problems.length > 0) throw new Error(`the node configuration ${file} is not valid:\n  ${problems.join('\n  ')}`);
   return config;
 }
 

@@ -259,6 +259,24 @@ describe('the container node, further', () => {
     expect(readdirSync(rig.root)).toEqual([]);
   });
 
+  it('refuses a missing image when the graph loads, naming the configuration and its image field, and changes nothing', async () => {
+    rig = makeRig();
+    ok(await rig.apply());
+    const journal = path.join(rig.dir, 'state/state.jsonl');
+    const before = readFileSync(journal);
+    const image = String(rig.config.image);
+    rmSync(image);
+    for (const result of [await rig.plan(), await rig.apply()]) {
+      expect(!result.ok && result.error.map((f) => f.reason)).toEqual(['nodefile-threw']);
+      const message = !result.ok && 'message' in result.error[0]! ? String(result.error[0].message) : '';
+      expect(message.split('\n')).toEqual([
+        `Error: the node configuration ${rig.configFile} is not valid:`,
+        `  image: ${image} cannot be read: ENOENT: no such file or directory, stat '${image}'`,
+      ]);
+    }
+    expect(readFileSync(journal).equals(before)).toBe(true);
+  });
+
   it('destroys a node whose bundle.base is gone: the graph still loads, the plan names the missing input', async () => {
     rig = makeRig();
     const base = path.join(rig.dir, 'base.json');
