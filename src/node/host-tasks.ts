@@ -8,7 +8,7 @@ import type { NodefileApi, TaskRef } from '../nodefile/types.ts';
 import { execOf, lastLine, tryExec } from './exec.ts';
 import type { Folders } from './folders.ts';
 import { HELPER_SCRIPT, type Helper } from './helper.ts';
-import { install, type BinarySource } from './provision.ts';
+import { install, sourceInputs, type BinarySource } from './provision.ts';
 import { asJson, renderFile } from './render.ts';
 import type { RuncOptions } from './runc.ts';
 
@@ -25,9 +25,10 @@ export interface RuntimeTaskSpec {
 
 export function runtimeTask(ng: NodefileApi, spec: RuntimeTaskSpec): TaskRef {
   const { runc, helper } = spec;
+  const source = sourceInputs(ng, spec.install);
   return ng.task('host/runtime', {
     description: 'runc present, and the node lifecycle helper that stop and destroy steps call',
-    inputs: { spec: ng.value(asJson({ runc, install: spec.install ?? null, helper: helper.path, script: HELPER_SCRIPT })) },
+    inputs: { spec: ng.value(asJson({ runc, install: source.shown, helper: helper.path, script: HELPER_SCRIPT })), ...source.inputs },
     outputs: [helper.path],
     after: [...spec.after],
     run: async (ctx) => {

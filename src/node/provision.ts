@@ -7,9 +7,10 @@ import { copyFileSync, existsSync, mkdirSync, readFileSync, rmSync } from 'node:
 import path from 'node:path';
 import { z } from 'zod';
 import { sha256File } from './archive.ts';
-import type { NodefileApi, TaskRef } from '../nodefile/types.ts';
+import type { NodefileApi, TaskInput, TaskRef } from '../nodefile/types.ts';
 import { execOf, lastLine, tryExec, type Exec } from './exec.ts';
 import { asJson, renderFile } from './render.ts';
+import { splitUrl } from './secrets.ts';
 
 export const binarySourceSchema = z.strictObject({
   version: z.string().min(1),
@@ -63,8 +64,22 @@ export const isPresent = (spec: InstallSpec): boolean =>
 
 export type InstallOutcome = { readonly name: string; readonly version: string; readonly action: 'present' | 'installed' };
 
+/** The source as a plan and an error show it: a URL's userinfo and query hidden. */
+export const shownSource = (s: BinarySource): BinarySource => ({ ...s, source: splitUrl(s.source).shown });
+
+/**
+ * A source as task inputs: the shown source as a plain value, and a URL that carries credentials as a
+ * sensitive one of its own, so that a new token re-runs the install without being shown or stored.
+ */
+export function sourceInputs(ng: NodefileApi, s: BinarySource | undefined): { shown: BinarySource | null; inputs: Readonly<Record<string, TaskInput>> } {
+  if (s === undefined) return { shown: null, inputs: {} };
+  const { secret } = splitUrl(s.source);
+  return { shown: shownSource(s), inputs: secret === undefined ? {} : { sourceUrl: ng.value(secret, { sensitive: true }) } };
+}
+
 export async function install(exec: Exec, spec: InstallSpec): Promise<InstallOutcome> {
   const { name, source } = spec;
+  const shown = splitUrl(source.source).shown;
   if (isPresent(spec)) return { name, version: source.version, action: 'present' };
 
   const remote = /^https?:\/\//.test(source.source);
@@ -73,15 +88,15 @@ export async function install(exec: Exec, spec: InstallSpec): Promise<InstallOut
     mkdirSync(spec.scratch, { recursive: true });
     file = path.join(spec.scratch, `${name}-${source.version}.download`);
     const got = await tryExec(exec, ['curl', '--fail', '--silent', '--show-error', '--location', '--retry', '3', '--output', file, source.source]);
-    if (got.exitCode !== 0) throw new Error(`could not download ${name} ${source.version} from ${source.source}: ${lastLine(got)}`);
+    if (got.exitCode !== 0) throw new Error(`could not download ${name} ${source.version} from ${shown}: ${lastLine(got)}`);
   }
   try {
     // A local source is read first here: its failure names what it is for, not only the file.
     const sha256 = await sha256File(file).catch((error: unknown) => {
-      throw new Error(`could not read ${name} ${source.version} from ${source.source}: ${(error as Error).message}`);
+      throw new Error(`could not read ${name} ${source.version} from ${shown}: ${(error as Error).message}`);
     });
     if (source.sha256 !== undefined && sha256 !== source.sha256) {
-      throw new Error(`${name} ${source.version} from ${source.source} has sha256 ${sha256}, not the configured ${source.sha256}`);
+      throw new Error(`${name} ${source.version} from ${shown} has sha256 ${sha256}, not the configured ${source.sha256}`);
     }
     if (formatOf(source) === 'tar') {
       mkdirSync(spec.dest, { recursive: true });
@@ -103,9 +118,10 @@ export async function install(exec: Exec, spec: InstallSpec): Promise<InstallOut
 
 /** A task that installs one binary (or archive) and says so; `rootfs`, when it installs into one, is its upstream. */
 export function provisionTask(ng: NodefileApi, id: string, spec: InstallSpec, after: readonly TaskRef[], rootfs?: TaskRef): TaskRef {
+  const source = sourceInputs(ng, spec.source);
   return ng.task(id, {
-    description: `${spec.name} ${spec.source.version} from ${spec.source.source}`,
-    inputs: { spec: ng.value(asJson(spec)), ...(rootfs === undefined ? {} : { rootfs }) },
+    description: `${spec.name} ${spec.source.version} from ${source.shown!.source}`,
+    inputs: { spec: ng.value(asJson({ ...spec, source: source.shown })), ...source.inputs, ...(rootfs === undefined ? {} : { rootfs }) },
     after: [...after],
     run: async (ctx) => {
       const outcome = await install(execOf(ctx), spec);

@@ -10,6 +10,7 @@ import { conflistPath, renderConflist, type CniSettings } from './cni.ts';
 import { renderContainerdConfig, renderHostsFiles, type ContainerdSettings, type RegistryMirrors } from './containerd.ts';
 import { kubeletDropIn, kubeletSharedFiles, type KubeletSettings } from './kubelet.ts';
 import { asJson, renderFile } from './render.ts';
+import { splitSecrets } from './secrets.ts';
 import { dropInPath } from './systemd.ts';
 
 /** What every configuration task of a slot is tied to. */
@@ -37,11 +38,14 @@ export function containerdConfigTask(ng: NodefileApi, spec: ContainerdConfigSpec
   const { certsDir } = spec;
   const hostsFiles = renderHostsFiles(spec.registryMirrors);
   const toml = path.join(spec.rootfsDir, '/etc/containerd/config.toml');
+  // A registry's credentials in `extra` are a sensitive input of their own; the rest stays diffable.
+  const extra = splitSecrets(spec.settings.extra);
   return ng.task(`${spec.slot}/containerd.config`, {
     description: `containerd's config.toml and registry mirrors for ${spec.slot}`,
     inputs: {
       rootfs: spec.rootfs,
-      settings: ng.value(asJson(spec.settings)),
+      settings: ng.value(asJson({ ...spec.settings, extra: extra.shown })),
+      ...(extra.secret === undefined ? {} : { extraSecrets: ng.value(asJson(extra.secret), { sensitive: true }) }),
       registryMirrors: ng.value(asJson(spec.registryMirrors)),
       ...spec.inputs,
     },

@@ -183,6 +183,33 @@ describe('the container node, further', () => {
     expect(state).not.toContain('0123456789');
   });
 
+  it("keeps a registry's credentials in containerd.extra and a download URL's out of the plan and the state, and applies a new one", async () => {
+    const configs = (password: string) => ({ plugins: { 'io.containerd.grpc.v1.cri': { registry: { configs: { 'reg.example.com': { auth: { username: 'robot', password } } } } } } });
+    const kubelet = (token: string) => ({ source: `https://robot:url-pass-${token}@dl.example.com/kubelet?token=url-token-${token}` });
+    rig = makeRig(
+      { containerd: { extra: configs('registry-pass-1') }, binaries: { kubelet: kubelet('1') } },
+      { answer: (argv) => (argv[0] === 'curl' ? (writeFileSync(argv[argv.indexOf('--output') + 1]!, '#!/bin/sh\n'), {}) : undefined) },
+    );
+    const secrets = (n: string) => [`registry-pass-${n}`, `url-pass-${n}`, `url-token-${n}`];
+    const state = () => readFileSync(path.join(rig.dir, 'state/state.jsonl'), 'utf8');
+    ok(await rig.apply());
+    for (const secret of secrets('1')) expect(state()).not.toContain(secret);
+
+    rig.writeConfig((c) => ({ ...c, containerd: { extra: configs('registry-pass-2') }, binaries: { kubelet: kubelet('2') } }));
+    const plan = ok(await rig.plan());
+    const reasons = (id: string) => plan.plan.entries().find((e) => e.id === id)!.reasons;
+    expect(reasons('kube1/containerd.config')).toEqual(['input extraSecrets changed (sensitive)']);
+    expect(reasons('kube1/provision.kubelet')).toEqual(['input sourceUrl changed (sensitive)']);
+    ok(await rig.apply());
+    const toml = readFileSync(path.join(rig.root, 'var/lib/nodegraph/containers/kube1/rootfs/etc/containerd/config.toml'), 'utf8');
+    expect(toml).toContain('password = "registry-pass-2"');
+    const seen = JSON.stringify(rig.events);
+    for (const secret of [...secrets('1'), ...secrets('2')]) {
+      expect(state()).not.toContain(secret);
+      expect(seen).not.toContain(secret);
+    }
+  });
+
   it('accepts the example configuration', async () => {
     const { validateNodeConfig } = await import('../../../graphs/node-config.ts');
     const example = JSON.parse(readFileSync(new URL('../../../graphs/node.example.json', import.meta.url), 'utf8'));
