@@ -355,7 +355,7 @@ export function recipeOf(node: TaskNode): TaskRecord['recipe'] {
   };
   return {
     cwd: node.cwd,
-    remove: spec.removeOutputs === false ? [] : [...node.outputs],
+    remove: (spec.removeOutputs ?? true) === true ? [...node.outputs] : [],
     destroy: list(spec.destroy),
     stop: list(spec.stop),
     ...(spec.env === undefined ? {} : { env: { ...spec.env } }),

@@ -86,7 +86,7 @@ export function plainlyValid(spec: Record<string, unknown>): boolean {
   const env = spec['env'];
   if (env !== undefined && (!isStringRecord(env) || !Object.keys(env as object).every((name) => COMMAND_ENV_NAME.test(name)))) return false;
   const remove = spec['removeOutputs'];
-  if (remove !== undefined && typeof remove !== 'boolean') return false;
+  if (remove !== undefined && typeof remove !== 'boolean' && remove !== 'dropped') return false;
   const retire = spec['retire'];
   if (retire !== undefined && retire !== 'destroy' && retire !== 'stop') return false;
   // A health spec's durations are the schema's to check.

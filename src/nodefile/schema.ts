@@ -50,7 +50,7 @@ export const taskSpecSchema = z.strictObject({
   check: z.union([command, fn], { error: RUN_SHAPES }).optional(),
   stop: commands.optional(),
   destroy: commands.optional(),
-  removeOutputs: z.boolean().optional(),
+  removeOutputs: z.union([z.boolean(), z.literal('dropped')]).optional(),
   retire: z.enum(['destroy', 'stop']).optional(),
   pool: z.string().min(1).optional(),
   verbs: z

@@ -131,8 +131,12 @@ export interface TaskSpec {
   readonly stop?: Command | readonly Command[];
   /** Tears down what the task made; recorded, so it runs even after the task leaves the Nodefile. */
   readonly destroy?: Command | readonly Command[];
-  /** Remove the declared outputs on destroy (default true). */
-  readonly removeOutputs?: boolean;
+  /**
+   * Remove the declared outputs on destroy, and those the task no longer declares once it ran again
+   * (true, the default); 'dropped': only the latter, for files the task shares with tasks that outlive
+   * it; false: neither.
+   */
+  readonly removeOutputs?: boolean | 'dropped';
   /**
    * What happens once the Nodefile no longer declares the task: 'destroy' (the default) tears it
    * down; 'stop' only stops it, keeping its files and its record, so that declared again it is

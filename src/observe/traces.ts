@@ -38,7 +38,7 @@ const NONE = contentHash('0'.repeat(64));
 function tearsDown(node: TaskNode): boolean {
   const { spec } = node.decl;
   const some = (c: typeof spec.stop): boolean => c !== undefined && !(Array.isArray(c) && c.length === 0);
-  return some(spec.stop) || some(spec.destroy) || (spec.removeOutputs !== false && node.outputs.length > 0);
+  return some(spec.stop) || some(spec.destroy) || ((spec.removeOutputs ?? true) === true && node.outputs.length > 0);
 }
 
 function exists(p: string): boolean {

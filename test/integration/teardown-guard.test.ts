@@ -100,6 +100,18 @@ test('an output a task no longer declares is removed once it ran again, unless a
   expect(rig.read('out/moving')).toBe('o\n');
 });
 
+test("removeOutputs: 'dropped' removes what the task no longer declares, and keeps its outputs on destroy", async () => {
+  rig.nodefile(`ng.task('shared', { outputs: ['out/old'], run: ['sh', '-c', 'echo s > out/old'], removeOutputs: 'dropped' });`);
+  expect((await rig.run(['apply'])).code).toBe(0);
+  rig.nodefile(`ng.task('shared', { outputs: ['out/new'], run: ['sh', '-c', 'echo s > out/new'], removeOutputs: 'dropped' });`);
+  const apply = await rig.run(['apply']);
+  expect(apply.code).toBe(0);
+  expect(apply.stdout).toContain('  shared: removed out/old, no longer one of its outputs\n');
+  expect(rig.exists('out/old')).toBe(false);
+  expect((await rig.run(['destroy', '--yes'])).code).toBe(0);
+  expect(rig.read('out/new')).toBe('s\n');
+});
+
 test('a project copied with its state: applying the copy leaves the files of the original alone', async () => {
   rig.write('a/in.txt', 'x\n');
   rig.write('a/Nodefile.ts', `export default (ng: any) => { ng.task('copy', { inputs: { src: ng.file('in.txt') }, outputs: ['out/x'], run: ['sh', '-c', 'mkdir -p out && cp in.txt out/x'] }); };\n`);
