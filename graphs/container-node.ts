@@ -376,6 +376,7 @@ function declareRunning(ng: NodefileApi, node: Node, shared: Shared, place: Slot
     settings: config.containerd,
     registryMirrors: config.registryMirrors,
     certsDir: host.path(config.containerd.certsDir),
+    hostPath: (p) => host.path(p),
     inputs: place.gpuInput,
     nvidia: () => place.grants().devices.length > 0,
     after: [shared.certsDir, takeover],

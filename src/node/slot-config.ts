@@ -10,6 +10,7 @@ import { conflistPath, renderConflist, type CniSettings } from './cni.ts';
 import { renderContainerdConfig, renderHostsFiles, type ContainerdSettings, type RegistryMirrors } from './containerd.ts';
 import { kubeletDropIn, kubeletSharedFiles, type KubeletSettings } from './kubelet.ts';
 import { asJson, renderFile } from './render.ts';
+import { fromToml } from './toml.ts';
 import { splitSecrets } from './secrets.ts';
 import { dropInPath } from './systemd.ts';
 
@@ -29,6 +30,8 @@ export interface ContainerdConfigSpec extends SlotConfigBase {
   readonly registryMirrors: RegistryMirrors;
   /** The registry hosts' folder, shared by the slots, as a host path. */
   readonly certsDir: string;
+  /** Maps a path as the node sees it to the host's (the root prefix). */
+  readonly hostPath: (nodePath: string) => string;
   /** Extra inputs (the GPU grants), and whether the NVIDIA runtime is configured, read when the task runs. */
   readonly inputs?: Readonly<Record<string, TaskInput>>;
   readonly nvidia: () => boolean;
@@ -50,13 +53,17 @@ export function containerdConfigTask(ng: NodefileApi, spec: ContainerdConfigSpec
       ...spec.inputs,
     },
     outputs: [toml, ...[...hostsFiles.keys()].map((rel) => path.join(certsDir, rel))],
-    // Shared files stay when a slot goes; host/certs.d removes them once no slot remains.
-    removeOutputs: false,
+    // Shared files stay when a slot goes (host/certs.d removes them once no slot remains); those a change
+    // no longer writes (an old certsDir's) go once the task ran.
+    removeOutputs: 'dropped',
     after: [...spec.after],
     run: () => {
+      // The certsDir the config.toml about to be replaced names: a moved one keeps none of nodegraph's hosts.
+      const before = configPathIn(toml);
       renderFile(toml, renderContainerdConfig(spec.settings, { nvidia: spec.nvidia() }));
       for (const [rel, content] of hostsFiles) renderFile(path.join(certsDir, rel), content);
       removeStaleHosts(certsDir, new Set([...hostsFiles.keys()].map((rel) => rel.split('/')[0]!)));
+      if (before !== undefined && spec.hostPath(before) !== certsDir) removeStaleHosts(spec.hostPath(before), new Set());
     },
   });
 }
@@ -80,7 +87,8 @@ export function kubeletConfigTask(ng: NodefileApi, spec: KubeletConfigSpec): Tas
       auth: ng.value(asJson(spec.settings.auth), { sensitive: true }),
     },
     outputs: [...files.map((f) => f.path), dropIn],
-    removeOutputs: false,
+    // As containerd's: kept when a slot goes; a client certificate's files go when a token replaces it.
+    removeOutputs: 'dropped',
     after: [...spec.after],
     run: () => {
       for (const f of files) renderFile(f.path, f.content, { mode: f.mode });
@@ -106,6 +114,17 @@ export function cniConfigTask(ng: NodefileApi, spec: CniConfigSpec): TaskRef {
       renderFile(file, renderConflist(spec.settings));
     },
   });
+}
+
+/** The registry `config_path` a config.toml nodegraph wrote names (containerd 1.x's CRI plugin, or 2.x's images plugin). */
+function configPathIn(toml: string): string | undefined {
+  try {
+    const plugins = fromToml(readFileSync(toml, 'utf8'))['plugins'] as Record<string, { registry?: { config_path?: unknown } }> | undefined;
+    const found = Object.values(plugins ?? {}).map((p) => p.registry?.config_path).find((p) => typeof p === 'string');
+    return found as string | undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /** Removes registry folders nodegraph wrote earlier that the configuration no longer names. */

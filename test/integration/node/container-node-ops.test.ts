@@ -1,11 +1,11 @@
 // The node's further operations through the engine with the fake runner:
 // staged image archives, a unit rewrite without a restart, a soft reboot,
-// host kernel modules.
+// host kernel modules, files a changed configuration no longer writes.
 
-import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { makeImage, makeRig, ok, type Rig } from '../../support/node/graph-rig.ts';
+import { CA, makeImage, makeRig, ok, type Rig } from '../../support/node/graph-rig.ts';
 import type { FakeEvent } from '../../support/fake-runner.ts';
 import { story as storyOf } from '../../support/node/story.ts';
 import type { Plan } from '../../../src/plan/plan.ts';
@@ -258,5 +258,42 @@ describe('host kernel modules', () => {
     expect(existsSync(conf())).toBe(false);
     // Modules are left loaded: nothing unloads them.
     expect(rig.runner.commands().filter((c) => c.includes('rmmod') || c.includes('modprobe -r'))).toEqual([]);
+  });
+});
+
+describe('files a changed configuration no longer writes', () => {
+  it("removes the registry hosts under an old containerd.certsDir, and keeps a file nodegraph did not write there", async () => {
+    rig = makeRig();
+    ok(await rig.apply());
+    const old = path.join(rig.root, 'etc/containerd/certs.d');
+    mkdirSync(path.join(old, 'theirs.example'));
+    writeFileSync(path.join(old, 'theirs.example/hosts.toml'), 'server = "https://theirs.example"\n');
+    rig.writeConfig((c) => ({ ...c, containerd: { certsDir: '/etc/containerd/registries' } }));
+    ok(await rig.apply());
+    expect(existsSync(path.join(rig.root, 'etc/containerd/registries/docker.io/hosts.toml'))).toBe(true);
+    expect(readdirSync(old)).toEqual(['theirs.example']);
+    expect(readFileSync(path.join(old, 'theirs.example/hosts.toml'), 'utf8')).toBe('server = "https://theirs.example"\n');
+  });
+
+  it("removes the client certificate's files when a bootstrap token replaces it, and the token's kubeconfig when a certificate replaces it", async () => {
+    rig = makeRig();
+    const key = '-----BEGIN PRIVATE KEY-----\nMIIfake\n-----END PRIVATE KEY-----\n';
+    writeFileSync(path.join(rig.dir, 'client.crt'), CA);
+    writeFileSync(path.join(rig.dir, 'client.key'), key);
+    const certificate = { server: 'https://10.0.0.1:6443', caData: CA, clientCertificateFile: 'client.crt', clientKeyFile: 'client.key' };
+    const token = { server: 'https://10.0.0.1:6443', caData: CA, bootstrapToken: 'abcdef.0123456789abcdef' };
+    const kubelet = path.join(rig.root, 'var/lib/kubelet');
+    const files = (): string[] => [...readdirSync(kubelet).filter((f) => f.includes('kubeconfig')), ...readdirSync(path.join(kubelet, 'pki')).map((f) => `pki/${f}`)].sort();
+    rig.writeConfig((c) => ({ ...c, cluster: certificate }));
+    ok(await rig.apply());
+    expect(files()).toEqual(['kubeconfig', 'pki/ca.crt', 'pki/nodegraph-client.crt', 'pki/nodegraph-client.key']);
+    // What kubelet writes itself stays.
+    writeFileSync(path.join(kubelet, 'pki/kubelet.crt'), CA);
+    rig.writeConfig((c) => ({ ...c, cluster: token }));
+    ok(await rig.apply());
+    expect(files()).toEqual(['bootstrap-kubeconfig', 'pki/ca.crt', 'pki/kubelet.crt']);
+    rig.writeConfig((c) => ({ ...c, cluster: certificate }));
+    ok(await rig.apply());
+    expect(files()).toEqual(['kubeconfig', 'pki/ca.crt', 'pki/kubelet.crt', 'pki/nodegraph-client.crt', 'pki/nodegraph-client.key']);
   });
 });

@@ -34,13 +34,14 @@ describe('containerd.config', () => {
       settings: containerdSettingsSchema.parse({}),
       registryMirrors: { 'docker.io': ['https://mirror.example'] },
       certsDir,
+      hostPath: (p: string) => path.join(dir, p),
       nvidia: () => nvidia,
     };
     containerdConfigTask(d.ng, spec);
     const task = d.spec('kube1/containerd.config');
     const toml = path.join(dir, 'layout/kube1/rootfs/etc/containerd/config.toml');
     expect(task.outputs).toEqual([toml, path.join(certsDir, 'docker.io/hosts.toml')]);
-    expect(task.removeOutputs).toBe(false);
+    expect(task.removeOutputs).toBe('dropped');
     expect(afterIds(task)).toEqual(['kube1/takeover']);
     // Earlier writes: a registry nodegraph wrote and no longer names, and one someone else wrote.
     mkdirSync(path.join(certsDir, 'old.example'), { recursive: true });
