@@ -8,7 +8,7 @@
 export const HIDDEN = '(sensitive)';
 
 /** Keys whose values are credentials (containerd's registry `auth`, `password`, `identitytoken`, …). */
-const SECRET_KEY = /passw(or)?d|token|auth|secret|credential|private[_-]?key/i;
+const SECRET_KEY = /passw(or)?d|token|auth|secret|credential|(private|api)[_-]?key/i;
 
 export interface SplitSecrets<T> {
   readonly shown: T;

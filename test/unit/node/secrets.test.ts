@@ -10,6 +10,7 @@ describe('secrets in settings', () => {
       shown: { registry: { configs: { 'r.example.com': { auth: HIDDEN, tls: { insecure_skip_verify: true } } } }, list: [{ identitytoken: HIDDEN }], timeout: '4h' },
       secret: { '["registry","configs","r.example.com","auth"]': { username: 'u', password: 'p' }, '["list",0,"identitytoken"]': 't' },
     });
+    expect(splitSecrets({ headers: { 'X-Api-Key': ['k'] } })).toEqual({ shown: { headers: { 'X-Api-Key': HIDDEN } }, secret: { '["headers","X-Api-Key"]': ['k'] } });
     expect(splitSecrets({ version: 2, plugins: {} })).toEqual({ shown: { version: 2, plugins: {} }, secret: undefined });
   });
 
