@@ -87,7 +87,9 @@ export async function install(exec: Exec, spec: InstallSpec): Promise<InstallOut
   if (remote) {
     mkdirSync(spec.scratch, { recursive: true });
     file = path.join(spec.scratch, `${name}-${source.version}.download`);
-    const got = await tryExec(exec, ['curl', '--fail', '--silent', '--show-error', '--location', '--retry', '3', '--output', file, source.source]);
+    // The URL goes on curl's standard input, as its config: a token in it is not on a command line that ps shows.
+    const config = `url = "${source.source.replace(/[\\"]/g, '\\$&')}"\n`;
+    const got = await tryExec(exec, ['curl', '--fail', '--silent', '--show-error', '--location', '--retry', '3', '--output', file, '--config', '-'], { input: config });
     if (got.exitCode !== 0) throw new Error(`could not download ${name} ${source.version} from ${shown}: ${lastLine(got)}`);
   }
   try {

@@ -1,6 +1,8 @@
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -140,8 +142,29 @@ describe('provisioning binaries', () => {
     expect(formatOf(s.source)).toBe('binary');
     await install(exec, s);
     expect(calls[0]?.[0]).toBe('curl');
-    expect(calls[0]?.at(-1)).toBe('https://dl.k8s.io/release/v1.30.2/bin/linux/amd64/kubelet');
     expect(readFileSync(s.dest, 'utf8')).toBe('downloaded');
     expect(existsSync(path.join(dir, 'downloads/kubelet-v1.30.2.download'))).toBe(false);
+  });
+
+  it('gives curl the URL on its standard input: credentials in it reach the server, not the command line ps shows', async () => {
+    let asked: { url?: string; authorization?: string } = {};
+    const server = createServer((req, res) => {
+      asked = { url: req.url!, authorization: req.headers.authorization! };
+      res.end('downloaded');
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    try {
+      const { port } = server.address() as AddressInfo;
+      const calls: string[][] = [];
+      const exec = realExec();
+      const recorded: typeof exec = (argv, options) => (calls.push([...argv]), exec(argv, options));
+      const s = spec(`http://robot:pass%22word@127.0.0.1:${port}/kubelet?token=secret-token`, 'v1');
+      await install(recorded, s);
+      expect(readFileSync(s.dest, 'utf8')).toBe('downloaded');
+      expect(asked).toEqual({ url: '/kubelet?token=secret-token', authorization: `Basic ${Buffer.from('robot:pass"word').toString('base64')}` });
+      expect(JSON.stringify(calls)).not.toMatch(/secret-token|pass/);
+    } finally {
+      server.close();
+    }
   });
 });
