@@ -3,6 +3,7 @@
 
 import { afterEach, beforeEach, expect, test } from 'vitest';
 import { apiTypes, Rig } from '../support/rig.ts';
+import { valid } from '../support/schemas.ts';
 import { hasTmux, Terminal } from '../support/terminal.ts';
 
 let rig: Rig;
@@ -118,6 +119,20 @@ test.skipIf(!hasTmux)("Ctrl-C typed at destroy's question is a no, and an interr
   );
   expect(rig.exists('out/svc')).toBe(true);
   expect(rig.exists('.nodegraph/lock')).toBe(false);
+});
+
+test.skipIf(!hasTmux)("destroy --json asks its question on the terminal by stderr: stdout holds the events alone", async () => {
+  rig.nodefile(`ng.task('svc', { outputs: ['out/svc'], run: ['touch', 'out/svc'] });`);
+  expect((await rig.run(['apply'])).code).toBe(0);
+  term = new Terminal(rig.dir, ['destroy', '--json'], { stdout: rig.path('events.jsonl') });
+  const asked = await term.waitFor(/Only 'yes' will be accepted:/);
+  expect(asked).toContain('nodegraph will destroy 1 task, in this order:\n  - svc\n');
+  term.keys('yes', 'Enter');
+  await term.waitFor(/^exit 0$/m);
+  const lines = rig.read('events.jsonl').trimEnd().split('\n');
+  for (const line of lines) valid('events', JSON.parse(line));
+  expect(lines.map((line) => (JSON.parse(line) as { type: string }).type)).toEqual(['destroy-start', 'destroy-done', 'summary']);
+  expect(rig.exists('out/svc')).toBe(false);
 });
 
 test.skipIf(!hasTmux)("a running command's last line shows on its row as it comes, through spawnd and without it, and from a function's ctx.exec", async () => {

@@ -10,12 +10,17 @@ export const hasTmux = spawnSync('tmux', ['-V']).status === 0;
 export class Terminal {
   readonly #socket: string;
 
-  /** Starts `nodegraph ARGS` in a `columns`×`rows` terminal, in `cwd`; the pane stays after it exits. */
-  constructor(cwd: string, args: readonly string[], options: { readonly columns?: number; readonly rows?: number; readonly env?: Readonly<Record<string, string>> } = {}) {
+  /** Starts `nodegraph ARGS` in a `columns`×`rows` terminal, in `cwd`; the pane stays after it exits. `stdout`: a file its stdout goes to instead. */
+  constructor(
+    cwd: string,
+    args: readonly string[],
+    options: { readonly columns?: number; readonly rows?: number; readonly env?: Readonly<Record<string, string>>; readonly stdout?: string } = {},
+  ) {
     this.#socket = path.join(cwd, '.tmux.sock');
     const size = { columns: options.columns ?? 100, rows: options.rows ?? 30 };
     const env = Object.entries(options.env ?? {}).map(([k, v]) => `${k}=${v}`);
-    const command = ['env', '-u', 'CI', '-u', 'FORCE_COLOR', 'NO_COLOR=1', ...env, process.execPath, cli, ...args].map((a) => `'${a.replaceAll("'", "'\\''")}'`).join(' ');
+    const quote = (a: string): string => `'${a.replaceAll("'", "'\\''")}'`;
+    const command = ['env', '-u', 'CI', '-u', 'FORCE_COLOR', 'NO_COLOR=1', ...env, process.execPath, cli, ...args].map(quote).join(' ') + (options.stdout === undefined ? '' : ` > ${quote(options.stdout)}`);
     execFileSync('tmux', ['-S', this.#socket, '-f', '/dev/null', 'new-session', '-d', '-x', String(size.columns), '-y', String(size.rows), '-c', cwd, `${command}; echo "exit $?"; sleep 600`]);
   }
 
