@@ -156,6 +156,24 @@ export function resolveTargets(
 }
 
 /**
+ * Loads the Nodefile, given up on the signal: its top level may await anything, and an import cannot be
+ * cut short (the command ends at once, and the evaluation with it).
+ */
+async function loadUnlessInterrupted(file: string, options: { sites: boolean; stateDir: string }, signal: AbortSignal | undefined): Promise<Result<Declarations, Failure[]>> {
+  const interrupted = err<Failure[]>([{ reason: 'interrupted', during: 'load' }]);
+  if (signal === undefined) return loadNodefile(file, options);
+  if (signal.aborted) return interrupted;
+  let onAbort = (): void => {};
+  const aborted = new Promise<typeof interrupted>((resolve) => signal.addEventListener('abort', (onAbort = () => resolve(interrupted)), { once: true }));
+  try {
+    const loaded = await Promise.race([loadNodefile(file, options), aborted]);
+    return signal.aborted ? interrupted : loaded;
+  } finally {
+    signal.removeEventListener('abort', onAbort);
+  }
+}
+
+/**
  * Loads the Nodefile, analyses it, and opens the state (with the lock for a
  * command that writes) and the hash cache. Every command goes this way.
  */
@@ -163,7 +181,7 @@ export async function openSession(options: EngineOptions, mode: { readonly lock:
   const stateDir = stateDirOf(options);
   const command = options.command ?? 'nodegraph';
   const phase = options.onPhase ?? (() => {});
-  const declared = await loadNodefile(options.nodefile, { sites: false, stateDir });
+  const declared = await loadUnlessInterrupted(options.nodefile, { sites: false, stateDir }, options.signal);
   if (!declared.ok) return declared;
   phase('nodefile', `${count(declared.value.tasks.length, 'task')} declared`);
   const graph = await analyzeLoaded(options.nodefile, declared.value, stateDir);

@@ -82,8 +82,11 @@ export type Failure =
   | { readonly reason: 'file-write-failed'; readonly path: string; readonly message: string }
   | { readonly reason: 'plan-stale'; readonly path: string; readonly changes: readonly string[] }
   | { readonly reason: 'not-confirmed' }
-  /** Ctrl-C (or SIGTERM, SIGHUP) while the tasks were observed: a check cut short says nothing of what is in place. */
-  | { readonly reason: 'interrupted' }
+  /**
+   * Ctrl-C (or SIGTERM, SIGHUP) before anything changed: while the Nodefile loaded, or while the tasks were
+   * observed (a check cut short says nothing of what is in place).
+   */
+  | { readonly reason: 'interrupted'; readonly during: 'load' | 'check' }
   /** A promise the Nodefile or a function of its tasks left unawaited failed: the run stops as on Ctrl-C. */
   | { readonly reason: 'unawaited-promise'; readonly message: string }
   /** An atomic apply could not begin (saving the preserved paths or the generation failed): nothing ran. */

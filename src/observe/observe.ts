@@ -164,7 +164,7 @@ export async function observe(options: ObserveOptions): Promise<Result<Map<TaskI
   await checks.done;
   if (pass.failures.length > 0) return err(pass.failures);
   // A check cut short (or never started) is no verdict: what it would say of its task is unknown.
-  if (options.signal.aborted) return err([{ reason: 'interrupted' }]);
+  if (options.signal.aborted) return err([{ reason: 'interrupted', during: 'check' }]);
   for (const [id, check] of checks.verdicts) {
     const current = observations.get(id)!;
     observations.set(id, { inputs: current.inputs, outputs: current.outputs, check, ...(current.unkeyed === undefined ? {} : { unkeyed: current.unkeyed }) });

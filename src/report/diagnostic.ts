@@ -124,7 +124,7 @@ export function message(failure: Failure, cwd: string): string {
     case 'unawaited-promise':
       return `a promise nobody awaited failed (in the Nodefile or a function of its tasks): ${failure.message}`;
     case 'interrupted':
-      return 'interrupted while checking what is in place: nothing was changed';
+      return `interrupted while ${failure.during === 'load' ? 'loading the Nodefile' : 'checking what is in place'}: nothing was changed`;
     case 'transaction-not-started':
       return `the atomic apply did not start, and nothing was changed: ${failure.message}`;
     case 'atomic-apply-failed': {

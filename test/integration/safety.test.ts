@@ -172,6 +172,30 @@ test('Ctrl-C while the checks run: plan, status and apply say the run was interr
   expect(rig.read('apply.prom')).toContain('nodegraph_last_run_outcome{command="apply",outcome="canceled"} 1\n');
 }, 60_000);
 
+test('Ctrl-C while the Nodefile loads (its top level awaits) ends the run at once: interrupted while loading, no state folder, exit 130', async () => {
+  // The top level says it is loading, then waits longer than the test would.
+  rig.write(
+    'Nodefile.ts',
+    `import { writeFileSync } from 'node:fs';
+writeFileSync('loading', '');
+await new Promise((resolve) => setTimeout(resolve, 120_000));
+export default (ng: any) => { ng.task('a', { run: ['true'] }); };
+`,
+  );
+  for (const args of [['apply'], ['plan'], ['status', '--json']]) {
+    rmSync(rig.path('loading'), { force: true });
+    const child = rig.spawn(args);
+    spawned.push(child);
+    const done = collect(child);
+    await until(() => existsSync(rig.path('loading')));
+    child.kill('SIGINT');
+    const result = await done;
+    expect(result.code, args.join(' ')).toBe(130);
+    expect(result.stderr, args.join(' ')).toContain('error[interrupted]: interrupted while loading the Nodefile: nothing was changed\n');
+  }
+  expect(existsSync(rig.path('.nodegraph'))).toBe(false);
+});
+
 test('after kill -9 mid-apply the state is valid, finished tasks do not re-run, and apply converges', async () => {
   const n = 30;
   rig.nodefile(`
