@@ -36,7 +36,7 @@ export type EngineEvent =
   | {
       readonly type: 'destroy-done';
       readonly id: TaskId;
-      readonly outcome: 'destroyed' | 'failed' | 'kept' | 'skipped';
+      readonly outcome: 'destroyed' | 'failed' | 'canceled' | 'kept' | 'skipped';
       /** What was run: its stop commands only, or its stop and destroy commands (absent for 'skipped'). */
       readonly action?: 'stop' | 'destroy';
       readonly error?: string;

@@ -262,13 +262,13 @@ async function teardownWith(session: TeardownSession, options: TeardownOptions, 
   session.store.sync();
   if (session.store.failure !== undefined) return err([session.store.failure]);
   // A whole destroy that took everything leaves no generation applied: none is current (the kept ones stay, for rollback N).
-  if (options.mode === 'destroy' && targets.value === undefined && summary.failed.length === 0 && records.size === 0) new GenerationStore(stateDirOf(options)).setCurrent(undefined);
+  if (options.mode === 'destroy' && targets.value === undefined && summary.failed.length + summary.canceled.length === 0 && records.size === 0) new GenerationStore(stateDirOf(options)).setCurrent(undefined);
   const durationMs = Date.now() - started;
   session.emit({
     type: 'summary',
     command: options.mode,
     durationMs,
-    counts: { [options.mode === 'stop' ? 'stopped' : 'destroyed']: summary.done.length, failed: summary.failed.length, kept: summary.kept.length },
+    counts: { [options.mode === 'stop' ? 'stopped' : 'destroyed']: summary.done.length, failed: summary.failed.length, canceled: summary.canceled.length, kept: summary.kept.length },
   });
   return ok({ ...summary, order, durationMs });
 }

@@ -46,12 +46,14 @@ export interface TeardownSummary {
   /** Of `done`, those only stopped (their files and record kept): a stop, or a retirement with `retire: 'stop'`. */
   readonly stopped: TaskId[];
   readonly failed: TaskId[];
+  /** Cut short by the signal (Ctrl-C): recorded as begun, as a failure is, so the next apply does it again. */
+  readonly canceled: TaskId[];
   readonly kept: TaskId[];
 }
 
 export async function teardown(options: TeardownOptions): Promise<TeardownSummary> {
   const { records, emit } = options;
-  const summary: TeardownSummary = { done: [], stopped: [], failed: [], kept: [] };
+  const summary: TeardownSummary = { done: [], stopped: [], failed: [], canceled: [], kept: [] };
   const claimed = claimedOutputs(options);
   // A task whose dependent could not be torn down is kept: it is still needed.
   const blocked = new Map<TaskId, TaskId>();
@@ -89,8 +91,9 @@ export async function teardown(options: TeardownOptions): Promise<TeardownSummar
     options.store.append(begun);
     const failure = await runRecipe(id, recipe, commands, { ...options, mode }, claimed);
     if (failure !== undefined) {
-      summary.failed.push(id);
-      emit({ type: 'destroy-done', id, outcome: 'failed', action: mode, ...failure });
+      const { canceled, ...said } = failure;
+      (canceled ? summary.canceled : summary.failed).push(id);
+      emit({ type: 'destroy-done', id, outcome: canceled ? 'canceled' : 'failed', action: mode, ...said });
       blockUpstream(record, id, blocked);
       continue;
     }
@@ -121,7 +124,7 @@ async function runRecipe(
   commands: readonly (readonly string[])[],
   options: TeardownOptions,
   claimed: Claimed,
-): Promise<{ error: string; output: string; exitCode?: number } | undefined> {
+): Promise<{ error: string; output: string; exitCode?: number; canceled: boolean } | undefined> {
   let output = '';
   for (const argv of commands) {
     const result = await options.runner.run(argv, {
@@ -130,7 +133,9 @@ async function runRecipe(
       signal: options.signal,
     });
     output += result.output;
-    if (!result.ok) return { error: `${result.command}: ${result.failure ?? 'failed'}`, output, ...(result.exitCode === null ? {} : { exitCode: result.exitCode }) };
+    // Cut short by the signal, as apply says of a task: canceled (the command is on its destroy-start).
+    if (!result.ok && (result.canceled || options.signal.aborted)) return { error: 'canceled', output, canceled: true };
+    if (!result.ok) return { error: `${result.command}: ${result.failure ?? 'failed'}`, output, ...(result.exitCode === null ? {} : { exitCode: result.exitCode }), canceled: false };
   }
   if (options.mode === 'stop') return undefined;
   for (const target of recipe.remove) {
@@ -140,7 +145,7 @@ async function runRecipe(
       continue;
     }
     const problem = removePath(target);
-    if (problem !== undefined) return { error: problem, output };
+    if (problem !== undefined) return { error: problem, output, canceled: false };
   }
   return undefined;
 }

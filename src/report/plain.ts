@@ -100,8 +100,8 @@ export function plainReporter(options: PlainOptions): Reporter {
       case 'destroy-done':
         running.delete(event.id);
         if (event.outcome === 'destroyed') write(`${n} ${c.green('✔')} ${event.id} done\n`);
-        else if (event.outcome === 'failed') {
-          write(`${n} ${c.red('✖')} ${event.id} failed: ${event.error ?? ''}\n`);
+        else if (event.outcome === 'failed' || event.outcome === 'canceled') {
+          write(`${n} ${c.red('✖')} ${event.outcome === 'canceled' ? unsuccessful(event.id, event.outcome, event.error) : `${event.id} failed: ${event.error ?? ''}`}\n`);
           for (const line of failureDetail({ ...(event.output === undefined ? {} : { output: event.output }), ...(event.log === undefined ? {} : { log: event.log }) })) write(`${line}\n`);
         } else write(`${n} ${c.yellow('-')} ${event.id} kept${event.because === undefined ? '' : ` (${event.because})`}\n`);
         break;

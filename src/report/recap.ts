@@ -132,9 +132,9 @@ export class Recap {
         if (blamed === undefined) this.stopped.push(event.id);
         else blamed.skipped.push(event.id);
       }
-    } else if (event.type === 'destroy-done' && event.outcome === 'failed') {
-      const what = event.exitCode !== undefined ? `exit ${event.exitCode}` : (event.error ?? 'failed').split('\n', 1)[0]!;
-      this.failed.push({ id: event.id, outcome: 'failed', what, ...(event.exitCode === undefined ? {} : { exitCode: event.exitCode }), ...(event.log === undefined ? {} : { log: event.log }), skipped: [] });
+    } else if (event.type === 'destroy-done' && (event.outcome === 'failed' || event.outcome === 'canceled')) {
+      const what = event.exitCode !== undefined ? `exit ${event.exitCode}` : (event.error ?? event.outcome).split('\n', 1)[0]!;
+      this.failed.push({ id: event.id, outcome: event.outcome, what, ...(event.exitCode === undefined ? {} : { exitCode: event.exitCode }), ...(event.log === undefined ? {} : { log: event.log }), skipped: [] });
     }
   }
 

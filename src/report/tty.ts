@@ -112,9 +112,10 @@ function settledLine(event: Extract<EngineEvent, { type: 'task-done' | 'destroy-
     }
   }
   if (event.outcome === 'destroyed') return `${c.green('✔')} ${event.id} destroyed`;
-  if (event.outcome === 'failed') {
+  if (event.outcome === 'failed' || event.outcome === 'canceled') {
     const detail = failureDetail({ ...(event.output === undefined ? {} : { output: event.output }), ...(event.log === undefined ? {} : { log: event.log }) });
-    return [`${c.red('✖')} ${event.id} failed: ${event.error ?? ''}`, ...detail].join('\n');
+    const said = event.outcome === 'canceled' ? unsuccessful(event.id, event.outcome, event.error) : `${event.id} failed: ${event.error ?? ''}`;
+    return [`${c.red('✖')} ${said}`, ...detail].join('\n');
   }
   return `${c.yellow('-')} ${event.id} ${event.outcome}${event.because === undefined ? '' : ` (${event.because})`}`;
 }

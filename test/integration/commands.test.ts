@@ -140,7 +140,7 @@ describe('destroy', () => {
     const stop = await rig.run(['stop']);
     expect(stop.code).toBe(0);
     // Only the two tasks with something to stop are stopped, and counted.
-    expect(stop.stdout).toMatch(/Stop: 2 stopped, 0 failed, 0 kept/);
+    expect(stop.stdout).toMatch(/Stop: 2 stopped, 0 failed, 0 canceled, 0 kept/);
     expect(stop.stdout).not.toContain('conf');
     expect(existsSync(rig.path('out/up'))).toBe(false);
     expect(existsSync(rig.path('out/conf'))).toBe(true);

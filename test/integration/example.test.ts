@@ -135,7 +135,7 @@ test('status says which services run; with the state lost, it names the traces, 
   for (const p of pids) expect(alive(p)).toBe(true);
   const traced = await rig.run(['destroy', '-f', 'Nodefile.example.ts', '--yes', '--traces']);
   expect(traced.stderr).toBe('');
-  expect(traced.stdout).toMatch(/^Destroy: 6 destroyed, 0 failed, 0 kept in /m);
+  expect(traced.stdout).toMatch(/^Destroy: 6 destroyed, 0 failed, 0 canceled, 0 kept in /m);
   expect(traced.code).toBe(0);
   for (const p of pids) expect(alive(p)).toBe(false);
   expect(existsSync(rig.path('example-node'))).toBe(false);

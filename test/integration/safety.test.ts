@@ -4,6 +4,7 @@ import { spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, readdirSync, rmSync, utimesSync } from 'node:fs';
 import { afterEach, beforeEach, expect, test } from 'vitest';
 import { alive, cli, collect, Rig, until } from '../support/rig.ts';
+import { valid } from '../support/schemas.ts';
 
 let rig: Rig;
 // Children a test could not wait for, ended after it.
@@ -194,6 +195,37 @@ export default (ng: any) => { ng.task('a', { run: ['true'] }); };
     expect(result.stderr, args.join(' ')).toContain('error[interrupted]: interrupted while loading the Nodefile: nothing was changed\n');
   }
   expect(existsSync(rig.path('.nodegraph'))).toBe(false);
+});
+
+test('Ctrl-C during a stop or destroy action says it was canceled, in text and JSON, as apply does, and exits 130', async () => {
+  rig.nodefile(`
+    const a = ng.task('a', { run: ['true'], stop: { shell: 'touch stopping; exec sleep 30' } });
+    ng.task('b', { run: ['true'], after: [a], stop: ['true'] });
+  `);
+  expect((await rig.run(['apply'])).code).toBe(0);
+  for (const args of [['stop'], ['stop', '--json'], ['destroy', '--yes'], ['destroy', '--yes', '--json']]) {
+    rmSync(rig.path('stopping'), { force: true });
+    const child = rig.spawn(args);
+    spawned.push(child);
+    const done = collect(child);
+    await until(() => existsSync(rig.path('stopping')));
+    child.kill('SIGINT');
+    const result = await done;
+    const what = args.join(' ');
+    expect(result.code, what).toBe(130);
+    if (args.includes('--json')) {
+      const events = result.stdout.trimEnd().split('\n').map((line) => JSON.parse(line) as Record<string, unknown>);
+      for (const event of events) valid('events', event);
+      expect(events.find((e) => e['type'] === 'destroy-done' && e['id'] === 'a'), what).toMatchObject({ outcome: 'canceled', action: args[0] });
+      expect(events.at(-1), what).toMatchObject({ type: 'summary', counts: { failed: 0, canceled: 1 }, failures: [{ id: 'a', outcome: 'canceled' }] });
+    } else {
+      expect(result.stdout, what).toMatch(/^\[\d\/\d\] ✖ a canceled$/m);
+      expect(result.stdout, what).toMatch(/^(Stop|Destroy): \d \w+, 0 failed, 1 canceled, 0 kept in /m);
+      expect(result.stdout, what).toContain('\nCanceled: a\n');
+    }
+  }
+  // Cut short, the teardown is not trusted as done: the next apply runs a again.
+  expect((await rig.run(['plan'])).stdout).toMatch(/~ a\s+update/);
 });
 
 test('after kill -9 mid-apply the state is valid, finished tasks do not re-run, and apply converges', async () => {
