@@ -58,6 +58,8 @@ export interface EngineOptions {
   readonly sleep?: (ms: number) => Promise<void>;
   /** The state lock, taken already by the caller, which also releases it (an atomic apply's inner runs). */
   readonly lock?: Lock;
+  /** Told what each load of the Nodefile gave, the graph or why not (watch follows the last one's inputs). */
+  readonly onLoad?: (loaded: Result<TaskGraph, Failure[]>) => void;
   /** Told as each step of a run ends: the Nodefile, the analysis, the journal, observing… (`--timings`, cli/timings.ts). */
   readonly onPhase?: (phase: string, detail?: string) => void;
 }
@@ -182,9 +184,13 @@ export async function openSession(options: EngineOptions, mode: { readonly lock:
   const command = options.command ?? 'nodegraph';
   const phase = options.onPhase ?? (() => {});
   const declared = await loadUnlessInterrupted(options.nodefile, { sites: false, stateDir }, options.signal);
-  if (!declared.ok) return declared;
+  if (!declared.ok) {
+    options.onLoad?.(declared);
+    return declared;
+  }
   phase('nodefile', `${count(declared.value.tasks.length, 'task')} declared`);
   const graph = await analyzeLoaded(options.nodefile, declared.value, stateDir);
+  options.onLoad?.(graph);
   if (!graph.ok) return graph;
   phase('analysis');
   const targets = resolveTargets(options.targets, (id) => graph.value.has(id), () => graph.value.ordered.map((n) => n.id));

@@ -1,4 +1,7 @@
 import { loadGraph, stateDirOf } from '../engine.ts';
+import type { Failure } from '../error.ts';
+import type { TaskGraph } from '../graph/graph.ts';
+import type { Result } from '../util/result.ts';
 import { nodefileMissing, nodefileModules, nodefileReads } from '../nodefile/load.ts';
 import { applyNodefile } from '../apply.ts';
 import { runningHolder } from '../state/lock.ts';
@@ -48,19 +51,21 @@ export async function run(args: Args, io: CliIo): Promise<number> {
       if (state === 'idle') say.write(c.dim('watching for changes (Ctrl-C to stop)\n'));
     },
     runOnce: async () => {
+      // What the run's last load of the Nodefile gave: after a failure, its graph is what to watch.
+      const last: { loaded?: Result<TaskGraph, Failure[]> } = {};
       for (;;) {
         // Plain lines even on a terminal: runs follow one another in one scrolling log.
         const reporter = await reporterFor(args, io, stateDirOf(options), { live: false });
-        const result = await applyNodefile({ ...options, onEvent: reporter.sink });
+        const result = await applyNodefile({ ...options, onEvent: reporter.sink, onLoad: (loaded) => (last.loaded = loaded) });
         await reporter.close();
         if (result.ok) return result.value.graph;
         printFailures(result.error, io);
         // A change seen while another run holds the state is applied once that run ends, not dropped.
         if (!result.error.some((f) => f.reason === 'locked') || !(await lockReleased(stateDirOf(options), io.signal, (text) => say.write(c.dim(text))))) break;
       }
-      // Failed before or after loading: watch what a load now finds, or the Nodefile alone.
-      const graph = await loadGraph(options.nodefile, stateDirOf(options));
-      return graph.ok ? graph.value : undefined;
+      // Failed before loading (the state, the lock): watch what a load now finds; a Nodefile that did not load, alone.
+      const loaded = last.loaded ?? (await loadGraph(options.nodefile, stateDirOf(options)));
+      return loaded.ok ? loaded.value : undefined;
     },
   });
   return io.signal.aborted ? 130 : 0;

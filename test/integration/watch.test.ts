@@ -106,6 +106,49 @@ test('with --json, stdout is events only, each valid against the schema; what wa
   expect(result.stderr).toMatch(/change: .*in\.txt/);
 });
 
+test('a failed run evaluates the Nodefile once, as any run: when it does not load, and when its apply fails after loading', async () => {
+  // Each evaluation appends a line to log/evals; mode says whether the Nodefile throws, and whether its task fails.
+  rig.write(
+    'Nodefile.ts',
+    `import { appendFileSync, readFileSync } from 'node:fs';
+appendFileSync('log/evals', 'evaluated\\n');
+const mode = readFileSync('mode', 'utf8').trim();
+export default (ng: any) => {
+  if (mode === 'throw') throw new Error('mode says throw');
+  ng.settings({ atomic: true });
+  ng.task('a', { inputs: { mode: ng.file('mode') }, run: ['grep', '-q', 'good', 'mode'] });
+};
+`,
+  );
+  rig.write('log/evals', '');
+  rig.write('mode', 'throw\n');
+  const child = rig.spawn(['watch', '--debounce', '50']);
+  const done = collect(child);
+  let stdout = '';
+  let stderr = '';
+  child.stdout?.on('data', (d: Buffer) => (stdout += d.toString()));
+  child.stderr?.on('data', (d: Buffer) => (stderr += d.toString()));
+  const evaluations = (): number => rig.read('log/evals').split('\n').length - 1;
+  const runs = (n: number): Promise<void> => until(() => stdout.split('watching for changes').length === n + 1);
+  await runs(1);
+  expect(stderr).toContain('error[nodefile-threw]');
+  expect(evaluations()).toBe(1);
+  // Loads, and the atomic apply fails (an error after loading): the next change, to its input, is seen.
+  rig.write('mode', 'bad\n');
+  await runs(2);
+  expect(stderr).toContain('error[atomic-apply-failed]');
+  expect(evaluations()).toBe(2);
+  rig.write('mode', 'bad again\n');
+  await runs(3);
+  expect(evaluations()).toBe(3);
+  rig.write('mode', 'good\n');
+  await runs(4);
+  expect(stdout).toContain('healthy: generation');
+  expect(evaluations()).toBe(4);
+  child.kill('SIGINT');
+  expect((await done).code).toBe(130);
+});
+
 test('a run that finds the lock held waits for its holder and then applies, instead of dropping the change', async () => {
   rig.write('in.txt', 'one\n');
   // `wait` waits for `release` while `hold` exists: that apply keeps the lock until the test lets it go.
