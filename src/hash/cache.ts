@@ -178,10 +178,22 @@ export class HashCache {
    */
   hashFile(file: string): FileObservation {
     const key = keyOf(file);
-    let st = this.#statOf(key);
+    const st = this.#statOf(key);
     if (st === undefined || !isRegular(st)) return this.#notFile(key, st);
-    const hit = this.#lookup(key, st);
-    if (hit !== undefined) return hit;
+    return this.#lookup(key, st) ?? this.#readSync(key, st);
+  }
+
+  /** As hashFile, but undefined (nothing read) for a file above ASYNC_THRESHOLD the cache cannot vouch for: hashFileAsync reads it. */
+  hashFileUnlessLarge(file: string): FileObservation | undefined {
+    const key = keyOf(file);
+    const st = this.#statOf(key);
+    if (st === undefined || !isRegular(st)) return this.#notFile(key, st);
+    return this.#lookup(key, st) ?? (st.size > ASYNC_THRESHOLD ? undefined : this.#readSync(key, st));
+  }
+
+  /** Reads the content of `key` (its stat: `first`) on the main thread, looking again if it changes under the read. */
+  #readSync(key: string, first: BigIntStats): FileObservation {
+    let st: BigIntStats | undefined = first;
     for (let attempt = 1; ; attempt++) {
       const started = this.#now();
       const size = st.size;
@@ -202,8 +214,8 @@ export class HashCache {
     return (Number(st.mode) & S_IFMT) === S_IFDIR ? 'directory' : 'other';
   }
 
-  /** As hashFile, but a large file's content is read off the main thread. */
-  async hashFileAsync(file: string): Promise<FileObservation> {
+  /** As hashFile, but a large file's content is read off the main thread, and on `signal` given up (its reason thrown). */
+  async hashFileAsync(file: string, signal?: AbortSignal): Promise<FileObservation> {
     const key = keyOf(file);
     let st = this.#statOf(key);
     if (st === undefined || !isRegular(st)) return this.#notFile(key, st);
@@ -212,10 +224,7 @@ export class HashCache {
     for (let attempt = 1; ; attempt++) {
       const started = this.#now();
       const size = st.size;
-      const read =
-        size > ASYNC_THRESHOLD
-          ? await this.#attemptAsync(attempt, () => hashAndStatAsync(key))
-          : this.#attempt(attempt, () => hashAndStat(key, Number(size)));
+      const read = size > ASYNC_THRESHOLD ? await this.#attemptAsync(attempt, () => hashAndStatAsync(key, signal)) : this.#attempt(attempt, () => hashAndStat(key, Number(size)));
       const done = this.#conclude(key, st, read, started, attempt);
       if (done !== undefined) return done;
       st = this.#statOf(key);

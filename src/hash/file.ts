@@ -103,10 +103,14 @@ export async function sha256FileAsync(file: string): Promise<FileDigest> {
   }
 }
 
-/** SHA-256 of what can be read from an open file, from its current position. Does not close it. */
-export async function sha256HandleAsync(handle: FileHandle): Promise<FileDigest> {
+/**
+ * SHA-256 of what can be read from an open file, from its current position. Does not close it.
+ * On `signal` it throws the signal's reason between two chunks, no read left in flight.
+ */
+export async function sha256HandleAsync(handle: FileHandle, signal?: AbortSignal): Promise<FileDigest> {
   let buffer = Buffer.allocUnsafeSlow(ASYNC_CHUNK_BYTES);
   let n = await fillAsync(handle, buffer);
+  signal?.throwIfAborted();
   if (n < ASYNC_CHUNK_BYTES) return { hash: contentHash(hash('sha256', buffer.subarray(0, n), 'hex')), bytes: n };
   let spare = Buffer.allocUnsafeSlow(ASYNC_CHUNK_BYTES);
   const digest = createHash('sha256');
@@ -118,6 +122,7 @@ export async function sha256HandleAsync(handle: FileHandle): Promise<FileDigest>
     bytes += n;
     if (next === undefined) break;
     n = await next;
+    signal?.throwIfAborted();
     [buffer, spare] = [spare, buffer];
   }
   return { hash: contentHash(digest.digest('hex')), bytes };
@@ -143,12 +148,12 @@ export function hashAndStat(file: string, size: number): HashedFile {
   }
 }
 
-/** As hashAndStat, the whole file read off the main thread. */
-export async function hashAndStatAsync(file: string): Promise<HashedFile> {
+/** As hashAndStat, the whole file read off the main thread; given up on `signal` (see sha256HandleAsync). */
+export async function hashAndStatAsync(file: string, signal?: AbortSignal): Promise<HashedFile> {
   // node:fs/promises only when a large file needs it: a no-op does not load it.
   const handle = await process.getBuiltinModule('node:fs/promises').open(file, OPEN_FLAGS);
   try {
-    const digest = await sha256HandleAsync(handle);
+    const digest = await sha256HandleAsync(handle, signal);
     return { digest, after: await handle.stat({ bigint: true }) };
   } finally {
     await handle.close();

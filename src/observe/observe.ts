@@ -159,12 +159,15 @@ export async function observe(options: ObserveOptions): Promise<Result<Map<TaskI
   for (let n = 0; n < nodes.length; n++) {
     // The read-ahead request and the checks' output come in on the event loop: a turn every so often.
     if ((readingAhead || checks.count > 0) && n % EVENT_LOOP_TURN === EVENT_LOOP_TURN - 1) await new Promise<void>((resolve) => setImmediate(resolve));
+    // A large file is read off the main thread, so that Ctrl-C is heard and cuts the read short.
+    const large = pass.look(n);
+    if (large !== undefined && !(await pass.readLarge(large))) break;
     observations.set(nodes[n]!.id, pass.task(n));
   }
   await checks.done;
-  if (pass.failures.length > 0) return err(pass.failures);
-  // A check cut short (or never started) is no verdict: what it would say of its task is unknown.
+  // A check or a read cut short (or never started) is no verdict: what it would say is unknown.
   if (options.signal.aborted) return err([{ reason: 'interrupted', during: 'check' }]);
+  if (pass.failures.length > 0) return err(pass.failures);
   for (const [id, check] of checks.verdicts) {
     const current = observations.get(id)!;
     observations.set(id, { inputs: current.inputs, outputs: current.outputs, check, ...(current.unkeyed === undefined ? {} : { unkeyed: current.unkeyed }) });
@@ -223,6 +226,42 @@ class FilePass implements ObservedSources {
       else if (seen === undefined || seen === 'looked' || seen === 'missing' || seen === 'other') visit(path, undefined);
       else visit(path, seen.length === PACKED_LENGTH ? unpack(seen) : (seen as ContentHash));
     }
+  }
+
+  /**
+   * Looks at node n's file and tree inputs not looked at yet, as task(n) will read them; the slots of
+   * large files the cache cannot vouch for, left for readLarge, or undefined when there are none.
+   */
+  look(n: number): number[] | undefined {
+    const node = this.#files.nodes[n]!;
+    if (this.#options.unrecordedInputs === 'look' && this.#options.records.status(node.id) !== 'ok') return undefined;
+    const { paths, slots, starts } = this.#files;
+    const end = (n + 1 < starts.length ? starts[n + 1]! : slots.length) - node.outputs.length;
+    let large: number[] | undefined;
+    for (let at = starts[n]!; at < end; at++) {
+      const slot = slots[at]!;
+      const seen = this.#seen[slot];
+      if (seen !== undefined && seen !== 'looked') continue;
+      const looked = this.#options.cache.hashFileUnlessLarge(paths[slot]!);
+      if (looked === undefined) (large ??= []).push(slot);
+      else this.#seen[slot] = looked.kind === 'file' ? looked.hash : looked.kind;
+    }
+    return large;
+  }
+
+  /** Reads the large files at `slots` (look); false when the signal cut that short. */
+  async readLarge(slots: readonly number[]): Promise<boolean> {
+    const { cache, signal } = this.#options;
+    for (const slot of slots) {
+      try {
+        const looked = await cache.hashFileAsync(this.#files.paths[slot]!, signal);
+        this.#seen[slot] = looked.kind === 'file' ? looked.hash : looked.kind;
+      } catch (error) {
+        if (signal.aborted) return false;
+        throw error;
+      }
+    }
+    return true;
   }
 
   /** Node n's observation. */

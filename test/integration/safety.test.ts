@@ -1,7 +1,7 @@
 // State is sacred: the lock, Ctrl-C, kill -9, an unwritable state dir.
 
 import { spawnSync, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, readdirSync, rmSync, utimesSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, readdirSync, readlinkSync, rmSync, statSync, utimesSync } from 'node:fs';
 import { afterEach, beforeEach, expect, test } from 'vitest';
 import { alive, cli, collect, Rig, until } from '../support/rig.ts';
 import { valid } from '../support/schemas.ts';
@@ -172,6 +172,38 @@ test('Ctrl-C while the checks run: plan, status and apply say the run was interr
   // An interrupted apply counts as canceled, not as one that could not run.
   expect(rig.read('apply.prom')).toContain('nodegraph_last_run_outcome{command="apply",outcome="canceled"} 1\n');
 }, 60_000);
+
+test('Ctrl-C while a large input is hashed ends the read at once: interrupted, the state as it was, exit 130', { timeout: 180_000 }, async () => {
+  rig.nodefile(`ng.task('small', { outputs: ['out/small'], run: ['touch', 'out/small'] });`);
+  expect((await rig.run(['apply'])).code).toBe(0);
+  const state = (): Record<string, string> =>
+    Object.fromEntries(readdirSync(rig.path('.nodegraph'), { recursive: true, encoding: 'utf8' }).sort().map((f) => [f, statSync(rig.path('.nodegraph', f)).isFile() ? readFileSync(rig.path('.nodegraph', f), 'latin1') : '']));
+  const before = state();
+  // A terabyte that takes no disk (a sparse file): read whole, it would take many minutes.
+  const image = rig.path('big.img');
+  expect(spawnSync('truncate', ['-s', '1T', image]).status).toBe(0);
+  rig.nodefile(`
+    ng.task('small', { outputs: ['out/small'], run: ['touch', 'out/small'] });
+    ng.task('boot', { inputs: { image: ng.file('big.img') }, run: ['true'] });
+  `);
+  const child = rig.spawn(['apply']);
+  spawned.push(child);
+  const done = collect(child);
+  // Interrupted once it reads the image: while it has the file open.
+  const reading = (): boolean => {
+    try {
+      return readdirSync(`/proc/${child.pid}/fd`).some((fd) => readlinkSync(`/proc/${child.pid}/fd/${fd}`) === image);
+    } catch {
+      return false;
+    }
+  };
+  await until(reading);
+  child.kill('SIGINT');
+  const result = await done;
+  expect(result.code).toBe(130);
+  expect(result.stderr).toContain('error[interrupted]: interrupted while checking what is in place: nothing was changed\n');
+  expect(state()).toEqual(before);
+});
 
 test('Ctrl-C while the Nodefile loads (its top level awaits) ends the run at once: interrupted while loading, no state folder, exit 130', async () => {
   // The top level says it is loading, then waits longer than the test would.
