@@ -1,16 +1,22 @@
 // `nodegraph watch`: applies, then applies again when an input changes;
 // Ctrl-C ends it with 130 and releases the lock.
 
+import type { ChildProcess } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { afterEach, beforeEach, expect, test } from 'vitest';
 import { collect, Rig, until } from '../support/rig.ts';
 import { valid } from '../support/schemas.ts';
 
 let rig: Rig;
+// Watches a failed test did not end, ended after it.
+const spawned: ChildProcess[] = [];
 beforeEach(() => {
   rig = new Rig();
 });
-afterEach(() => rig.cleanup());
+afterEach(() => {
+  for (const child of spawned.splice(0)) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  rig.cleanup();
+});
 
 
 test('re-applies on an input change and stops on Ctrl-C', async () => {
@@ -123,6 +129,7 @@ export default (ng: any) => {
   rig.write('log/evals', '');
   rig.write('mode', 'throw\n');
   const child = rig.spawn(['watch', '--debounce', '50']);
+  spawned.push(child);
   const done = collect(child);
   let stdout = '';
   let stderr = '';
