@@ -44,11 +44,10 @@ async function confirm(order: readonly TaskId[], io: CliIo): Promise<boolean> {
     io.stderr.write('destroy needs confirmation: run it on a terminal, or pass --yes\n');
     return false;
   }
-  // Under --json stdout carries the events alone: the question goes to the terminal by stderr.
-  const [say, output] = io.json === true ? [io.stderr, process.stderr] : [io.stdout, process.stdout];
-  say.write(`nodegraph will destroy ${order.length} task${order.length === 1 ? '' : 's'}, in this order:\n`);
-  for (const id of order) say.write(`  - ${id}\n`);
-  const rl = createInterface({ input: process.stdin, output });
+  // The question goes to the terminal by stderr, as rm -i asks: stdout may be a log, or the events under --json.
+  io.stderr.write(`nodegraph will destroy ${order.length} task${order.length === 1 ? '' : 's'}, in this order:\n`);
+  for (const id of order) io.stderr.write(`  - ${id}\n`);
+  const rl = createInterface({ input: process.stdin, output: process.stderr });
   // The terminal is raw while readline asks: a Ctrl-C typed is a key, not a signal. Made the signal it
   // stands for, it stops the run as any Ctrl-C does (unhandled, readline throws an AbortError, a crash).
   rl.on('SIGINT', () => process.kill(process.pid, 'SIGINT'));

@@ -121,6 +121,19 @@ test.skipIf(!hasTmux)("Ctrl-C typed at destroy's question is a no, and an interr
   expect(rig.exists('.nodegraph/lock')).toBe(false);
 });
 
+test.skipIf(!hasTmux)('destroy with its output sent to a log asks its question on the terminal by stderr, and the log keeps what it did', async () => {
+  rig.nodefile(`ng.task('svc', { outputs: ['out/svc'], run: ['touch', 'out/svc'] });`);
+  expect((await rig.run(['apply'])).code).toBe(0);
+  term = new Terminal(rig.dir, ['destroy'], { stdout: rig.path('destroy.log') });
+  const asked = await term.waitFor(/Only 'yes' will be accepted:/);
+  expect(asked).toContain('nodegraph will destroy 1 task, in this order:\n  - svc\n');
+  term.keys('yes', 'Enter');
+  await term.waitFor(/^exit 0$/m);
+  expect(rig.read('destroy.log')).not.toContain('will destroy');
+  expect(rig.read('destroy.log')).toMatch(/^Destroy: 1 destroyed/m);
+  expect(rig.exists('out/svc')).toBe(false);
+});
+
 test.skipIf(!hasTmux)("destroy --json asks its question on the terminal by stderr: stdout holds the events alone", async () => {
   rig.nodefile(`ng.task('svc', { outputs: ['out/svc'], run: ['touch', 'out/svc'] });`);
   expect((await rig.run(['apply'])).code).toBe(0);
