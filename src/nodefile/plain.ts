@@ -18,6 +18,8 @@ const NAME = /^[A-Za-z0-9_.-]+$/;
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 /** A name a command's environment can hold: not empty, no `=` (which would end the name) and no NUL. */
 export const COMMAND_ENV_NAME = /^[^=\0]+$/;
+/** A verb the plan shows (TaskSpec.verbs): a word or a few, on one line, no blank at either end. */
+export const VERB = /^[^\s\0-\x1f\x7f](?:[^\0-\x1f\x7f]*[^\s\0-\x1f\x7f])?$/;
 /** Deeper values are left to the schema (which also meets a cycle there). */
 const MAX_DEPTH = 32;
 
@@ -97,8 +99,8 @@ export function plainlyValid(spec: Record<string, unknown>): boolean {
     for (const key in verbs) {
       const v = (verbs as Record<string, unknown>)[key];
       if (key === 'upstream') {
-        if (v !== undefined && !isStringRecord(v)) return false;
-      } else if ((key !== 'create' && key !== 'update') || (v !== undefined && typeof v !== 'string')) return false;
+        if (v !== undefined && (!isStringRecord(v) || !Object.values(v as object).every((word) => VERB.test(word as string)))) return false;
+      } else if ((key !== 'create' && key !== 'update') || (v !== undefined && (typeof v !== 'string' || !VERB.test(v)))) return false;
     }
   }
   return true;

@@ -5,7 +5,7 @@
 import { z } from 'zod';
 import type { TaskSpec } from './types.ts';
 import { err, ok, type Result } from '../util/result.ts';
-import { COMMAND_ENV_NAME, ID_MESSAGE, ID_PATTERN } from './plain.ts';
+import { COMMAND_ENV_NAME, ID_MESSAGE, ID_PATTERN, VERB } from './plain.ts';
 import { DURATION_MESSAGE, parseDuration } from '../util/duration.ts';
 import { nearest } from '../util/nearest.ts';
 
@@ -26,6 +26,8 @@ const json: z.ZodType = z.lazy(() =>
 );
 
 const relPath = z.string().min(1, 'a path must not be empty');
+/** A word the plan shows in its verb column: `start`, `restart`. */
+const verb = z.string().regex(VERB, 'a verb is what the plan shows (start, leave in containerd): words on one line');
 
 export const inputSchema = z.discriminatedUnion('kind', [
   z.object({ kind: z.literal('file'), path: relPath }),
@@ -54,7 +56,7 @@ export const taskSpecSchema = z.strictObject({
   retire: z.enum(['destroy', 'stop']).optional(),
   pool: z.string().min(1).optional(),
   verbs: z
-    .strictObject({ create: z.string().optional(), update: z.string().optional(), upstream: z.record(z.string(), z.string()).optional() })
+    .strictObject({ create: verb.optional(), update: verb.optional(), upstream: z.record(z.string(), verb).optional() })
     .optional(),
   health: z
     .strictObject({

@@ -328,6 +328,17 @@ error[invalid-field]: task c: field run: a command needs at least the program na
 `,
   },
   {
+    name: 'a verb the plan would show as a blank is refused where it is declared',
+    body: `  ng.task('a', { run: ['true'], verbs: { create: '' } });
+`,
+    expected: (f) => `error[invalid-field]: task a: field verbs.create: a verb is what the plan shows (start, leave in containerd): words on one line
+ --> ${f}:3:6
+  |
+3 |   ng.task('a', { run: ['true'], verbs: { create: '' } });
+  |      ^
+`,
+  },
+  {
     name: 'a tree that holds the state folder, which would never settle, is refused with the field',
     body: `  ng.task('b', { inputs: { all: ng.tree('.') }, run: ['true'] });
 `,
