@@ -194,6 +194,9 @@ function ownPaths(c: NodeConfig): string[] {
   return [...files, ...(c.imageArchiveDir === undefined ? [] : [c.imageArchiveDir])].map((p) => path.posix.resolve(p));
 }
 
+/** The error a configuration that fails a check throws: the file, then each problem on a line of its own. */
+const invalidConfig = (file: string, problems: readonly string[]): Error => new Error(`the node configuration ${file} is not valid:\n  ${problems.join('\n  ')}`);
+
 /** The id runc knows a slot's container by. */
 export const containerIdOf = (c: Pick<NodeConfig, 'containerId'>, slot: Slot): string => c.containerId.replace('{slot}', slot);
 
@@ -215,7 +218,7 @@ export function readNodeConfig(file: string): NodeConfig {
     throw new Error(`the node configuration ${file} is not JSON: ${(error as Error).message}`);
   }
   const checked = validateNodeConfig(raw);
-  if (!checked.ok) throw new Error(`the node configuration ${file} is not valid:\n  ${checked.error.join('\n  ')}`);
+  if (!checked.ok) throw invalidConfig(file, checked.error);
   const config = resolvePaths(checked.value, path.dirname(path.resolve(file)));
   const problems: string[] = [];
   // Every slot is made from the image: a missing one is the configuration's mistake, named by its field.
@@ -231,7 +234,7 @@ export function readNodeConfig(file: string): NodeConfig {
   } catch (error) {
     problems.push((error as Error).message);
   }
-  if (problems.length > 0) throw new Error(`the node configuration ${file} is not valid:\n  ${problems.join('\n  ')}`);
+  if (problems.length > 0) throw invalidConfig(file, problems);
   return config;
 }
 
@@ -292,7 +295,7 @@ export function kubeletSettingsOf(c: NodeConfig, configFile: string): KubeletSet
           clientCertificate: read('clientCertificateFile', cluster.clientCertificateFile!, pemCertificateSchema),
           clientKey: read('clientKeyFile', cluster.clientKeyFile!, pemKeySchema),
         };
-  if (problems.length > 0) throw new Error(`the node configuration ${configFile} is not valid:\n  ${problems.join('\n  ')}`);
+  if (problems.length > 0) throw invalidConfig(configFile, problems);
   return {
     nodeName: c.nodeName,
     server: cluster.server,

@@ -4,7 +4,7 @@ import type { TaskId } from '../ids.ts';
 import { stateDirOf } from '../engine.ts';
 import { teardownNodefile } from '../operations.ts';
 import type { CliIo } from './output.ts';
-import { engineOptions, printFailures, reporterFor, type Args } from './shared.ts';
+import { engineOptions, plainOut, printFailures, reporterFor, type Args } from './shared.ts';
 
 export async function run(args: Args, io: CliIo, mode: 'stop' | 'destroy' = 'destroy'): Promise<number> {
   const options = engineOptions(args, io, mode);
@@ -30,8 +30,8 @@ export async function run(args: Args, io: CliIo, mode: 'stop' | 'destroy' = 'des
     if (result.error.some((f) => LOADING.has(f.reason))) io.stderr.write(`The state's records alone can be torn down, without the Nodefile: nodegraph ${mode} --from-state\n`);
     return code;
   }
-  // Under --json stdout is the events alone (the summary's zero counts say the same).
-  if (result.value.order.length === 0) (io.json === true ? io.stderr : io.stdout).write(`Nothing to ${mode}: the state records no task.\n`);
+  // Under --json the summary's zero counts say the same.
+  if (result.value.order.length === 0) plainOut(io).write(`Nothing to ${mode}: the state records no task.\n`);
   if (io.signal.aborted) return 130;
   return result.value.failed.length > 0 ? 1 : 0;
 }

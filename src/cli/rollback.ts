@@ -2,7 +2,7 @@ import { rollbackNodefile } from '../apply.ts';
 import type { CliIo } from './output.ts';
 import { stateDirOf } from '../engine.ts';
 import { applyMetricsRun, metricsTarget, recordMetrics } from './metrics.ts';
-import { engineOptions, keepFlag, printFailures, reporterFor, type Args } from './shared.ts';
+import { engineOptions, keepFlag, plainOut, printFailures, reporterFor, type Args } from './shared.ts';
 
 export async function run(args: Args, io: CliIo): Promise<number> {
   const startedAt = Date.now();
@@ -32,7 +32,6 @@ export async function run(args: Args, io: CliIo): Promise<number> {
   if (!result.ok) return printFailures(result.error, io);
   if (io.signal.aborted) return 130;
   if (result.value.failed.length > 0) return 1;
-  // Under --json stdout is the events alone.
-  (io.json === true ? io.stderr : io.stdout).write(`Generation ${result.value.generation} is current.\n`);
+  plainOut(io).write(`Generation ${result.value.generation} is current.\n`);
   return 0;
 }

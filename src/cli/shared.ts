@@ -22,6 +22,9 @@ export function paletteFor(io: CliIo, stream: { readonly isTTY: boolean } = io.s
   return palette(colorEnabled(stream, io.env));
 }
 
+/** Where a command's own plain lines go: stdout, but stderr under --json, whose stdout carries JSON alone. */
+export const plainOut = (io: CliIo): CliIo['stdout'] => (io.json === true ? io.stderr : io.stdout);
+
 export function engineOptions(args: Args, io: CliIo, command: string): EngineOptions | Failure {
   const nodefile = path.resolve(io.cwd, str(args.values['file']) ?? 'Nodefile.ts');
   const jobsText = str(args.values['jobs']);

@@ -7,7 +7,7 @@ import { applyNodefile } from '../apply.ts';
 import { runningHolder } from '../state/lock.ts';
 import { watchLoop } from '../watch/watcher.ts';
 import type { CliIo } from './output.ts';
-import { engineOptions, paletteFor, printFailures, reporterFor, str, type Args } from './shared.ts';
+import { engineOptions, paletteFor, plainOut, printFailures, reporterFor, str, type Args } from './shared.ts';
 
 const MAX_TIMER_MS = 2 ** 31 - 1;
 const LOCK_POLL_MS = 100;
@@ -36,8 +36,7 @@ export async function run(args: Args, io: CliIo): Promise<number> {
   // A Nodefile that is not there (a typo, a folder) is apply's error, exit 1: waiting for it to appear would hide the typo.
   const missing = nodefileMissing(options.nodefile);
   if (missing !== undefined) return printFailures([missing], io);
-  // Under --json stdout is JSON lines only: watch's own words go to stderr.
-  const say = io.json === true ? io.stderr : io.stdout;
+  const say = plainOut(io);
   const c = paletteFor(io, say);
   await watchLoop({
     debounceMs,
