@@ -327,7 +327,10 @@ async function settle(options: ApplyOptions, session: Session, begun: Transactio
   let transaction = begun;
   const summary = run.summary;
   if (cause === undefined && summary !== undefined) {
-    transaction = advance(stateDir, transaction, 'health');
+    const advanced = advance(stateDir, transaction, 'health');
+    // Recorded as still applying, as a crash here would leave it: the next apply rolls it back.
+    if (!advanced.ok) return err([...run.failures, { reason: 'state-dir-unwritable', path: stateDir, message: `${advanced.error}; the apply stopped before its health check, and the next apply rolls the change back (\`apply --continue\` finishes it)` }]);
+    transaction = advanced.value;
     emit({ type: 'transaction', message: 'waiting for the graph to be healthy' });
     const health = await waitHealthy(summary.graph, session.runner, options.signal ?? new AbortController().signal, session.jobs, stateDir, options);
     if (!health.ok) cause = `${health.task} is not healthy: ${health.detail}`;
@@ -340,7 +343,7 @@ async function settle(options: ApplyOptions, session: Session, begun: Transactio
     }
     const destroyed = [...summary.destroyed, ...retired.destroyed];
     const problem = commit(stateDir, store, transaction, { ran: summary.ran, destroyed, keep: options.keep ?? DEFAULT_KEEP });
-    if (problem !== undefined) return err([{ reason: 'generation-write-failed', path: store.dir, message: `healthy, but the commit is unfinished (the next apply finishes it): ${problem}` }]);
+    if (problem !== undefined) return err([{ reason: 'generation-write-failed', path: problem.path, message: `healthy, but the commit is unfinished (the next apply ${problem.next}): ${problem.problem}` }]);
     emit({ type: 'transaction', message: `healthy: generation ${transaction.to} is current` });
     return ok({ ...summary, destroyed, stopped: [...summary.stopped, ...retired.stopped], generation: transaction.to });
   }
@@ -427,7 +430,7 @@ async function finishTransaction(
   if (transaction.phase === 'commit') {
     emit({ type: 'transaction', message: `finishing the commit of generation ${transaction.to}, which an interrupted apply had proven healthy` });
     const problem = commit(stateDir, store, transaction, { ran: store.read(transaction.to)?.ran ?? [], destroyed: store.read(transaction.to)?.destroyed ?? [], keep: options.keep ?? DEFAULT_KEEP });
-    if (problem !== undefined) return err([{ reason: 'generation-write-failed', path: store.dir, message: problem }]);
+    if (problem !== undefined) return err([{ reason: 'generation-write-failed', path: problem.path, message: `the commit is unfinished (the next apply ${problem.next}): ${problem.problem}` }]);
     return ok({ recovered: recovered('committed') });
   }
   if (options.continue === true) {

@@ -21,7 +21,8 @@ import type { Health } from './health.ts';
 import { intendedRecord, mayHaveLeft, readIntents, type Intent } from './intents.ts';
 import { readPreserved, restorePreserved, savePreserved } from './preserve.ts';
 import { failpoint } from '../util/failpoint.ts';
-import { clearTransaction, transactionDir, writeTransaction, type Transaction } from './record.ts';
+import { clearTransaction, transactionDir, transactionPath, writeTransaction, type Transaction } from './record.ts';
+import { errnoWords } from '../state/errors.ts';
 
 /** A task's record as a transaction compares it: any run, stop or change since gives another string. */
 function identity(records: Records, id: TaskId): string {
@@ -89,32 +90,55 @@ export function beginTransaction(begin: Begin): Result<Transaction, Failure> {
   return ok(transaction);
 }
 
-/** Moves the transaction to its next phase, durably. */
-export function advance(stateDir: string, transaction: Transaction, phase: Transaction['phase'], cause?: string): Transaction {
+/**
+ * Moves the transaction to its next phase, durably; or why it could not (a
+ * full disk), the phase recorded before standing for the next run to act on.
+ */
+export function advance(stateDir: string, transaction: Transaction, phase: Transaction['phase'], cause?: string): Result<Transaction, string> {
   const next: Transaction = { ...transaction, phase, ...(cause === undefined ? {} : { cause }) };
-  writeTransaction(stateDir, next);
-  return next;
+  try {
+    writeTransaction(stateDir, next);
+  } catch (error) {
+    return err(`${path.basename(transactionPath(stateDir))}: ${errnoWords(error)}`);
+  }
+  return ok(next);
+}
+
+/** A commit left unfinished, and what the next apply does with it. */
+export interface Unfinished {
+  /** The folder that would not take the write: the generations' or the state's. */
+  readonly path: string;
+  readonly problem: string;
+  readonly next: 'finishes it' | 'rolls it back';
 }
 
 /**
  * The change held: its generation is current, the saved copies go. When its
  * manifest cannot be written, the transaction stays in its commit phase for
- * the next run to finish, and the problem is returned.
+ * the next run to finish; when the commit phase itself cannot be recorded, in
+ * its health phase, which the next run rolls back.
  */
 export function commit(
   stateDir: string,
   store: GenerationStore,
   transaction: Transaction,
   what: { ran: readonly string[]; destroyed: readonly string[]; keep: number },
-): string | undefined {
-  const committing = transaction.phase === 'commit' ? transaction : advance(stateDir, transaction, 'commit');
+): Unfinished | undefined {
+  const advanced = transaction.phase === 'commit' ? ok(transaction) : advance(stateDir, transaction, 'commit');
+  if (!advanced.ok) return { path: stateDir, problem: `could not record the commit (${advanced.error})`, next: 'rolls it back' };
+  const committing = advanced.value;
   if (committing.to !== committing.from) {
     const marked = store.mark(committing.to, 'applied', { ran: what.ran, destroyed: what.destroyed });
-    if (!marked.ok) return generationProblem(marked.error);
-    store.setCurrent(marked.value);
+    if (!marked.ok) return { path: store.dir, problem: generationProblem(marked.error), next: 'finishes it' };
+    try {
+      store.setCurrent(marked.value);
+    } catch (error) {
+      return { path: store.dir, problem: `current: ${errnoWords(error)}`, next: 'finishes it' };
+    }
   }
   failpoint('committed');
-  clearTransaction(stateDir);
+  const kept = end(stateDir);
+  if (kept !== undefined) return { path: stateDir, problem: kept, next: 'finishes it' };
   store.prune(what.keep);
   return undefined;
 }
@@ -157,7 +181,9 @@ export interface RollbackOutcome {
  */
 export async function rollBack(context: RollbackContext, begun: Transaction, cause: string): Promise<RollbackOutcome> {
   const { stateDir, store, emit } = context;
-  const transaction = begun.phase === 'rollback' ? begun : advance(stateDir, begun, 'rollback', cause);
+  const advanced = begun.phase === 'rollback' ? ok(begun) : advance(stateDir, begun, 'rollback', cause);
+  if (!advanced.ok) return { ok: false, left: [`could not record the rollback (${advanced.error}): nothing was undone`] };
+  const transaction = advanced.value;
   // A fresh signal: the first Ctrl-C stopped the apply; the rollback must still run (a second quits).
   const signal = new AbortController().signal;
   // The generation to go back to is checked whole before anything is stopped: one that cannot be applied
@@ -216,8 +242,19 @@ export async function rollBack(context: RollbackContext, begun: Transaction, cau
   if (left.length > 0) return { ok: false, left };
   failpoint('rolled-back');
   if (transaction.to !== transaction.from) store.mark(transaction.to, 'failed');
-  clearTransaction(stateDir);
+  const kept = end(stateDir);
+  if (kept !== undefined) return { ok: false, left: [`the rollback is done, but ${kept}: the next apply takes it again`] };
   return { ok: true, left: [] };
+}
+
+/** Removes the transaction's record, its last step; or why it could not (the record then stands for the next run). */
+function end(stateDir: string): string | undefined {
+  try {
+    clearTransaction(stateDir);
+    return undefined;
+  } catch (error) {
+    return `could not remove ${path.basename(transactionPath(stateDir))} (${errnoWords(error)})`;
+  }
 }
 
 /**

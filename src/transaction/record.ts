@@ -11,7 +11,7 @@
 // `apply --continue`, finishes the change); in commit, the change was healthy
 // and the commit is finished.
 
-import { readFileSync, rmSync } from 'node:fs';
+import { readFileSync, rmSync, unlinkSync } from 'node:fs';
 import { transactionDir, transactionPath } from '../state/transaction-files.ts';
 import path from 'node:path';
 import { writeDurably } from '../util/durable.ts';
@@ -71,7 +71,12 @@ export function writeTransaction(stateDir: string, transaction: Transaction): vo
 }
 
 export function clearTransaction(stateDir: string): void {
-  rmSync(transactionPath(stateDir), { force: true });
+  // unlink, not rmSync: Node's rmSync reports a read-only file system with no errno code.
+  try {
+    unlinkSync(transactionPath(stateDir));
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+  }
   rmSync(transactionDir(stateDir), { recursive: true, force: true });
 }
 

@@ -1,15 +1,17 @@
 // Atomic apply, for real: a failing task, a health task that stops holding,
 // and Ctrl-C each undo the apply — outputs, preserved files (by SHA-256, mode
 // and owner), and a running start-stop-daemon service back on its previous
-// configuration — and the generations that make it possible.
+// configuration — and the generations that make it possible; a state folder
+// that stops taking writes mid-apply is one clear error, undone by the next.
 
+import { spawnSync } from 'node:child_process';
 import { chmodSync, existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { afterEach, beforeEach, describe, expect, test } from 'vitest';
 import { applyNodefile } from '../../src/apply.ts';
 import { planNodefile } from '../../src/operations.ts';
 import { palette } from '../../src/report/color.ts';
 import { renderFailure } from '../../src/report/diagnostic.ts';
-import { Rig, alive, collect, until } from '../support/rig.ts';
+import { Rig, alive, cli, collect, until } from '../support/rig.ts';
 import { describeTree, makeSharedTree } from '../support/tree.ts';
 
 let rig: Rig;
@@ -222,4 +224,74 @@ describe('an atomic apply that fails is undone', () => {
       makeSharedTreeFresh();
     }
   }, 120_000);
+});
+
+describe('the state folder turned read-only while an atomic apply runs (as a full disk would leave it)', () => {
+  // A task seals .nodegraph under a read-only bind mount, in a mount namespace of the test's own: the
+  // journal, open already, still takes its records; transaction.json, written anew each step, cannot be.
+  /** `v` copies v.txt to out/v; `seal` seals the state folder once v.txt says 2, by its run, or by its check the second time that sees out/v say 2 (the first is the check after its run). */
+  const sealed = (how: 'run' | 'run, then fail' | 'check'): void => {
+    rig.write('v.txt', '1\n');
+    rig.write('seal.sh', `#!/bin/sh
+[ "$(cat "$1")" = 2 ] && [ ! -e sealed ] || exit 0
+if [ "$2" = check ] && [ ! -e checked ]; then touch checked; exit 0; fi
+touch sealed
+mount --bind .nodegraph .nodegraph && mount -o remount,bind,ro .nodegraph || exit 9
+exit "$3"
+`);
+    const action = how === 'check' ? "run: ['true'], check: ['sh', 'seal.sh', 'out/v', 'check', '0']" : `run: ['sh', 'seal.sh', 'v.txt', 'run', '${how === 'run' ? 0 : 1}']`;
+    rig.nodefile(`
+    ng.settings({ atomic: true });
+    const v = ng.task('v', { inputs: { v: ng.file('v.txt') }, outputs: ['out/v'], run: { shell: 'cp v.txt out/v' } });
+    ng.task('seal', { inputs: { v: ng.file('v.txt') }, after: [v], ${action} });`);
+  };
+  const script = `
+    "$@" apply > /dev/null || exit 99
+    echo 2 > v.txt
+    "$@" apply; echo "exit $?"
+    umount .nodegraph || exit 98
+    "$@" apply; echo "again $?"`;
+  const run = (): { stdout: string; stderr: string } => {
+    const got = spawnSync('unshare', ['-rm', 'sh', '-c', script, 'sh', process.execPath, cli], { cwd: rig.dir, encoding: 'utf8', env: { ...process.env, CI: '1', NO_COLOR: '1' } });
+    expect(got.status).toBe(0);
+    return got;
+  };
+
+  test('its health step cannot be recorded: one error saying so, and the next apply rolls the change back', () => {
+    sealed('run');
+    const got = run();
+    expect(got.stdout).toContain('\nexit 1\n');
+    expect(got.stderr).toMatch(
+      /^error\[state-dir-unwritable\]: cannot write to the state folder \S+\/\.nodegraph: transaction\.json: read-only file system \(EROFS\); the apply stopped before its health check, and the next apply rolls the change back \(`apply --continue` finishes it\)\n/,
+    );
+    expect(got.stderr).not.toMatch(/^\s+at /m);
+    expect(got.stdout).toContain('an interrupted atomic apply from generation 1 to 2: rolling it back first');
+    expect(got.stdout).toMatch(/\nagain 0\n$/);
+    expect(rig.read('v.txt')).toBe('1\n');
+    expect(rig.read('out/v')).toBe('1\n');
+  });
+
+  test('its rollback cannot be recorded: the apply fails saying nothing was undone, and the next apply undoes it', () => {
+    sealed('run, then fail');
+    const got = run();
+    expect(got.stdout).toContain('\nexit 1\n');
+    expect(got.stderr).toContain('error[atomic-apply-failed]: seal failed: the rollback to generation 1 did not complete; what is left:\n  - could not record the rollback (transaction.json: read-only file system (EROFS)): nothing was undone\n');
+    expect(got.stderr).not.toMatch(/^\s+at /m);
+    expect(got.stdout).toMatch(/\nagain 0\n$/);
+    expect(rig.read('v.txt')).toBe('1\n');
+    expect(rig.read('out/v')).toBe('1\n');
+  });
+
+  test('its commit cannot be recorded once healthy: the error says the next apply rolls it back, and it does', () => {
+    sealed('check');
+    const got = run();
+    expect(got.stdout).toContain('\nexit 1\n');
+    expect(got.stderr).toMatch(
+      /^error\[generation-write-failed\]: could not write \S+\/\.nodegraph: healthy, but the commit is unfinished \(the next apply rolls it back\): could not record the commit \(transaction\.json: read-only file system \(EROFS\)\)\n/,
+    );
+    expect(got.stderr).not.toMatch(/^\s+at /m);
+    expect(got.stdout).toContain('an interrupted atomic apply from generation 1 to 2: rolling it back first');
+    expect(got.stdout).toMatch(/\nagain 0\n$/);
+    expect(rig.read('out/v')).toBe('1\n');
+  });
 });
