@@ -2,7 +2,7 @@
 // (apply and rollback are apply.ts), as functions with typed options that
 // return values. The CLI renders them; tests and other programs call them directly.
 
-import { existsSync, writeFileSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import path from 'node:path';
 import type { Failure } from './error.ts';
 import { sinkOf } from './events.ts';
@@ -32,6 +32,7 @@ import { orphanedTransaction } from './state/transaction-files.ts';
 import type { LockHolder } from './error.ts';
 import type { Records } from './state/records.ts';
 import { err, ok, type Result } from './util/result.ts';
+import { writeDurably } from './util/durable.ts';
 
 /** What a run cost in file-system work (stats, and files whose content was read), and state records it decoded. */
 export interface IoCounters {
@@ -91,7 +92,8 @@ export async function planNodefile(options: EngineOptions & { readonly out?: str
     // Not over what the graph writes: its task would write over the plan, or the plan over its output.
     if (writtenBy(session.graph).covers(options.out)) return err([{ reason: 'file-write-failed', path: options.out, message: 'a task of the graph writes there' }]);
     try {
-      writeFileSync(options.out, `${JSON.stringify(saved)}\n`);
+      // Beside its place and renamed over it: a full disk leaves the plan before it, not half a plan.
+      writeDurably(options.out, `${JSON.stringify(saved)}\n`, 0o666);
     } catch (error) {
       return err([{ reason: 'file-write-failed', path: options.out, message: (error as Error).message }]);
     }

@@ -4,7 +4,8 @@
 // present (a stale plan's refusal is in commands.test.ts). What skipping the
 // digest saves is the benchmark's to show (a plan at 50,000 tasks).
 
-import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, beforeEach, expect, test } from 'vitest';
 import { applyNodefile } from '../../src/apply.ts';
@@ -73,4 +74,25 @@ test('plan --out writes over no folder, no state, no Nodefile, no output a task 
   // A saved plan is written again over the one before.
   expect((await rig.run(['plan', '--out', 'plan.json'])).code).toBe(0);
   expect((await rig.run(['plan', '--out', 'plan.json'])).code).toBe(0);
+});
+
+test('plan --out on a full disk: one error, and the plan saved there before is left whole', async () => {
+  rig.write('in.txt', 'one\n');
+  rig.nodefile(`ng.task('copy', { inputs: { src: ng.file('in.txt') }, outputs: ['out/copy'], run: ['cp', 'in.txt', 'out/copy'] });`);
+  mkdirSync(rig.path('full'));
+  execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=64k', 'tmpfs', rig.path('full')]);
+  try {
+    expect((await rig.run(['plan', '--out', 'full/plan.json'])).code).toBe(0);
+    const before = readFileSync(rig.path('full/plan.json'));
+    writeFileSync(rig.path('full/filler'), Buffer.alloc(60 * 1024));
+    // A plan of many tasks: more than the page the one before takes.
+    rig.nodefile(`for (let i = 0; i < 60; i++) ng.task('copy' + i, { inputs: { src: ng.file('in.txt') }, outputs: ['out/copy' + i], run: ['cp', 'in.txt', 'out/copy' + i] });`);
+    const full = await rig.run(['plan', '--out', 'full/plan.json']);
+    expect(full.code).toBe(1);
+    expect(full.stderr).toMatch(/^error\[file-write-failed\]: could not write full\/plan\.json: ENOSPC: no space left on device/);
+    expect(readFileSync(rig.path('full/plan.json')).equals(before)).toBe(true);
+    expect(readdirSync(rig.path('full')).sort()).toEqual(['filler', 'plan.json']);
+  } finally {
+    execFileSync('umount', [rig.path('full')]);
+  }
 });
