@@ -27,9 +27,9 @@ export async function run(args: Args, io: CliIo): Promise<number> {
     }
   }
   const atomic = atomicFlag(args, targets);
-  if (typeof atomic === 'string') return printFailures([{ reason: 'usage', message: atomic }], io);
+  if (typeof atomic === 'string') return printFailures([{ reason: 'usage', command: 'apply', message: atomic }], io);
   const keep = keepFlag(args);
-  if (typeof keep === 'string') return printFailures([{ reason: 'usage', message: keep }], io);
+  if (typeof keep === 'string') return printFailures([{ reason: 'usage', command: 'apply', message: keep }], io);
   const reporter = await reporterFor(args, io, stateDirOf(options));
   const result = await applyNodefile({
     ...options,

@@ -73,7 +73,7 @@ export async function run(args: Args, io: CliIo): Promise<number> {
   const json = args.values['json'] === true;
   const warnings: string[] = [];
   const atomic = atomicFlag(args, options.targets ?? []);
-  if (typeof atomic === 'string') return printFailures([{ reason: 'usage', message: atomic }], io);
+  if (typeof atomic === 'string') return printFailures([{ reason: 'usage', command: 'plan', message: atomic }], io);
   const diff = args.values['diff'] === true;
   const refused = out === undefined ? undefined : refusalToWrite(path.resolve(io.cwd, out), { what: 'a saved plan', begins: PLAN_HEAD, stateDir: stateDirOf(options), nodefile: options.nodefile });
   if (refused !== undefined) {

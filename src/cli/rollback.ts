@@ -2,7 +2,7 @@ import { rollbackNodefile } from '../apply.ts';
 import type { CliIo } from './output.ts';
 import { stateDirOf } from '../engine.ts';
 import { applyMetricsRun, metricsTarget, recordMetrics } from './metrics.ts';
-import { engineOptions, keepFlag, plainOut, printFailures, reporterFor, type Args } from './shared.ts';
+import { engineOptions, keepFlag, plainOut, positiveWhole, printFailures, reporterFor, type Args } from './shared.ts';
 
 export async function run(args: Args, io: CliIo): Promise<number> {
   const startedAt = Date.now();
@@ -11,13 +11,13 @@ export async function run(args: Args, io: CliIo): Promise<number> {
   const metrics = metricsTarget(args, io, 'rollback', options);
   if (typeof metrics === 'object') return printFailures([metrics], io);
   const [word, ...extra] = args.positionals;
-  if (extra.length > 0) return printFailures([{ reason: 'usage', message: 'rollback takes at most one generation number' }], io);
-  const number = word === undefined ? undefined : Number(word);
-  if (number !== undefined && (!Number.isInteger(number) || number < 1)) {
-    return printFailures([{ reason: 'usage', message: `a generation is a whole number (see nodegraph generations), not ${word}` }], io);
+  if (extra.length > 0) return printFailures([{ reason: 'usage', command: 'rollback', message: 'rollback takes at most one generation number' }], io);
+  const number = word === undefined ? undefined : positiveWhole(word);
+  if (word !== undefined && number === undefined) {
+    return printFailures([{ reason: 'usage', command: 'rollback', message: `a generation is a whole number, as nodegraph generations lists them, not ${JSON.stringify(word)}` }], io);
   }
   const keep = keepFlag(args);
-  if (typeof keep === 'string') return printFailures([{ reason: 'usage', message: keep }], io);
+  if (typeof keep === 'string') return printFailures([{ reason: 'usage', command: 'rollback', message: keep }], io);
   const reporter = await reporterFor(args, io, stateDirOf(options));
   const result = await rollbackNodefile({
     ...options,

@@ -30,8 +30,8 @@ export function engineOptions(args: Args, io: CliIo, command: string): EngineOpt
   const jobsText = str(args.values['jobs']);
   let jobs: number | undefined;
   if (jobsText !== undefined) {
-    jobs = Number(jobsText);
-    if (!Number.isInteger(jobs) || jobs < 1) return { reason: 'usage', command, message: `--jobs takes a whole number of at least 1, not ${jobsText}` };
+    jobs = positiveWhole(jobsText);
+    if (jobs === undefined) return { reason: 'usage', command, message: `--jobs takes a whole number of at least 1, not ${JSON.stringify(jobsText)}` };
   }
   const stateDir = str(args.values['state-dir']);
   const dirs = { nodefile, ...(stateDir === undefined ? {} : { stateDir: path.resolve(io.cwd, stateDir) }) };
@@ -100,6 +100,12 @@ export function atomicFlag(args: Args, targets: readonly string[]): boolean | un
 export function keepFlag(args: Args): number | undefined | string {
   const text = str(args.values['keep']);
   if (text === undefined) return undefined;
+  return positiveWhole(text) ?? `--keep takes a whole number of at least 1, not ${JSON.stringify(text)}`;
+}
+
+/** A count written in decimal digits and at least 1, as make's -j takes it; Number() alone would take '', ' 2', '0x2' and '1e3'. */
+export function positiveWhole(text: string): number | undefined {
+  if (!/^[0-9]+$/.test(text)) return undefined;
   const n = Number(text);
-  return Number.isInteger(n) && n >= 1 ? n : `--keep takes a whole number of at least 1, not ${text}`;
+  return n >= 1 && Number.isSafeInteger(n) ? n : undefined;
 }

@@ -440,7 +440,7 @@ describe('bad input', () => {
     for (const command of ['plan', 'apply']) {
       const refused = await rig.run([command, '--atomic', 'a']);
       expect(refused.code, command).toBe(1);
-      expect(refused.stderr, command).toBe('error[usage]: --atomic applies the whole graph as one generation, so it takes no targets (a): give them without it, or the whole graph with it\n');
+      expect(refused.stderr, command).toBe(`error[usage]: --atomic applies the whole graph as one generation, so it takes no targets (a): give them without it, or the whole graph with it (see nodegraph ${command} --help)\n`);
     }
     expect(rig.exists('out/a')).toBe(false);
     expect((await rig.run(['apply', 'a'])).code).toBe(0);
@@ -453,6 +453,21 @@ describe('bad input', () => {
       expect(refused.stderr).toBe(`error[usage]: --debounce takes a whole number of milliseconds up to 2147483647, not ${JSON.stringify(value)} (see nodegraph watch --help)\n`);
     }
   }, 30_000);
+
+  test('--jobs, --keep and a generation number are decimal digits: an empty, spaced, hex or exponent value is refused, not read as a number', async () => {
+    rig.nodefile(`ng.task('a', { outputs: ['out/a'], run: ['touch', 'out/a'] });`);
+    for (const value of ['', ' 2', '0x2', '1e1', '2.0', '0']) {
+      const jobs = await rig.run(['plan', `--jobs=${value}`]);
+      expect(jobs.stderr, value).toBe(`error[usage]: --jobs takes a whole number of at least 1, not ${JSON.stringify(value)} (see nodegraph plan --help)\n`);
+      const keep = await rig.run(['apply', `--keep=${value}`]);
+      expect(keep.stderr, value).toBe(`error[usage]: --keep takes a whole number of at least 1, not ${JSON.stringify(value)} (see nodegraph apply --help)\n`);
+      const back = await rig.run(['rollback', value]);
+      expect(back.stderr, value).toBe(`error[usage]: a generation is a whole number, as nodegraph generations lists them, not ${JSON.stringify(value)} (see nodegraph rollback --help)\n`);
+      expect([jobs.code, keep.code, back.code], value).toEqual([1, 1, 1]);
+    }
+    expect(rig.exists('out/a')).toBe(false);
+    expect(rig.exists('.nodegraph/state.jsonl')).toBe(false);
+  }, 60_000);
 
   test("a parse error is in nodegraph's words, and JSON under --json", async () => {
     const missing = await rig.run(['apply', '-j']);
