@@ -37,8 +37,8 @@ export default function nodefile(ng: NodefileApi): void {
     description: 'the folders the node lives in',
     run: ['mkdir', '-p', `${OUT}/run`, `${OUT}/etc`],
     check: ['test', '-d', `${OUT}/run`],
-    // Last to go: fails, and says so, if anything was left behind.
-    destroy: [['rmdir', `${OUT}/run`, `${OUT}/etc`], ['rmdir', OUT]],
+    // Last to go: fails, and says so, if anything was left behind; a folder already gone (a destroy cut short, run again) is not a failure.
+    destroy: [['rm', '-d', '-f', `${OUT}/run`, `${OUT}/etc`], ['rm', '-d', '-f', OUT]],
   });
 
   const rootfs = ng.task('node/rootfs', {

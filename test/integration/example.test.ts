@@ -119,6 +119,19 @@ test('destroy --yes stops both services and removes all of it', async () => {
   for (const p of pids) expect(alive(p)).toBe(false);
 });
 
+test('destroy run again over what it had already removed (a destroy cut short after its action) finishes: no step fails for a folder already gone', async () => {
+  expect((await rig.run(['apply', '-f', 'Nodefile.example.ts'])).code).toBe(0);
+  const pids = [pid('containerd'), pid('kubelet')];
+  expect((await rig.run(['stop', '-f', 'Nodefile.example.ts'])).code).toBe(0);
+  // What each destroy action removes, gone already, as a crash between the actions and their records leaves it.
+  rmSync(rig.path('example-node'), { recursive: true });
+  const result = await rig.run(['destroy', '-f', 'Nodefile.example.ts', '--yes']);
+  expect(result.stdout).toMatch(/^Destroy: 7 destroyed, 0 failed/m);
+  expect(result.code).toBe(0);
+  for (const p of pids) expect(alive(p)).toBe(false);
+  expect((await rig.run(['plan', '-f', 'Nodefile.example.ts'])).stdout).toMatch(/^Plan: 7 to create/m);
+});
+
 test('status says which services run; with the state lost, it names the traces, and destroy --traces tears them down', async () => {
   expect((await rig.run(['apply', '-f', 'Nodefile.example.ts'])).code).toBe(0);
   const status = await rig.run(['status', '-f', 'Nodefile.example.ts']);
