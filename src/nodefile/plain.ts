@@ -4,8 +4,10 @@
 // has the last word and the messages. A property test holds plainlyValid to
 // never accepting what the schema rejects.
 
-export const ID_PATTERN = /^[A-Za-z0-9_.:@+-]+(\/[A-Za-z0-9_.:@+-]+)*$/;
-export const ID_MESSAGE = 'a task id is words of [A-Za-z0-9_.:@+-] joined by "/", e.g. kube1/containerd.config';
+/** One word of an id. Never `.` or `..`: `a/../b` would read as the path `b`, and `a/*` would select it. */
+const ID_WORD = String.raw`(?!\.\.?(?:/|$))[A-Za-z0-9_.:@+-]+`;
+export const ID_PATTERN = new RegExp(`^${ID_WORD}(?:/${ID_WORD})*$`);
+export const ID_MESSAGE = 'a task id is words of [A-Za-z0-9_.:@+-] joined by "/", none of them "." or "..", e.g. kube1/containerd.config';
 
 /** The fields of a task spec: kept equal to schema.ts's taskSpecSchema (a unit test checks). */
 export const SPEC_KEYS: ReadonlySet<string> = new Set([

@@ -81,6 +81,17 @@ const cases: { name: string; body: string; expected: (file: string) => string }[
 `,
   },
   {
+    name: 'a task id is not a path: a segment "." or ".." is refused',
+    body: `  ng.task('kube1/../kube2', { run: ['true'] });
+`,
+    expected: (f) => `error[invalid-field]: task kube1/../kube2: field id: a task id is words of [A-Za-z0-9_.:@+-] joined by "/", none of them "." or "..", e.g. kube1/containerd.config
+ --> ${f}:3:6
+  |
+3 |   ng.task('kube1/../kube2', { run: ['true'] });
+  |      ^
+`,
+  },
+  {
     name: 'a preserved path that overlaps the state folder is refused',
     body: `  ng.preserve('.nodegraph/lock');
 `,

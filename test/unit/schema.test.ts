@@ -2,8 +2,8 @@
 
 import fc from 'fast-check';
 import { expect, test } from 'vitest';
-import { plainlyValid, SPEC_KEYS } from '../../src/nodefile/plain.ts';
-import { taskSpecSchema } from '../../src/nodefile/schema.ts';
+import { ID_PATTERN, plainlyValid, SPEC_KEYS } from '../../src/nodefile/plain.ts';
+import { taskIdSchema, taskSpecSchema } from '../../src/nodefile/schema.ts';
 
 const anyValue = fc.oneof(fc.string(), fc.integer(), fc.constant(null), fc.constant(undefined), fc.boolean(), fc.array(fc.string(), { maxLength: 3 }));
 // Values as a Nodefile might pass them: JSON, and what only looks like it.
@@ -108,4 +108,17 @@ test('the common shapes take the fast path', () => {
 
 test('the plain check knows exactly the fields of the schema', () => {
   expect([...SPEC_KEYS].sort()).toEqual(Object.keys(taskSpecSchema.shape).sort());
+});
+
+test('a task id is not a path: no segment is "." or "..", none is empty, in the builder\'s check and the schema alike', () => {
+  const refused = ['.', '..', 'a/..', '../a', 'a/../b', 'a/./b', './a', 'a//b', '/a', 'a/', ''];
+  const accepted = ['a', 'kube1/containerd.config', '...', '.hidden', 'a/.b', 'a/b..', 'x:y@z+1-2_3'];
+  for (const id of refused) {
+    expect(ID_PATTERN.test(id), id).toBe(false);
+    expect(taskIdSchema.safeParse(id).success, id).toBe(false);
+  }
+  for (const id of accepted) {
+    expect(ID_PATTERN.test(id), id).toBe(true);
+    expect(taskIdSchema.safeParse(id).success, id).toBe(true);
+  }
 });
