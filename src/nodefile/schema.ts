@@ -16,7 +16,9 @@ const argv = z
   .min(1, 'a command needs at least the program name')
   .refine((a) => a.length === 0 || a[0]!.trim() !== '', 'the program name is empty'); // zod runs it after min() failed too
 const command = z.union([argv, z.strictObject({ shell: z.string().min(1) })]);
-const commands = z.union([command, z.array(command)]);
+/** A command or a list of them; an empty list is refused, as an empty argv is: `[]` reads as either. */
+const commands = (field: string) =>
+  z.union([command, z.array(command)]).refine((c) => !Array.isArray(c) || c.length > 0, `an empty list runs nothing: give at least one command, or leave ${field} out`);
 const fn = z.custom<(...args: never[]) => unknown>(isFunction, { message: 'expected a function' });
 /** What a union of command and function says when a value is none of them (zod's own: "Invalid input"). */
 const RUN_SHAPES = 'expected an argv of strings (["cp", "a", "b"]), { shell: "…" } or a function';
@@ -50,8 +52,8 @@ export const taskSpecSchema = z.strictObject({
   cwd: z.string().optional(),
   env: z.record(z.string().regex(COMMAND_ENV_NAME, 'an environment name is not empty and holds no ='), z.string()).optional(),
   check: z.union([command, fn], { error: RUN_SHAPES }).optional(),
-  stop: commands.optional(),
-  destroy: commands.optional(),
+  stop: commands('stop').optional(),
+  destroy: commands('destroy').optional(),
   removeOutputs: z.union([z.boolean(), z.literal('dropped')]).optional(),
   retire: z.enum(['destroy', 'stop']).optional(),
   pool: z.string().min(1).optional(),

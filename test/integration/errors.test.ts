@@ -92,6 +92,22 @@ const cases: { name: string; body: string; expected: (file: string) => string }[
 `,
   },
   {
+    name: 'an empty list of stop or destroy commands is refused, as an empty check is',
+    body: `  ng.task('svc', { run: ['true'], stop: [], destroy: [] });
+`,
+    expected: (f) => `error[invalid-field]: task svc: field stop: an empty list runs nothing: give at least one command, or leave stop out
+ --> ${f}:3:6
+  |
+3 |   ng.task('svc', { run: ['true'], stop: [], destroy: [] });
+  |      ^
+error[invalid-field]: task svc: field destroy: an empty list runs nothing: give at least one command, or leave destroy out
+ --> ${f}:3:6
+  |
+3 |   ng.task('svc', { run: ['true'], stop: [], destroy: [] });
+  |      ^
+`,
+  },
+  {
     name: 'a preserved path that overlaps the state folder is refused',
     body: `  ng.preserve('.nodegraph/lock');
 `,

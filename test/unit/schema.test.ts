@@ -122,3 +122,12 @@ test('a task id is not a path: no segment is "." or "..", none is empty, in the 
     expect(taskIdSchema.safeParse(id).success, id).toBe(true);
   }
 });
+
+test('stop and destroy refuse an empty list as check and run refuse an empty argv: [] would be run as a command with no program', () => {
+  for (const field of ['stop', 'destroy', 'check', 'run']) {
+    const spec = { run: ['true'], [field]: [] };
+    expect(plainlyValid(spec), field).toBe(false);
+    expect(taskSpecSchema.safeParse(spec).success, field).toBe(false);
+  }
+  expect(taskSpecSchema.safeParse({ run: ['true'], stop: [['a']], destroy: ['b'] }).success).toBe(true);
+});
