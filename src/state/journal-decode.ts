@@ -235,13 +235,17 @@ function decodeSource(source: JournalSource, path: string): Result<DecodedJourna
  * Loads the state read-only, without the lock (e.g. for `plan`): no repair,
  * no compaction, nothing written. A missing journal is empty state.
  */
+/** What a missing journal holds: no record. */
+export const noJournal = (): LoadedState =>
+  toLoaded({ records: new RecordTable(bufferSource(Buffer.alloc(0))), warnings: [], lines: 0, dropped: 0, version: JOURNAL_VERSION }, 0, false);
+
 export function readState(stateDir: string): Result<LoadedState, StateUnreadable> {
   const path = journalPath(stateDir);
   let source: JournalSource;
   try {
     source = fdSource(openSync(path, 'r'));
   } catch (e) {
-    if (errnoCode(e) === 'ENOENT') return ok(toLoaded({ records: new RecordTable(bufferSource(Buffer.alloc(0))), warnings: [], lines: 0, dropped: 0, version: JOURNAL_VERSION }, 0, false));
+    if (errnoCode(e) === 'ENOENT') return ok(noJournal());
     return err(readFailed(path, e));
   }
   const decoded = decodeSource(source, path);

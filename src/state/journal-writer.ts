@@ -1,12 +1,12 @@
 // The journal's writer: appends, syncs and compactions by the lock holder
 // (journal.ts states what each guarantees).
 
-import { closeSync, fchmodSync, fstatSync, fsyncSync, ftruncateSync, openSync, readdirSync, readSync, renameSync, unlinkSync, writeSync } from 'node:fs';
+import { closeSync, constants, fchmodSync, fstatSync, fsyncSync, ftruncateSync, openSync, readdirSync, readSync, renameSync, unlinkSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { randomId } from '../util/random.ts';
 import { err, ok, type Result } from '../util/result.ts';
-import { ensureStateDir, fsyncDir, unwritable, writeFailed, type StateError } from './errors.ts';
-import { decodeFile, toLoaded, type DecodedJournal } from './journal-decode.ts';
+import { ensureStateDir, errnoCode, fsyncDir, unwritable, writeFailed, type StateError } from './errors.ts';
+import { decodeFile, noJournal, toLoaded, type DecodedJournal } from './journal-decode.ts';
 import { checkHeader, encodeLine, headerLine, JOURNAL_FILE, JOURNAL_VERSION, replaceableHeader } from './journal-format.ts';
 import { FRAMING_BYTES, NEWLINE, PAYLOAD_AT, verifiedPayload } from './lines.ts';
 import { HEAD_LENGTH, isTombstone, type StoredRecord } from './record.ts';
@@ -110,8 +110,10 @@ function sweepCompactionTemps(dir: string): void {
 
 /**
  * Opens the journal for writing. Requires the state lock: only its holder
- * may append or compact. Creates the state directory and the journal if
- * needed, and refuses a journal written by a newer format.
+ * may append or compact. Creates the state directory if needed, and refuses a
+ * journal written by a newer format. A missing journal is made by the first
+ * record appended: a run that records nothing (a first apply that failed or
+ * was interrupted) leaves no journal, which would read as no journal anyway.
  */
 export function openJournal(lock: Lock, options: JournalOptions = {}): Result<JournalStore, StateError | Locked> {
   const dir = lock.stateDir;
@@ -126,9 +128,10 @@ export function openJournal(lock: Lock, options: JournalOptions = {}): Result<Jo
   sweepCompactionTemps(dir);
   let fd: number;
   try {
-    fd = openSync(path, 'a+', JOURNAL_MODE); // O_RDWR | O_APPEND | O_CREAT
+    fd = openSync(path, constants.O_RDWR | constants.O_APPEND);
     fchmodSync(fd, JOURNAL_MODE); // a journal made before the mode was the owner's alone
   } catch (e) {
+    if (errnoCode(e) === 'ENOENT') return ok(new JournalWriter(dir, path, undefined, { synced: true, version: JOURNAL_VERSION }, options));
     return err(unwritable(path, e));
   }
   const prepared = prepare(fd, path, dir);
@@ -146,8 +149,10 @@ class JournalWriter implements JournalStore {
   readonly #options: JournalOptions;
   readonly #compactWhen: NonNullable<JournalOptions['compactWhen']>;
   #open = true;
-  /** The fd appends go to (O_APPEND); undefined when it could not be reopened after a compaction. */
+  /** The fd appends go to (O_APPEND); undefined when it could not be reopened after a compaction, or before #made. */
   #fd: number | undefined;
+  /** Whether the file is there: a missing journal is made by the first append. */
+  #made: boolean;
   /** Set when a write failed part-way: the next line must start on a fresh line. */
   #needsNewline = false;
   /** Whether anything was written since the last fsync: a run that appended nothing (a no-op) does not pay for one when it closes. */
@@ -162,10 +167,11 @@ class JournalWriter implements JournalStore {
   /** An append superseded a line that must not stay on disk (StateStore.append, scrub). */
   #scrub = false;
 
-  constructor(dir: string, path: string, fd: number, prepared: { readonly synced: boolean; readonly version: number }, options: JournalOptions) {
+  constructor(dir: string, path: string, fd: number | undefined, prepared: { readonly synced: boolean; readonly version: number }, options: JournalOptions) {
     this.#dir = dir;
     this.path = path;
     this.#fd = fd;
+    this.#made = fd !== undefined;
     this.#unsynced = !prepared.synced;
     this.#version = prepared.version;
     this.#options = options;
@@ -174,6 +180,7 @@ class JournalWriter implements JournalStore {
 
   load(): Result<LoadedState, StateError> {
     this.#guard();
+    if (!this.#made) return ok(noJournal());
     if (this.#fd === undefined) return err(this.#reopenError());
     const read = decodeFile(this.path);
     if (!read.ok) return read;
@@ -187,6 +194,7 @@ class JournalWriter implements JournalStore {
 
   tidy(live: number): Result<CompactionStats | undefined, StateError> {
     this.#guard();
+    if (!this.#made) return ok(undefined);
     if (this.#fd === undefined) return err(this.#reopenError());
     const clean = this.#dropped === 0 && !this.#scrub && this.#version === JOURNAL_VERSION;
     if (clean && !this.#compactWhen({ lines: this.#loadedLines + this.#appendedLines, live })) return ok(undefined);
@@ -196,6 +204,10 @@ class JournalWriter implements JournalStore {
   append(record: StoredRecord, scrubbing?: boolean): Result<Appended | undefined, StateError> {
     this.#guard();
     const line = encodeLine(record);
+    if (!this.#made) {
+      const made = this.#make();
+      if (!made.ok) return made;
+    }
     if (this.#fd === undefined) return err(this.#reopenError());
     // A journal of an older format is rewritten in this one before a line of this one goes in.
     if (this.#version !== JOURNAL_VERSION) {
@@ -244,6 +256,7 @@ class JournalWriter implements JournalStore {
 
   sync(): Result<void, StateError> {
     this.#guard();
+    if (!this.#made) return ok(undefined);
     if (this.#fd === undefined) return err(this.#reopenError());
     if (!this.#unsynced) return ok(undefined);
     try {
@@ -257,6 +270,7 @@ class JournalWriter implements JournalStore {
 
   compact(): Result<CompactionStats, StateError> {
     this.#guard();
+    if (!this.#made) return ok({ linesBefore: 0, live: 0, bytesBefore: 0, bytesAfter: 0 });
     if (this.#fd === undefined) return err(this.#reopenError());
     return this.#rewriteFile();
   }
@@ -270,6 +284,32 @@ class JournalWriter implements JournalStore {
 
   #guard(): void {
     if (!this.#open) throw new Error('state journal used after close()');
+  }
+
+  /** Makes the missing journal: its header written whole to a temporary file, renamed into place, so no journal is ever empty. */
+  #make(): Result<void, StateError> {
+    const tmp = join(this.#dir, `${COMPACT_TMP_PREFIX}${process.pid}-${randomId().slice(0, 8)}.tmp`);
+    try {
+      const tfd = openSync(tmp, 'wx', JOURNAL_MODE);
+      try {
+        writeAll(tfd, headerLine());
+        fsyncSync(tfd);
+      } finally {
+        closeSync(tfd);
+      }
+      renameSync(tmp, this.path);
+      fsyncDir(this.#dir);
+      this.#fd = openSync(this.path, 'a+', JOURNAL_MODE);
+    } catch (e) {
+      try {
+        unlinkSync(tmp);
+      } catch {
+        // swept by the next writer
+      }
+      return err(writeFailed(this.path, e));
+    }
+    this.#made = true;
+    return ok(undefined);
   }
 
   #reopenError(): StateError {

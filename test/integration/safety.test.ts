@@ -205,6 +205,32 @@ test('Ctrl-C while a large input is hashed ends the read at once: interrupted, t
   expect(state()).toEqual(before);
 });
 
+test('a first apply interrupted while it hashes leaves no state folder: plan and status read it as never applied', { timeout: 180_000 }, async () => {
+  const image = rig.path('big.img');
+  expect(spawnSync('truncate', ['-s', '1T', image]).status).toBe(0);
+  rig.nodefile(`ng.task('boot', { inputs: { image: ng.file('big.img') }, run: ['true'] });`);
+  const child = rig.spawn(['apply']);
+  spawned.push(child);
+  const done = collect(child);
+  await until(() => {
+    try {
+      return readdirSync(`/proc/${child.pid}/fd`).some((fd) => readlinkSync(`/proc/${child.pid}/fd/${fd}`) === image);
+    } catch {
+      return false;
+    }
+  });
+  child.kill('SIGINT');
+  const result = await done;
+  expect(result.code).toBe(130);
+  expect(result.stderr).toContain('error[interrupted]: interrupted while checking what is in place: nothing was changed\n');
+  expect(existsSync(rig.path('.nodegraph'))).toBe(false);
+  const plan = await rig.run(['plan']);
+  expect(plan.stdout).toMatch(/^ {2}\+ boot\s+create\s+never ran$/m);
+  expect(plan.stderr).toBe('');
+  expect((await rig.run(['status'])).stdout).toMatch(/^boot\s+absent\s+never ran$/m);
+  expect(existsSync(rig.path('.nodegraph'))).toBe(false);
+});
+
 test('Ctrl-C while the Nodefile loads (its top level awaits) ends the run at once: interrupted while loading, no state folder, exit 130', async () => {
   // The top level says it is loading, then waits longer than the test would.
   rig.write(

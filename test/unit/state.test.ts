@@ -146,6 +146,19 @@ describe('journal', () => {
     expect(missingDir.ok && missingDir.value.records.size).toBe(0);
   });
 
+  test('a journal is made by its first record: opened, loaded, synced, tidied and closed with none, no file is left', () => {
+    const j = open();
+    expect(load(j).records.size).toBe(0);
+    expect(j.sync().ok).toBe(true);
+    expect(j.tidy(0).ok).toBe(true);
+    expect(existsSync(file())).toBe(false);
+    expect(j.append(rec('a', 1)).ok).toBe(true);
+    expect(readFileSync(file(), 'utf8')).toMatch(/^[0-9a-f]{8} \{"format":"nodegraph-state","version":3\}\n[0-9a-f]{8} o /);
+    expect([...load(j).records.keys()]).toEqual(['a']);
+    j.close();
+    expect([...readOnly().records.keys()]).toEqual(['a']);
+  });
+
   test('append refuses (throws) a malformed record instead of writing it', () => {
     const j = open();
     const bad = { ...rec('a'), fingerprint: 'sha256:xyz' } as unknown as TaskRecord;
