@@ -11,6 +11,7 @@ import type { TaskGraph, TaskNode } from '../graph/graph.ts';
 import { hashValue } from '../hash/value.ts';
 import type { Records } from '../state/records.ts';
 import { err, ok, type Result } from '../util/result.ts';
+import { isStrings } from '../util/guards.ts';
 import type { TaskObservation } from './decide.ts';
 import { definitionOf } from './definition.ts';
 import type { Plan, PlanDocument } from './plan.ts';
@@ -165,7 +166,6 @@ export function parseSavedPlan(file: string, text: string): Result<SavedPlan, Fa
   return ok(p as SavedPlan);
 }
 
-const isStrings = (v: unknown): boolean => Array.isArray(v) && v.every((s) => typeof s === 'string');
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /** The first field of a saved plan that is not of its type, or undefined. */

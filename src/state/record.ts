@@ -6,6 +6,7 @@
 import { contentHash, HASH_PREFIX, type ContentHash, type TaskId } from '../ids.ts';
 import { outputsDigest } from '../hash/value.ts';
 import type { Json } from '../types.ts';
+import { isStrings } from '../util/guards.ts';
 
 export { outputsDigest };
 
@@ -108,7 +109,7 @@ export function checkRecord(value: unknown, fullHashes = true): RecordCheck {
   const recipe = value.recipe;
   if (!isObj(recipe)) return fail('recipe', 'expected an object');
   if (typeof recipe.cwd !== 'string') return fail('recipe.cwd', 'expected a string');
-  if (!isStringList(recipe.remove)) return fail('recipe.remove', 'expected an array of strings');
+  if (!isStrings(recipe.remove)) return fail('recipe.remove', 'expected an array of strings');
   if (!isCommandList(recipe.destroy)) return fail('recipe.destroy', 'expected an array of commands');
   if (!isCommandList(recipe.stop)) return fail('recipe.stop', 'expected an array of commands');
   const hasEnv = 'env' in recipe && recipe.env !== undefined;
@@ -136,12 +137,6 @@ const keys = (o: Obj): number => Object.keys(o).length;
 export const isFullHash = (x: unknown): boolean => typeof x === 'string' && x.length === HASH_LENGTH && HEX64.test(x);
 const isHashForm = (x: unknown): boolean => typeof x === 'string' && x.length === HASH_LENGTH && x.startsWith(HASH_TAG);
 
-function isStringList(x: unknown): boolean {
-  if (!Array.isArray(x)) return false;
-  for (const s of x) if (typeof s !== 'string') return false;
-  return true;
-}
-
 function isIdList(x: unknown): boolean {
   if (!Array.isArray(x)) return false;
   for (const s of x) if (typeof s !== 'string' || s === '') return false;
@@ -150,7 +145,7 @@ function isIdList(x: unknown): boolean {
 
 function isCommandList(x: unknown): boolean {
   if (!Array.isArray(x)) return false;
-  for (const c of x) if (!isStringList(c)) return false;
+  for (const c of x) if (!isStrings(c)) return false;
   return true;
 }
 

@@ -12,6 +12,7 @@ import { keyedHash } from '../hash/value.ts';
 import { HASH_PREFIX, type ContentHash, type TaskId } from '../ids.ts';
 import { seal } from '../state/seal.ts';
 import { join } from '../util/paths.ts';
+import { isStrings } from '../util/guards.ts';
 
 const { createHash } = process.getBuiltinModule('node:crypto');
 
@@ -80,7 +81,6 @@ export type StoredGeneration = Omit<Generation, 'files'> & { readonly files?: re
 
 const HEX64 = /^[0-9a-f]{64}$/;
 const STATUSES = new Set(['pending', 'applied', 'failed']);
-const isStrings = (v: unknown): boolean => Array.isArray(v) && v.every((s) => typeof s === 'string');
 
 /**
  * Whether `v` is a whole manifest of generation `n`: every field a rollback or a
