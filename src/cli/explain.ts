@@ -88,7 +88,8 @@ export async function run(args: Args, io: CliIo): Promise<number> {
       const diff = detail?.kind === 'input-changed' ? diffOf(detail.input, c) : undefined;
       for (const line of diff ?? []) lines.push(`      ${line}`);
     });
-    lines.push(record === undefined ? '  never applied' : `  last applied ${record.startedAt} (${record.status}, ${record.durationMs}ms)`);
+    const unapplied = session.state.records.destroyed(id) ? '  not applied since it was destroyed' : '  never applied';
+    lines.push(record === undefined ? unapplied : `  last applied ${record.startedAt} (${record.status}, ${record.durationMs}ms)`);
     if (seen.inputs.size > 0) lines.push('  inputs (recorded → current):');
     else if (node.needs.length === 0) lines.push('  inputs: none');
     for (const [name, hash] of seen.inputs) lines.push(row(name, recordedInput(name), hash));

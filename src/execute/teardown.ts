@@ -98,7 +98,7 @@ export async function teardown(options: TeardownOptions): Promise<TeardownSummar
       continue;
     }
     if (mode === 'destroy') {
-      records.delete(id);
+      records.tombstone(id);
       options.store.append({ v: 1, id, deleted: true });
     } else {
       // What the task made is no longer running: the next apply starts it again,

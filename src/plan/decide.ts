@@ -118,7 +118,10 @@ export function decide(
   // object, not one a task (a build of 50,000 new tasks plans 50,000 of them at once).
   if (forced) return node.needs.length === 0 ? REPLACE_ALONE : result('replace', FORCED);
   const status = records.status(node.id);
-  if (status === undefined) return node.needs.length === 0 ? CREATE_ALONE : result('create', NEVER_RAN);
+  if (status === undefined) {
+    if (records.destroyed(node.id)) return node.needs.length === 0 ? DESTROYED_ALONE : result('create', DESTROYED);
+    return node.needs.length === 0 ? CREATE_ALONE : result('create', NEVER_RAN);
+  }
   if (status === 'failed') {
     const error = records.get(node.id)?.error;
     const decision = result('update', both([lastRunFailed(error)]));
@@ -268,6 +271,8 @@ const FORCED = Object.freeze(both([{ kind: 'forced' }]));
 const firstAlone = (action: 'create' | 'replace', why: typeof NEVER_RAN): Decision =>
   Object.freeze({ action, ...why, upstream: NO_UPSTREAM, changedInputs: undefined, changedUpstream: NONE, onlyBecauseOf: undefined, complete: true });
 const CREATE_ALONE = firstAlone('create', NEVER_RAN);
+const DESTROYED = Object.freeze(both([{ kind: 'destroyed' }]));
+const DESTROYED_ALONE = firstAlone('create', DESTROYED);
 /** The decision for an unchanged task that consumes no other's output: one for all. */
 const UNCHANGED_ALONE: Decision = Object.freeze({ action: 'unchanged', ...NO_WHY, upstream: NO_UPSTREAM, changedInputs: NONE, changedUpstream: NONE, onlyBecauseOf: undefined, complete: true });
 const REPLACE_ALONE = firstAlone('replace', FORCED);

@@ -54,6 +54,8 @@ export interface ValueChange {
  */
 export type ReasonDetail =
   | { readonly kind: 'never-ran' }
+  /** It ran, and a destroy (or a retirement) took it: the journal has its tombstone. */
+  | { readonly kind: 'destroyed' }
   | { readonly kind: 'forced' }
   | { readonly kind: 'last-run-failed'; readonly error?: string }
   | { readonly kind: 'last-run-canceled' }
@@ -104,6 +106,8 @@ export function reasonText(r: ReasonDetail, whole = false): string {
   switch (r.kind) {
     case 'never-ran':
       return 'never ran';
+    case 'destroyed':
+      return 'was destroyed';
     case 'forced':
       return 'forced by --replace';
     case 'last-run-failed':

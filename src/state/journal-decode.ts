@@ -76,7 +76,7 @@ class Replay {
     if (kind === undefined) return false;
     const id = buf.toString('latin1', kind.idStart, kind.idEnd) as TaskId;
     this.#kept(id);
-    if (kind.kind === 'tombstone') this.records.delete(id);
+    if (kind.kind === 'tombstone') this.records.tombstone(id);
     else this.records.setLine(id, buf, at, line.base + at, end - at);
     if (this.entries !== undefined) {
       const record = kind.kind === 'tombstone' ? ({ v: 1, id, deleted: true } as const) : this.records.get(id);
@@ -110,7 +110,7 @@ class Replay {
     }
     const record = check.record;
     this.#kept(record.id);
-    if (isTombstone(record)) this.records.delete(record.id);
+    if (isTombstone(record)) this.records.tombstone(record.id);
     else this.records.set(record);
     this.entries?.push({ line: this.lineNo, record });
     return ok(undefined);

@@ -29,6 +29,8 @@ export interface Records {
   get(id: TaskId): TaskRecord | undefined;
   /** The record's fixed fields, read without decoding it. */
   status(id: TaskId): 'ok' | 'failed' | undefined;
+  /** Whether the task's last line is a tombstone: it ran, and was destroyed (a compaction forgets it). */
+  destroyed(id: TaskId): boolean;
   outputHash(id: TaskId): ContentHash | undefined;
   /** Whether the record's fingerprint, or its outputs digest, is `hash`: compared where it lies. */
   holds(id: TaskId, field: 'fingerprint' | 'outputs', hash: ContentHash): boolean;
@@ -46,6 +48,8 @@ const OK = 0x6f; // a line's status byte: `o`
 
 export class RecordTable implements Records {
   readonly #slots = new Map<TaskId, number>();
+  /** Ids whose record a tombstone deleted, until one is set again. */
+  readonly #destroyed = new Set<TaskId>();
   /** The journal as loaded, which line slots' JSON is read from. */
   readonly #source: JournalSource | undefined;
   /** Per slot: its line's fixed fields (status and digests, as the line has them). */
@@ -105,6 +109,16 @@ export class RecordTable implements Records {
     this.#at[slot] = NONE;
     this.#written.delete(slot);
     this.#objects.set(slot, record);
+  }
+
+  /** Deletes the task's record as a tombstone does: it was destroyed. */
+  tombstone(id: TaskId): void {
+    this.delete(id);
+    this.#destroyed.add(id);
+  }
+
+  destroyed(id: TaskId): boolean {
+    return this.#destroyed.has(id);
   }
 
   delete(id: TaskId): boolean {
@@ -226,6 +240,7 @@ export class RecordTable implements Records {
   #slotFor(id: TaskId): number {
     const known = this.#slots.get(id);
     if (known !== undefined) return known;
+    if (this.#destroyed.size > 0) this.#destroyed.delete(id);
     const slot = this.#next++;
     if (slot === this.#at.length) {
       const at = new Float64Array(slot * 2);

@@ -90,7 +90,7 @@ export function memoryStore(initial: Iterable<StoredRecord> = []): MemoryStore {
       guard();
       const records = new RecordTable();
       for (const r of log) {
-        if (isTombstone(r)) records.delete(r.id);
+        if (isTombstone(r)) records.tombstone(r.id);
         else records.set(structuredClone(r));
       }
       return ok({

@@ -43,6 +43,22 @@ describe('destroy', () => {
     expect((await rig.run(['plan'])).stdout).toContain('Plan: 5 to create');
   });
 
+  test('after a destroy, plan and status say the task was destroyed, not that it never ran', async () => {
+    rig.nodefile(`ng.task('a', { outputs: ['out/a'], run: ['touch', 'out/a'] }); ng.task('b', { run: ['true'] });`);
+    expect((await rig.run(['apply'])).code).toBe(0);
+    expect((await rig.run(['destroy', '--yes', 'a'])).code).toBe(0);
+    expect((await rig.run(['plan'])).stdout).toMatch(/^ {2}\+ a\s+create\s+was destroyed\n/m);
+    const status = await rig.run(['status', '--json']);
+    const tasks = (JSON.parse(status.stdout) as { tasks: { id: string; status: string; reasonDetails: unknown[] }[] }).tasks;
+    expect(tasks.find((t) => t.id === 'a')).toMatchObject({ status: 'absent', reasonDetails: [{ kind: 'destroyed' }] });
+    expect((await rig.run(['explain', 'a'])).stdout).toMatch(/^ {2}because was destroyed\n {2}not applied since it was destroyed\n/m);
+    // Declared again and applied, it is in place; a task never applied still never ran.
+    rig.nodefile(`ng.task('a', { outputs: ['out/a'], run: ['touch', 'out/a'] }); ng.task('b', { run: ['true'] }); ng.task('c', { run: ['true'] });`);
+    expect((await rig.run(['plan'])).stdout).toMatch(/^ {2}\+ c\s+create\s+never ran\n/m);
+    expect((await rig.run(['apply'])).code).toBe(0);
+    expect((await rig.run(['status'])).stdout).toMatch(/^a\s+applied\n/m);
+  });
+
   test('a teardown cut short (an action that fails, a kill -9 mid-stop) leaves its task to be done again, not trusted as applied', async () => {
     rig.nodefile(`
   ng.task('svc', { outputs: ['out/svc'], run: ['sh', '-c', 'echo on > out/svc; echo on > svc.on'], destroy: [['rm', '-f', 'svc.on'], ['false']] });
