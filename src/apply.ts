@@ -4,7 +4,6 @@
 // interrupted transaction finished before anything else; `rollback` to an
 // earlier generation; the generations listed.
 
-import { existsSync, rmdirSync } from 'node:fs';
 import path from 'node:path';
 import { closeSession, defaultJobs, observeAndPlan, openSession, stateDirOf, withState, type EngineOptions, type Session } from './engine.ts';
 import type { Failure } from './error.ts';
@@ -98,24 +97,19 @@ export async function applyNodefile(options: ApplyOptions): Promise<Result<Apply
 /**
  * Runs `body` holding the state lock for all its steps (an atomic apply's
  * rollback runs after the apply's own session closed). A state folder that
- * only the lock made is removed again when the body fails: a failed first
- * apply leaves the project as it found it.
+ * only the lock made, and that holds nothing when it is released, goes with it
+ * (state/lock.ts): a failed first apply leaves the project as it found it.
  */
 async function withLock<T>(options: ApplyOptions, body: (inner: ApplyOptions) => Promise<Result<T, Failure[]>>): Promise<Result<T, Failure[]>> {
   const stateDir = stateDirOf(options);
-  const existed = existsSync(stateDir);
   const taken = acquire(stateDir, { command: options.command ?? 'nodegraph' });
   if (!taken.ok) return err([taken.error.reason === 'locked' ? taken.error : { reason: 'state-dir-unwritable', path: taken.error.path, message: taken.error.message }]);
   for (const warning of lockWarnings(taken.value)) options.onEvent?.({ type: 'warning', message: warning });
   options.onPhase?.('lock');
-  let result: Result<T, Failure[]> | undefined;
   try {
-    result = await body({ ...options, lock: borrow(taken.value) });
-    return result;
+    return await body({ ...options, lock: borrow(taken.value) });
   } finally {
     taken.value.release();
-    // Only an empty folder: anything in it is a record of what ran.
-    if (!existed && result?.ok !== true) rmdirQuietly(stateDir);
   }
 }
 
@@ -277,14 +271,6 @@ async function runOnce(session: Session, options: ApplyOptions, saved: SavedPlan
 /** A task's write-ahead intent: what undoes it, as its record would say. */
 function intentOf(node: TaskNode): Intent {
   return { id: node.id, recipe: recipeOf(node), edges: { needs: [...node.needs], after: [...node.after] }, outputs: [...node.outputs] };
-}
-
-function rmdirQuietly(dir: string): void {
-  try {
-    rmdirSync(dir);
-  } catch {
-    // not empty (or gone): kept
-  }
 }
 
 /** Records the sources as a new generation unless they are the current one's; a number, or why not. */

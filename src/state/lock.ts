@@ -7,7 +7,7 @@
 // Everything here is synchronous: the lock is taken once at startup and
 // released once at exit, and synchronous calls cannot interleave.
 
-import { readdirSync, readFileSync, renameSync, statSync, unlinkSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, renameSync, rmdirSync, statSync, unlinkSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { randomId } from '../util/random.ts';
 import { err, ok, type Result } from '../util/result.ts';
@@ -95,6 +95,7 @@ function makeLock(
   endedProcesses: readonly EndedRun[],
   removedTransaction: string | undefined,
   record: string | undefined,
+  madeDir: boolean,
 ): Lock {
   const isHeld = (): boolean => {
     const seen = read(path);
@@ -113,9 +114,20 @@ function makeLock(
       // The record first: one left behind by a run that ended well would have the next
       // holder end what its finished commands left running, as for a killed run.
       closeRecord(record);
-      return releaseIfOurs(path, info.token);
+      const released = releaseIfOurs(path, info.token);
+      // A state folder this lock made and nothing was kept in goes too: a run that recorded nothing leaves the project as it found it.
+      if (madeDir) removeIfEmpty(stateDir);
+      return released;
     },
   };
+}
+
+function removeIfEmpty(dir: string): void {
+  try {
+    rmdirSync(dir);
+  } catch {
+    // not empty (or gone): kept
+  }
 }
 
 /** Leftover `*lock.stale-*`, `*lock.new-*` and `*lock.takeover.*` files older than a minute are from crashed takeovers and acquisitions. */
@@ -139,6 +151,7 @@ function sweepAside(stateDir: string): void {
  */
 export function acquire(stateDir: string, options: AcquireOptions = {}): Result<Lock, LockError> {
   const dir = resolve(stateDir);
+  const madeDir = !existsSync(dir);
   const made = ensureStateDir(dir);
   if (!made.ok) return made;
   const path = join(dir, 'lock');
@@ -151,7 +164,13 @@ export function acquire(stateDir: string, options: AcquireOptions = {}): Result<
   // holder's lock). The bound only guards against pathological churn.
   for (let round = 0; round < 8; round++) {
     const created = create(path, info);
-    if (!created.ok) return created;
+    if (!created.ok) {
+      // The folder was removed meanwhile by a holder that had made it and kept nothing in it (release): make it again.
+      if (created.error.code !== 'ENOENT') return created;
+      const again = ensureStateDir(dir);
+      if (!again.ok) return again;
+      continue;
+    }
     if (created.value === 'created') {
       sweepAside(dir);
       // Before anything else the new holder does: no process of a killed run acts on the machine any more.
@@ -159,7 +178,7 @@ export function acquire(stateDir: string, options: AcquireOptions = {}): Result<
       // Then the half-made work of a killed run that no record refers to.
       const removedTransaction = removeOrphanedTransaction(dir);
       const record = openRecord(dir, info);
-      return ok(makeLock(dir, path, info, tookOverFrom, removedUnreadable, ended, removedTransaction, record));
+      return ok(makeLock(dir, path, info, tookOverFrom, removedUnreadable, ended, removedTransaction, record, madeDir));
     }
     const seen = read(path);
     if (!seen.ok) return seen;

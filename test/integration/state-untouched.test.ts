@@ -2,7 +2,7 @@
 // it fails with an error; the hash cache alone for a plan; and a damaged journal
 // line is warned about by one run only, which compacts it away.
 
-import { readdirSync, readFileSync, statSync, truncateSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, statSync, truncateSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, beforeEach, expect, test } from 'vitest';
 import { Rig } from '../support/rig.ts';
@@ -88,4 +88,14 @@ test('a torn journal line warns on the run that finds it, and not on the next', 
   expect(second.stdout + second.stderr).not.toMatch(/warning/);
   expect(second.stdout).toContain('up to date');
   expect(readFileSync(journal, 'utf8').trimEnd().split('\n')).toHaveLength(3);
+});
+
+test('a teardown of a project never applied says there is nothing to do and leaves no state folder', async () => {
+  rig.nodefile(graph);
+  for (const command of [['destroy', '--yes'], ['stop'], ['destroy', '--yes', '--from-state']]) {
+    const result = await rig.run(command);
+    expect(result.code, command.join(' ')).toBe(0);
+    expect(result.stdout, command.join(' ')).toMatch(/^Nothing to (destroy|stop): the state records no task\.$/m);
+    expect(existsSync(rig.path('.nodegraph')), command.join(' ')).toBe(false);
+  }
 });

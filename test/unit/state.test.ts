@@ -1,7 +1,7 @@
 // The state journal, record validation and the in-memory store, on real temp dirs.
 
 import { createHash } from 'node:crypto';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, truncateSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, truncateSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, test } from 'vitest';
@@ -582,6 +582,25 @@ describe('memoryStore', () => {
 });
 
 describe('openState', () => {
+  test('a state folder the lock made goes with it when nothing was kept in it; one that was there, or holds a record, stays', () => {
+    const made = join(dir, 'made');
+    const empty = openState(made, { lock: true });
+    if (!empty.ok) throw new Error(JSON.stringify(empty.error));
+    empty.value.close();
+    expect(existsSync(made)).toBe(false);
+    const kept = openState(made, { lock: true });
+    if (!kept.ok) throw new Error(JSON.stringify(kept.error));
+    kept.value.store.append(rec('a', 1));
+    kept.value.close();
+    expect(readdirSync(made)).toEqual([JOURNAL_FILE]);
+    const there = join(dir, 'there');
+    mkdirSync(there);
+    const again = openState(there, { lock: true });
+    if (!again.ok) throw new Error(JSON.stringify(again.error));
+    again.value.close();
+    expect(existsSync(there)).toBe(true);
+  });
+
   test('with the lock: loads, appends, and close() syncs and releases', () => {
     const s = openState(dir, { lock: true, command: 'nodegraph apply' });
     if (!s.ok) throw new Error(JSON.stringify(s.error));
