@@ -26,6 +26,11 @@ export function paletteFor(io: CliIo, stream: { readonly isTTY: boolean } = io.s
 export const plainOut = (io: CliIo): CliIo['stdout'] => (io.json === true ? io.stderr : io.stdout);
 
 export function engineOptions(args: Args, io: CliIo, command: string): EngineOptions | Failure {
+  // A blank path resolves to the working folder: the state would be written among the project's files.
+  for (const [option, what] of [['file', 'the Nodefile'], ['state-dir', 'a folder']] as const) {
+    const given = str(args.values[option]);
+    if (given !== undefined && given.trim() === '') return { reason: 'usage', command, message: `--${option} takes ${what}, not ${JSON.stringify(given)}` };
+  }
   const nodefile = path.resolve(io.cwd, str(args.values['file']) ?? 'Nodefile.ts');
   const jobsText = str(args.values['jobs']);
   let jobs: number | undefined;

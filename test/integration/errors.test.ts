@@ -496,6 +496,19 @@ describe('bad input', () => {
     expect(rig.exists('.nodegraph/state.jsonl')).toBe(false);
   }, 60_000);
 
+  test('an empty --state-dir or --file is refused: it would have meant the working folder, the state written among the project\'s files', async () => {
+    rig.nodefile(`ng.task('a', { run: ['true'] });`);
+    for (const [option, value] of [['--state-dir', ''], ['--state-dir', ' '], ['--file', ''], ['-f', '']] as const) {
+      for (const command of ['plan', 'apply', 'destroy', 'status']) {
+        const refused = await rig.run([command, option, value, '--yes'].filter((a) => command === 'destroy' || a !== '--yes'));
+        expect(refused.code, `${command} ${option}`).toBe(1);
+        const name = option === '-f' ? '--file' : option;
+        expect(refused.stderr).toBe(`error[usage]: ${name} takes ${name === '--file' ? 'the Nodefile' : 'a folder'}, not ${JSON.stringify(value)} (see nodegraph ${command} --help)\n`);
+      }
+    }
+    expect(readdirSync(rig.dir)).toEqual(['Nodefile.ts']);
+  }, 60_000);
+
   test("a parse error is in nodegraph's words, and JSON under --json", async () => {
     const missing = await rig.run(['apply', '-j']);
     expect(missing.code).toBe(1);
