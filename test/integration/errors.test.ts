@@ -578,6 +578,9 @@ describe('bad input', () => {
     expect(result.stderr).toBe('error[unknown-target]: no task matches b\n');
     rig.nodefile(`ng.task('kube1/kubelet', { run: ['true'] });`);
     expect((await rig.run(['plan', 'kube1/kubelett'])).stderr).toBe('error[unknown-target]: no task matches kube1/kubelett; did you mean kube1/kubelet?\n');
+    // A word no id can be (an empty argument, a blank) is quoted, so that the line shows it.
+    expect((await rig.run(['plan', ''])).stderr).toBe('error[unknown-target]: no task matches ""\n');
+    expect((await rig.run(['apply', '--replace', 'kube1/kubelet '])).stderr).toBe('error[unknown-target]: no task matches "kube1/kubelet "; did you mean kube1/kubelet?\n');
   });
 
   test('a Nodefile without a function as its default export says what it exports instead', async () => {
