@@ -73,7 +73,14 @@ export function analyze(declarations: Declarations, options: { readonly stateDir
           failures.push({ reason: 'invalid-field', task: decl.id, field: `inputs.${name}`, message: `${input.path} is not an output of ${upstream.id} (${declared})`, site: decl.site.get() });
           continue;
         }
-      } else if (input.kind === 'file' || input.kind === 'tree') {
+      } else if (input.kind === 'file' || input.kind === 'tree' || input.kind === 'glob') {
+        const given = input.kind === 'glob' ? input.pattern : input.path;
+        const inState = guard.refusesInput(input.kind, given, dir);
+        if (inState !== undefined) {
+          failures.push({ reason: 'invalid-field', task: decl.id, field: `inputs.${name}`, message: `the ${input.kind} ${given} ${inState}`, site: decl.site.get() });
+          continue;
+        }
+        if (input.kind === 'glob') continue;
         const tree = input.kind === 'tree';
         if (!tree && !roots.mayHold(input.path)) continue;
         const absolute = join(dir, input.path);
@@ -260,10 +267,13 @@ export class OutputGuard {
   readonly #nodefile: string;
   readonly #dir: string;
   readonly #stateDir: string | undefined;
+  /** The state folder's own name: an input path without it cannot lead inside it (one test for most inputs). */
+  readonly #stateName: string;
   constructor(nodefile: string, dir: string, stateDir: string | undefined) {
     this.#nodefile = real(nodefile);
     this.#dir = real(dir);
     this.#stateDir = stateDir === undefined ? undefined : real(path.resolve(stateDir));
+    this.#stateName = this.#stateDir === undefined ? '' : path.basename(this.#stateDir);
   }
 
   /**
@@ -285,6 +295,18 @@ export class OutputGuard {
   refusesTree(tree: string): string | undefined {
     const state = this.#stateDir;
     return state !== undefined && holds(tree, state) ? `holds nodegraph's state folder ${state}, which every run changes: read a folder beside it` : undefined;
+  }
+
+  /**
+   * Why an input (its path or pattern as given, relative to `dir`) may not be read: one inside the state
+   * folder, which every run writes, never settles. A glob is judged by its folder before the first wildcard.
+   */
+  refusesInput(kind: 'file' | 'tree' | 'glob', given: string, dir: string): string | undefined {
+    const state = this.#stateDir;
+    if (state === undefined || !given.includes(this.#stateName)) return undefined;
+    if (!holds(state, join(dir, kind === 'glob' ? literalFolder(given) : given))) return undefined;
+    const instead = kind === 'file' ? 'read a file beside it' : kind === 'tree' ? 'read a folder beside it' : 'match files beside it';
+    return `is inside nodegraph's state folder ${state}, which every run changes: ${instead}`;
   }
 
   /** Why `output` (absolute) may not be an output, or undefined. Most outputs lie below the folder: one comparison. */
@@ -394,4 +416,15 @@ function findCycle(nodes: readonly Node[], byId: ReadonlyMap<TaskId, Node>): Cyc
     }
   }
   return [];
+}
+
+/** A glob's words: `*`, `?`, a class, a brace, an extglob. */
+const WILDCARD = /[*?[\]{}]|[!+@]\(/;
+
+/** The folder a glob's matches lie in: its words before the first with a wildcard (`.` when the first has one). */
+function literalFolder(pattern: string): string {
+  const words = pattern.split('/');
+  let literal = 0;
+  while (literal < words.length - 1 && !WILDCARD.test(words[literal]!)) literal++;
+  return words.slice(0, literal).join('/') || (pattern.startsWith('/') ? '/' : '.');
 }

@@ -377,6 +377,29 @@ error[invalid-field]: task c: field run: a command needs at least the program na
 `,
   },
   {
+    name: 'an input inside the state folder, which would never settle, is refused with the field: a file, a tree, a glob',
+    body: `  ng.task('f', { inputs: { s: ng.file('.nodegraph/state.jsonl') }, run: ['true'] });
+  ng.task('t', { inputs: { s: ng.tree('.nodegraph/generations') }, run: ['true'] });
+  ng.task('g', { inputs: { s: ng.glob('./.nodegraph/**/*.json') }, run: ['true'] });
+`,
+    expected: (f) => `error[invalid-field]: task f: field inputs.s: the file .nodegraph/state.jsonl is inside nodegraph's state folder ${rig.path('.nodegraph')}, which every run changes: read a file beside it
+ --> ${f}:3:6
+  |
+3 |   ng.task('f', { inputs: { s: ng.file('.nodegraph/state.jsonl') }, run: ['true'] });
+  |      ^
+error[invalid-field]: task t: field inputs.s: the tree .nodegraph/generations is inside nodegraph's state folder ${rig.path('.nodegraph')}, which every run changes: read a folder beside it
+ --> ${f}:4:6
+  |
+4 |   ng.task('t', { inputs: { s: ng.tree('.nodegraph/generations') }, run: ['true'] });
+  |      ^
+error[invalid-field]: task g: field inputs.s: the glob ./.nodegraph/**/*.json is inside nodegraph's state folder ${rig.path('.nodegraph')}, which every run changes: match files beside it
+ --> ${f}:5:6
+  |
+5 |   ng.task('g', { inputs: { s: ng.glob('./.nodegraph/**/*.json') }, run: ['true'] });
+  |      ^
+`,
+  },
+  {
     name: 'a file input that is a folder says to read it as a tree',
     body: `  ng.task('a', { inputs: { d: ng.file('out') }, run: ['true'] });
 `,
