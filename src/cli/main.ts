@@ -40,25 +40,28 @@ const load: Record<CommandName, () => Promise<{ run: Run }>> = {
 
 export async function main(argv: readonly string[], io: CliIo): Promise<number> {
   const [first, ...rest] = argv;
+  // Before the arguments are understood, --json anywhere still asks for errors as JSON.
+  const failed = async (failure: Failure): Promise<number> => {
+    const { printFailures } = await import('./shared.ts');
+    return printFailures([failure], argv.includes('--json') ? { ...io, json: true } : io);
+  };
+  const unknownCommand = async (word: string): Promise<number> => {
+    const { nearest } = await import('../util/nearest.ts');
+    const suggestion = nearest(word, COMMANDS);
+    return failed({ reason: 'unknown-command', command: word, commands: COMMANDS, ...(suggestion === undefined ? {} : { suggestion }) });
+  };
   if (first === undefined || first === '--help' || first === '-h' || first === 'help') {
-    const topic = rest[0];
-    io.stdout.write(topic !== undefined && (COMMANDS as readonly string[]).includes(topic) ? commandHelp(topic as CommandName) : mainHelp());
+    // An option after help (--json, -h) is no topic.
+    const topic = rest[0]?.startsWith('-') === true ? undefined : rest[0];
+    if (topic !== undefined && !(COMMANDS as readonly string[]).includes(topic)) return unknownCommand(topic);
+    io.stdout.write(topic !== undefined ? commandHelp(topic as CommandName) : mainHelp());
     return first === undefined ? 1 : 0;
   }
   if (first === '--version' || first === '-V' || first === 'version') {
     io.stdout.write(`nodegraph ${version()}\n`);
     return 0;
   }
-  // Before the arguments are understood, --json anywhere still asks for errors as JSON.
-  const failed = async (failure: Failure): Promise<number> => {
-    const { printFailures } = await import('./shared.ts');
-    return printFailures([failure], argv.includes('--json') ? { ...io, json: true } : io);
-  };
-  if (!(COMMANDS as readonly string[]).includes(first)) {
-    const { nearest } = await import('../util/nearest.ts');
-    const suggestion = nearest(first, COMMANDS);
-    return failed({ reason: 'unknown-command', command: first, commands: COMMANDS, ...(suggestion === undefined ? {} : { suggestion }) });
-  }
+  if (!(COMMANDS as readonly string[]).includes(first)) return unknownCommand(first);
   const name = first as CommandName;
   let parsed;
   try {

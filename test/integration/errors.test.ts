@@ -476,6 +476,12 @@ describe('bad input', () => {
     expect(command.stderr).toBe(
       `error[unknown-command]: unknown command aply; did you mean apply? (commands: ${COMMANDS.join(', ')}; see nodegraph --help)\n`,
     );
+    // Help on a command that is not one is the same error, not the general help and success.
+    const help = await rig.run(['help', 'aply']);
+    expect(help.code).toBe(1);
+    expect(help.stdout).toBe('');
+    expect(help.stderr).toBe(command.stderr);
+    expect((await rig.run(['--help', 'aply'])).stderr).toBe(command.stderr);
     const far = await rig.run(['frobnicate']);
     expect(far.stderr).toBe(`error[unknown-command]: unknown command frobnicate (commands: ${COMMANDS.join(', ')}; see nodegraph --help)\n`);
     const flag = await rig.run(['apply', '--jobz', '3']);
