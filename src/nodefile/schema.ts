@@ -54,7 +54,7 @@ export const taskSpecSchema = z.strictObject({
   check: z.union([command, fn], { error: RUN_SHAPES }).optional(),
   stop: commands('stop').optional(),
   destroy: commands('destroy').optional(),
-  removeOutputs: z.union([z.boolean(), z.literal('dropped')]).optional(),
+  removeOutputs: z.union([z.boolean(), z.literal('dropped')], { error: (issue) => `true, false or 'dropped', not ${JSON.stringify(issue.input) ?? `a ${typeof issue.input}`}` }).optional(),
   retire: z.enum(['destroy', 'stop']).optional(),
   pool: z.string().min(1).optional(),
   verbs: z

@@ -3,7 +3,7 @@
 import fc from 'fast-check';
 import { expect, test } from 'vitest';
 import { ID_PATTERN, plainlyValid, SPEC_KEYS } from '../../src/nodefile/plain.ts';
-import { taskIdSchema, taskSpecSchema } from '../../src/nodefile/schema.ts';
+import { taskIdSchema, taskSpecSchema, validateTaskSpec } from '../../src/nodefile/schema.ts';
 
 const anyValue = fc.oneof(fc.string(), fc.integer(), fc.constant(null), fc.constant(undefined), fc.boolean(), fc.array(fc.string(), { maxLength: 3 }));
 // Values as a Nodefile might pass them: JSON, and what only looks like it.
@@ -130,4 +130,9 @@ test('stop and destroy refuse an empty list as check and run refuse an empty arg
     expect(taskSpecSchema.safeParse(spec).success, field).toBe(false);
   }
   expect(taskSpecSchema.safeParse({ run: ['true'], stop: [['a']], destroy: ['b'] }).success).toBe(true);
+});
+
+test('a removeOutputs that is none of its three says which they are', () => {
+  const refused = validateTaskSpec({ run: ['true'], removeOutputs: 'yes' });
+  expect(refused).toEqual({ ok: false, error: [{ field: 'removeOutputs', message: `true, false or 'dropped', not "yes"` }] });
 });
