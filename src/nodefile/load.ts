@@ -28,6 +28,8 @@ const localModules = new Set<string>();
 /** nodegraph's own package (a checkout or an installed copy): its modules are loaded once, never reloaded. */
 const OWN = new URL('../../', import.meta.url).href;
 let hooked = false;
+/** The names Node loads by their extension: a Nodefile named otherwise is read as TypeScript. */
+const MODULE_EXTENSION = /\.(?:[cm]?[jt]s|json|node|wasm)$/;
 
 const withoutQuery = (url: string): string => {
   const query = url.indexOf('?');
@@ -68,7 +70,9 @@ function loadAsModule(url: string): void {
     load(target, context, next) {
       const plain = withoutQuery(target);
       const ours = nodefiles.has(plain) || localModules.has(plain);
-      const loaded = ours && plain.endsWith('.ts') ? next(target, { ...context, format: 'module-typescript' }) : next(target, context);
+      // A Nodefile named without a module's extension (`-f Nodefile`) is TypeScript too: Node would refuse its name.
+      const typescript = ours && (plain.endsWith('.ts') || (nodefiles.has(plain) && !MODULE_EXTENSION.test(plain)));
+      const loaded = typescript ? next(target, { ...context, format: 'module-typescript' }) : next(target, context);
       const source = loaded.source;
       if (ours && source !== undefined && source !== null) {
         evaluated.set(fileURLToPath(plain), createHash('sha256').update(typeof source === 'string' ? source : new Uint8Array(source as ArrayBuffer)).digest('hex'));

@@ -634,6 +634,15 @@ describe('bad input', () => {
     expect(result.stderr).toBe(`error[nodefile-not-found]: ${rig.path('sub')} is a folder: name the Nodefile in it (-f ${rig.path('sub/Nodefile.ts')})\n`);
   });
 
+  test('-f naming a file without a module\'s extension reads it as TypeScript, as make reads a Makefile', async () => {
+    rig.write('Nodefile', `export default (ng: { task: (id: string, spec: object) => void }) => { ng.task('a', { outputs: ['out/a'], run: ['touch', 'out/a'] }); };\n`);
+    const applied = await rig.run(['apply', '-f', 'Nodefile']);
+    expect(applied.stderr).toBe('');
+    expect(applied.code).toBe(0);
+    expect(rig.exists('out/a')).toBe(true);
+    expect((await rig.run(['plan', '-f', 'Nodefile'])).stdout).toBe('No changes: 1 task up to date.\n');
+  });
+
   test('a state folder that cannot be looked at (a symlink loop) is one error from plan and apply, not a crash', async () => {
     rig.nodefile(`ng.task('t', { outputs: ['out/t'], run: ['touch', 'out/t'] });`);
     symlinkSync('loop', rig.path('loop'));
