@@ -46,7 +46,7 @@ export const taskSpecSchema = z.strictObject({
   description: z.string().optional(),
   inputs: z.record(z.string().regex(/^[A-Za-z0-9_.-]+$/, 'an input name is [A-Za-z0-9_.-]+'), inputSchema).optional(),
   outputs: z.array(relPath).optional(),
-  after: z.array(z.union([z.string().min(1), z.object({ kind: z.literal('task'), id: z.string() })])).optional(),
+  after: z.array(z.union([z.string().min(1, 'an empty string names no task: give a task id, or the task ng.task returned'), z.object({ kind: z.literal('task'), id: z.string() })])).optional(),
   run: z.union([command, fn], { error: RUN_SHAPES }),
   version: z.string().optional(),
   cwd: z.string().optional(),

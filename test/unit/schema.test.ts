@@ -136,3 +136,7 @@ test('a removeOutputs that is none of its three says which they are', () => {
   const refused = validateTaskSpec({ run: ['true'], removeOutputs: 'yes' });
   expect(refused).toEqual({ ok: false, error: [{ field: 'removeOutputs', message: `true, false or 'dropped', not "yes"` }] });
 });
+
+test('an empty id in after says so in words, not in zod\'s', () => {
+  expect(validateTaskSpec({ run: ['true'], after: [''] })).toEqual({ ok: false, error: [{ field: 'after.0', message: 'an empty string names no task: give a task id, or the task ng.task returned' }] });
+});
