@@ -1,15 +1,16 @@
 // The hash of the files a glob matches (node:fs globSync): which files — their
 // paths as matched, relative to the base, '/' separators, sorted — with each
-// one's executable bit and content hash (through the cache). Only files count
-// (symlinks are followed to see if they are one); matched directories add
-// nothing, so `src/**` hashes the files under src. Dotfiles match only where the
-// pattern names a dot, as globSync does. A glob that matches no file hashes to
-// EMPTY_GLOB_HASH.
+// one's executable bit and content hash (through the cache, or a look of
+// large.ts). Only files count (symlinks are followed to see if they are one);
+// matched directories add nothing, so `src/**` hashes the files under src.
+// Dotfiles match only where the pattern names a dot, as globSync does. A glob
+// that matches no file hashes to EMPTY_GLOB_HASH.
 
 import { globSync } from 'node:fs';
 import path from 'node:path';
 import type { ContentHash } from '../ids.ts';
 import type { HashCache } from './cache.ts';
+import { lookThrough, type Look } from './large.ts';
 import { hashParts } from './value.ts';
 
 export interface GlobHash {
@@ -23,19 +24,21 @@ const HEADER = 'nodegraph-glob 1';
 /** The hash of a glob that matches no file. */
 export const EMPTY_GLOB_HASH: ContentHash = hashParts([HEADER]);
 
-export function hashGlob(pattern: string | readonly string[], base: string, cache: HashCache): GlobHash {
+export function hashGlob(pattern: string | readonly string[], base: string, files: HashCache | Look): GlobHash {
+  const look = lookThrough(files);
   const cwd = path.resolve(base);
   const matched = globSync(pattern, { cwd });
   const unique = [...new Set(path.sep === '/' ? matched : matched.map((m) => m.split(path.sep).join('/')))].sort((a, b) =>
     a < b ? -1 : a > b ? 1 : 0,
   );
   const parts: string[] = [HEADER];
-  const files: string[] = [];
+  const matches: string[] = [];
   for (const file of unique) {
-    const seen = cache.hashFile(path.resolve(cwd, file));
-    if (seen.kind !== 'file') continue;
-    files.push(file);
+    // Undefined: left unread, and this hash thrown away.
+    const seen = look(path.resolve(cwd, file));
+    if (seen?.kind !== 'file') continue;
+    matches.push(file);
     parts.push(file, (seen.mode & 0o111) !== 0 ? 'x' : '-', seen.hash);
   }
-  return { hash: hashParts(parts), files };
+  return { hash: hashParts(parts), files: matches };
 }

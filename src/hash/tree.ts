@@ -1,9 +1,9 @@
 // The hash of a directory tree: every entry's path relative to the root ('/'
 // separators), its type, and for files the executable bit and the content hash
-// (through the cache: one stat per unchanged file, no read); for symlinks the
-// target text (links are not followed); empty directories count. Entries are
-// visited depth-first with names sorted by UTF-16 code unit, so the order, and
-// the hash, depend only on the tree.
+// (through the cache, or a look of large.ts: one stat per unchanged file, no
+// read); for symlinks the target text (links are not followed); empty
+// directories count. Entries are visited depth-first with names sorted by UTF-16
+// code unit, so the order, and the hash, depend only on the tree.
 //
 // Entries that vanish while the tree is walked are left out. A root that is not
 // there, or is not a directory, hashes to its own digest, distinct from any tree.
@@ -12,6 +12,7 @@ import { readdirSync, readlinkSync, type Dirent } from 'node:fs';
 import path from 'node:path';
 import type { ContentHash } from '../ids.ts';
 import type { HashCache } from './cache.ts';
+import { lookThrough, type Look } from './large.ts';
 import { hashParts } from './value.ts';
 
 export type TreeEntry =
@@ -35,16 +36,16 @@ const byName = (a: Dirent, b: Dirent): number => (a.name < b.name ? -1 : a.name 
 const code = (error: unknown): string | undefined => (error as NodeJS.ErrnoException | undefined)?.code;
 
 /** The hash of the tree under `root` (see the top of this file). */
-export function hashTree(root: string, cache: HashCache): ContentHash {
-  return walk(root, cache, undefined).hash;
+export function hashTree(root: string, files: HashCache | Look): ContentHash {
+  return walk(root, lookThrough(files), undefined).hash;
 }
 
 /** The tree's hash together with the entries it was computed from, in order. */
-export function walkTree(root: string, cache: HashCache): TreeHash {
-  return walk(root, cache, []);
+export function walkTree(root: string, files: HashCache | Look): TreeHash {
+  return walk(root, lookThrough(files), []);
 }
 
-function walk(root: string, cache: HashCache, entries: TreeEntry[] | undefined): TreeHash {
+function walk(root: string, look: Look, entries: TreeEntry[] | undefined): TreeHash {
   const base = path.resolve(root);
   const parts: string[] = [HEADER];
   let rootError: 'missing' | 'not-a-directory' = 'missing';
@@ -72,7 +73,8 @@ function walk(root: string, cache: HashCache, entries: TreeEntry[] | undefined):
       const full = `${dir}${path.sep}${child.name}`;
       const rel = `${prefix}${child.name}`;
       if (child.isFile()) {
-        const seen = cache.hashFile(full);
+        const seen = look(full);
+        if (seen === undefined) continue; // left unread: this walk's hash is thrown away
         if (seen.kind === 'file') {
           const executable = (seen.mode & 0o111) !== 0;
           entries?.push({ path: rel, type: 'file', executable, hash: seen.hash });

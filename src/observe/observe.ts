@@ -11,6 +11,7 @@ import type { TaskGraph, TaskNode } from '../graph/graph.ts';
 import { TaskMap } from '../graph/task-map.ts';
 import type { FileObservation, HashCache } from '../hash/cache.ts';
 import { hashGlob } from '../hash/glob.ts';
+import { hashUnlessLarge, Unread } from '../hash/large.ts';
 import { hashTree } from '../hash/tree.ts';
 import { hashValue, keyedHash } from '../hash/value.ts';
 import type { ProcessRunner } from '../process-runner.ts';
@@ -178,6 +179,12 @@ export async function observe(options: ObserveOptions): Promise<Result<Map<TaskI
 
 type Verdict = { readonly ok: boolean; readonly detail: string };
 
+/** What a pass keeps of a file it looked at. */
+const seenOf = (looked: FileObservation): ContentHash | Exclude<FileObservation['kind'], 'file'> => (looked.kind === 'file' ? looked.hash : looked.kind);
+
+/** What look(n) left for readLarge: the read of a large file, or of a whole (a tree, a glob) that holds one. */
+type Left = (signal: AbortSignal) => Promise<void>;
+
 /** Runs the checks of the tasks with a successful record, up to `jobs` at once. */
 function startChecks(options: ObserveOptions): { readonly count: number; readonly verdicts: Map<TaskId, Verdict>; readonly done: Promise<unknown> } {
   const verdicts = new Map<TaskId, Verdict>();
@@ -205,6 +212,8 @@ class FilePass implements ObservedSources {
   readonly #seen: (ContentHash | Packed | Exclude<FileObservation['kind'], 'file'> | 'looked' | undefined)[];
   // And one walk per directory: a tree several tasks read is hashed once.
   readonly #trees = new Map<string, ContentHash>();
+  // The node look(n) was last given: its glob inputs' hashes, by name.
+  readonly #globs = new Map<string, ContentHash>();
   readonly #scratch: string[] = [];
   #key: Uint8Array | undefined;
   #keyFailed = false;
@@ -229,33 +238,52 @@ class FilePass implements ObservedSources {
   }
 
   /**
-   * Looks at node n's file and tree inputs not looked at yet, as task(n) will read them; the slots of
-   * large files the cache cannot vouch for, left for readLarge, or undefined when there are none.
+   * Hashes node n's file, tree and glob inputs, as task(n) will read them; a file, tree or glob
+   * that holds a large file the cache cannot vouch for is left for readLarge, and given (undefined
+   * when there is none).
    */
-  look(n: number): number[] | undefined {
+  look(n: number): Left[] | undefined {
     const node = this.#files.nodes[n]!;
-    if (this.#options.unrecordedInputs === 'look' && this.#options.records.status(node.id) !== 'ok') return undefined;
+    const { cache, records, graph } = this.#options;
+    const trusted = records.status(node.id) === 'ok';
+    // task(n) then only stats its file and tree inputs; its globs it hashes all the same.
+    const statOnly = this.#options.unrecordedInputs === 'look' && !trusted;
     const { paths, slots, starts } = this.#files;
-    const end = (n + 1 < starts.length ? starts[n + 1]! : slots.length) - node.outputs.length;
-    let large: number[] | undefined;
-    for (let at = starts[n]!; at < end; at++) {
-      const slot = slots[at]!;
-      const seen = this.#seen[slot];
-      if (seen !== undefined && seen !== 'looked') continue;
-      const looked = this.#options.cache.hashFileUnlessLarge(paths[slot]!);
-      if (looked === undefined) (large ??= []).push(slot);
-      else this.#seen[slot] = looked.kind === 'file' ? looked.hash : looked.kind;
+    let at = starts[n]!;
+    let left: Left[] | undefined;
+    this.#globs.clear();
+    for (const name in node.inputs) {
+      const input = node.inputs[name]!;
+      if (input.kind === 'glob') {
+        const glob = hashUnlessLarge(cache, (look) => hashGlob(input.pattern, graph.dir, look).hash);
+        if (glob instanceof Unread) (left ??= []).push(async (signal) => void this.#globs.set(name, await glob.read(signal)));
+        else this.#globs.set(name, glob);
+      }
+      if (statOnly || (input.kind !== 'file' && input.kind !== 'tree')) continue;
+      const slot = slots[at++]!;
+      const path = paths[slot]!;
+      let seen = this.#seen[slot];
+      if (seen === undefined || seen === 'looked') {
+        const looked = cache.hashFileUnlessLarge(path);
+        // seen stays undefined until read: a large file is no tree to walk.
+        if (looked === undefined) (left ??= []).push(async (signal) => void (this.#seen[slot] = seenOf(await cache.hashFileAsync(path, signal))));
+        else this.#seen[slot] = seen = seenOf(looked);
+      }
+      if (input.kind === 'tree' && seen === 'directory' && !this.#trees.has(path)) {
+        const tree = hashUnlessLarge(cache, (look) => hashTree(path, look));
+        if (tree instanceof Unread) (left ??= []).push(async (signal) => void this.#trees.set(path, await tree.read(signal)));
+        else this.#trees.set(path, tree);
+      }
     }
-    return large;
+    return left;
   }
 
-  /** Reads the large files at `slots` (look); false when the signal cut that short. */
-  async readLarge(slots: readonly number[]): Promise<boolean> {
-    const { cache, signal } = this.#options;
-    for (const slot of slots) {
+  /** Reads what look(n) left; false when the signal cut that short. */
+  async readLarge(left: readonly Left[]): Promise<boolean> {
+    const { signal } = this.#options;
+    for (const read of left) {
       try {
-        const looked = await cache.hashFileAsync(this.#files.paths[slot]!, signal);
-        this.#seen[slot] = looked.kind === 'file' ? looked.hash : looked.kind;
+        await read(signal);
       } catch (error) {
         if (signal.aborted) return false;
         throw error;
@@ -304,7 +332,7 @@ class FilePass implements ObservedSources {
           break;
         }
         case 'glob':
-          inputs.push(name, hashGlob(input.pattern, options.graph.dir, options.cache).hash);
+          inputs.push(name, this.#globs.get(name) ?? hashGlob(input.pattern, options.graph.dir, options.cache).hash);
           break;
         case 'file':
         case 'tree': {

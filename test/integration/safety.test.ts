@@ -173,37 +173,45 @@ test('Ctrl-C while the checks run: plan, status and apply say the run was interr
   expect(rig.read('apply.prom')).toContain('nodegraph_last_run_outcome{command="apply",outcome="canceled"} 1\n');
 }, 60_000);
 
-test('Ctrl-C while a large input is hashed ends the read at once: interrupted, the state as it was, exit 130', { timeout: 180_000 }, async () => {
-  rig.nodefile(`ng.task('small', { outputs: ['out/small'], run: ['touch', 'out/small'] });`);
-  expect((await rig.run(['apply'])).code).toBe(0);
-  const state = (): Record<string, string> =>
-    Object.fromEntries(readdirSync(rig.path('.nodegraph'), { recursive: true, encoding: 'utf8' }).sort().map((f) => [f, statSync(rig.path('.nodegraph', f)).isFile() ? readFileSync(rig.path('.nodegraph', f), 'latin1') : '']));
-  const before = state();
-  // A terabyte that takes no disk (a sparse file): read whole, it would take many minutes.
-  const image = rig.path('big.img');
-  expect(spawnSync('truncate', ['-s', '1T', image]).status).toBe(0);
-  rig.nodefile(`
-    ng.task('small', { outputs: ['out/small'], run: ['touch', 'out/small'] });
-    ng.task('boot', { inputs: { image: ng.file('big.img') }, run: ['true'] });
-  `);
-  const child = rig.spawn(['apply']);
-  spawned.push(child);
-  const done = collect(child);
-  // Interrupted once it reads the image: while it has the file open.
-  const reading = (): boolean => {
-    try {
-      return readdirSync(`/proc/${child.pid}/fd`).some((fd) => readlinkSync(`/proc/${child.pid}/fd/${fd}`) === image);
-    } catch {
-      return false;
-    }
-  };
-  await until(reading);
-  child.kill('SIGINT');
-  const result = await done;
-  expect(result.code).toBe(130);
-  expect(result.stderr).toContain('error[interrupted]: interrupted while checking what is in place: nothing was changed\n');
-  expect(state()).toEqual(before);
-});
+/** Whether the process `child` has `file` open. */
+const opens = (child: ChildProcess, file: string): boolean => {
+  try {
+    return readdirSync(`/proc/${child.pid}/fd`).some((fd) => readlinkSync(`/proc/${child.pid}/fd/${fd}`) === file);
+  } catch {
+    return false;
+  }
+};
+
+// A terabyte that takes no disk (a sparse file): read whole, it would take many minutes.
+const TERABYTE = '1T';
+const small = `ng.task('small', { outputs: ['out/small'], run: ['touch', 'out/small'] });`;
+for (const { what, first, then, large } of [
+  { what: 'a file input', first: small, then: `ng.task('boot', { inputs: { image: ng.file('data/big.img') }, run: ['true'] });`, large: 'data/big.img' },
+  { what: 'a file in a tree input', first: small, then: `ng.task('boot', { inputs: { images: ng.tree('data') }, run: ['true'] });`, large: 'data/big.img' },
+  { what: 'a file a glob input matches', first: small, then: `ng.task('boot', { inputs: { images: ng.glob('data/*.img') }, run: ['true'] });`, large: 'data/big.img' },
+]) {
+  test(`Ctrl-C while a large file (${what}) is hashed ends the read at once: interrupted, the state as it was, exit 130`, { timeout: 180_000 }, async () => {
+    rig.write('data/small.txt', 'small\n');
+    rig.nodefile(first);
+    expect((await rig.run(['apply'])).code).toBe(0);
+    const state = (): Record<string, string> =>
+      Object.fromEntries(readdirSync(rig.path('.nodegraph'), { recursive: true, encoding: 'utf8' }).sort().map((f) => [f, statSync(rig.path('.nodegraph', f)).isFile() ? readFileSync(rig.path('.nodegraph', f), 'latin1') : '']));
+    const before = state();
+    const image = rig.path(large);
+    expect(spawnSync('truncate', ['-s', TERABYTE, image]).status).toBe(0);
+    rig.nodefile(`${first}\n${then}`);
+    const child = rig.spawn(['apply']);
+    spawned.push(child);
+    const done = collect(child);
+    // Interrupted once it reads the image: while it has the file open.
+    await until(() => opens(child, image));
+    child.kill('SIGINT');
+    const result = await done;
+    expect(result.code).toBe(130);
+    expect(result.stderr).toContain('error[interrupted]: interrupted while checking what is in place: nothing was changed\n');
+    expect(state()).toEqual(before);
+  });
+}
 
 test('a first apply interrupted while it hashes leaves no state folder: plan and status read it as never applied', { timeout: 180_000 }, async () => {
   const image = rig.path('big.img');

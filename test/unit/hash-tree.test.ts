@@ -15,7 +15,7 @@ import {
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, test } from 'vitest';
-import { EMPTY_GLOB_HASH, HashCache, hashGlob, hashTree, walkTree, type HashCacheOptions } from '../../src/hash/index.ts';
+import { EMPTY_GLOB_HASH, HashCache, hashGlob, hashTree, hashUnlessLarge, lookThrough, Unread, walkTree, type HashCacheOptions, type Look } from '../../src/hash/index.ts';
 
 let dir: string;
 let root: string;
@@ -129,6 +129,23 @@ describe('hashTree', () => {
     expect(walkTree(path.join(dir, 'missing'), cache).root).toBe('missing');
     expect(walkTree(file, cache).root).toBe('not-a-directory');
   });
+});
+
+describe('a large file in a tree or a glob (large.ts)', () => {
+  const wholes = { tree: (look: Look) => hashTree(root, look), glob: (look: Look) => hashGlob('**/*', root, look).hash };
+  for (const [name, whole] of Object.entries(wholes)) {
+    test(`${name}: left unread on the main thread, then read off it to the hash a whole read gives; given up on the signal`, async () => {
+      put('sub/big.img', 'x'.repeat(9 << 20));
+      const expected = whole(lookThrough(new HashCache(undefined, later)));
+      const first = hashUnlessLarge(cache, whole);
+      expect(first).toBeInstanceOf(Unread);
+      const unread = first as Unread<string>;
+      await expect(unread.read(AbortSignal.abort(new Error('interrupted')))).rejects.toThrow('interrupted');
+      expect(await unread.read(new AbortController().signal)).toBe(expected);
+      // Read now, the cache vouches for it: one pass on the main thread.
+      expect(hashUnlessLarge(cache, whole)).toBe(expected);
+    });
+  }
 });
 
 describe('hashGlob', () => {
