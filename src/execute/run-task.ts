@@ -197,7 +197,14 @@ export class Builder {
     const failed = (outcome: 'failed' | 'canceled', error: string): TaskOutcome =>
       this.#unsuccessful(node, outcome, error, startedAt, durationMs, { command: result.command, output: result.output, exitCode: result.ok ? undefined : result.exitCode });
     if (!result.ok) return failed(result.canceled ? 'canceled' : 'failed', result.error);
-    const outputs = observeOutputs(node.outputs, this.#options.cache);
+    let outputs: Map<string, ContentHash | 'missing'>;
+    try {
+      outputs = await observeOutputs(node.outputs, this.#options.cache, signal);
+    } catch (error) {
+      // Ctrl-C while a large output was read: what the task made is not known, so not recorded as made.
+      if (signal.aborted) return failed('canceled', 'canceled');
+      throw error;
+    }
     const missing = [...outputs].filter(([, hash]) => hash === 'missing').map(([p]) => p);
     if (missing.length > 0) {
       return failed('failed', `declared output ${missing.map((p) => path.relative(graph.dir, p) || p).join(', ')} was not produced`);

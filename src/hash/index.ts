@@ -8,6 +8,6 @@ export {
   type HashCacheOptions,
   type HashCacheStats,
 } from './cache.ts';
-export { hashUnlessLarge, lookThrough, Unread, type Look } from './large.ts';
+export { hashAsync, hashUnlessLarge, lookThrough, Unread, type Look } from './large.ts';
 export { hashTree, walkTree, type TreeEntry, type TreeHash } from './tree.ts';
 export { EMPTY_GLOB_HASH, hashGlob, type GlobHash } from './glob.ts';

@@ -1,9 +1,9 @@
-// A whole made of files (a tree, a glob's files) hashed as one file is
-// (cache.ts): each file answered from one stat, or read at once when small; a
-// large one the cache cannot vouch for is left unread, then read off the main
-// thread by hashFileAsync, which gives up between chunks on the signal, and the
-// whole is hashed again with that file known. A whole of small or unchanged files
-// costs one synchronous pass.
+// A whole made of files (a tree, a glob's files, a task's outputs) hashed as one
+// file is (cache.ts): each file answered from one stat, or read at once when
+// small; a large one the cache cannot vouch for is left unread, then read off the
+// main thread by hashFileAsync, which gives up between chunks on the signal, and
+// the whole is hashed again with that file known. A whole of small or unchanged
+// files costs one synchronous pass.
 
 import type { FileObservation, HashCache } from './cache.ts';
 
@@ -54,4 +54,10 @@ export function hashUnlessLarge<T>(cache: HashCache, whole: (look: Look) => T): 
     return seen;
   });
   return large === undefined ? made : new Unread(cache, whole, large);
+}
+
+/** The whole `whole` makes, its large files read off the main thread; on `signal` given up (its reason thrown). */
+export async function hashAsync<T>(cache: HashCache, signal: AbortSignal, whole: (look: Look) => T): Promise<T> {
+  const first = hashUnlessLarge(cache, whole);
+  return first instanceof Unread ? await first.read(signal) : first;
 }

@@ -182,7 +182,7 @@ type Verdict = { readonly ok: boolean; readonly detail: string };
 /** What a pass keeps of a file it looked at. */
 const seenOf = (looked: FileObservation): ContentHash | Exclude<FileObservation['kind'], 'file'> => (looked.kind === 'file' ? looked.hash : looked.kind);
 
-/** What look(n) left for readLarge: the read of a large file, or of a whole (a tree, a glob) that holds one. */
+/** What look(n) left for readLarge: the read of a large file, or of a whole (a tree, a glob, an output) that holds one. */
 type Left = (signal: AbortSignal) => Promise<void>;
 
 /** Runs the checks of the tasks with a successful record, up to `jobs` at once. */
@@ -209,6 +209,7 @@ class FilePass implements ObservedSources {
   // One look per file in this pass (a header that is an input of a thousand tasks is
   // stat'ed once): by slot. Only here: the executor hashes outputs again after tasks write them.
   // 'looked': a file seen to be there, its content not read (unrecordedInputs 'look').
+  // An output's slot (one of its own) holds the output's hash, or 'missing'.
   readonly #seen: (ContentHash | Packed | Exclude<FileObservation['kind'], 'file'> | 'looked' | undefined)[];
   // And one walk per directory: a tree several tasks read is hashed once.
   readonly #trees = new Map<string, ContentHash>();
@@ -238,9 +239,9 @@ class FilePass implements ObservedSources {
   }
 
   /**
-   * Hashes node n's file, tree and glob inputs, as task(n) will read them; a file, tree or glob
-   * that holds a large file the cache cannot vouch for is left for readLarge, and given (undefined
-   * when there is none).
+   * Hashes node n's file, tree and glob inputs, and its outputs when it has a record, as task(n)
+   * will read them; a file, tree, glob or output that holds a large file the cache cannot vouch
+   * for is left for readLarge, and given (undefined when there is none).
    */
   look(n: number): Left[] | undefined {
     const node = this.#files.nodes[n]!;
@@ -275,6 +276,14 @@ class FilePass implements ObservedSources {
         else this.#trees.set(path, tree);
       }
     }
+    if (!trusted) return left;
+    for (let o = 0; o < node.outputs.length; o++) {
+      const output = node.outputs[o]!;
+      const slot = slots[at + o]!;
+      const seen = hashUnlessLarge(cache, (look) => observePath(output, look));
+      if (seen instanceof Unread) (left ??= []).push(async (signal) => void (this.#seen[slot] = await seen.read(signal)));
+      else this.#seen[slot] = seen;
+    }
     return left;
   }
 
@@ -300,7 +309,7 @@ class FilePass implements ObservedSources {
     inputs.length = 0;
     const unkeyed = this.#inputs(node, this.#files.starts[n]!, trusted, inputs);
     let outputs: ReadonlyMap<string, ContentHash | 'missing'> = NO_OUTPUTS;
-    if (trusted && node.outputs.length > 0) outputs = this.#outputs(node);
+    if (trusted && node.outputs.length > 0) outputs = this.#outputs(n);
     if (inputs.length === 0) return { inputs: NO_INPUTS, outputs };
     // Read from the scratch list, which it does not keep.
     if (inputs.length <= 2 * WALK_MAX) return new Observed(inputs, outputs, unkeyed);
@@ -393,13 +402,16 @@ class FilePass implements ObservedSources {
     return undefined;
   }
 
-  /** The outputs' hashes of a task with a successful record. */
-  #outputs(node: TaskNode): ReadonlyMap<string, ContentHash | 'missing'> {
+  /** The outputs' hashes of node n, a task with a successful record (as look(n) found them). */
+  #outputs(n: number): ReadonlyMap<string, ContentHash | 'missing'> {
+    const node = this.#files.nodes[n]!;
+    const { slots, starts } = this.#files;
+    const first = (n + 1 < starts.length ? starts[n + 1]! : slots.length) - node.outputs.length;
     const seen = new Array<string>(node.outputs.length * 2);
     // Declared outputs are each a different path (analysis refuses one declared twice).
     for (let o = 0; o < node.outputs.length; o++) {
       seen[2 * o] = node.outputs[o]!;
-      seen[2 * o + 1] = observePath(node.outputs[o]!, this.#options.cache);
+      seen[2 * o + 1] = (this.#seen[slots[first + o]!] as ContentHash | 'missing' | undefined) ?? observePath(node.outputs[o]!, this.#options.cache);
     }
     return smallMap<string, ContentHash | 'missing'>(seen);
   }

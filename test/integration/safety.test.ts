@@ -189,6 +189,8 @@ for (const { what, first, then, large } of [
   { what: 'a file input', first: small, then: `ng.task('boot', { inputs: { image: ng.file('data/big.img') }, run: ['true'] });`, large: 'data/big.img' },
   { what: 'a file in a tree input', first: small, then: `ng.task('boot', { inputs: { images: ng.tree('data') }, run: ['true'] });`, large: 'data/big.img' },
   { what: 'a file a glob input matches', first: small, then: `ng.task('boot', { inputs: { images: ng.glob('data/*.img') }, run: ['true'] });`, large: 'data/big.img' },
+  // Its task recorded, the output made large since: looked at before anything runs.
+  { what: 'a recorded output', first: `ng.task('image', { outputs: ['out/big.img'], run: ['truncate', '-s', '1M', 'out/big.img'] });`, then: '', large: 'out/big.img' },
 ]) {
   test(`Ctrl-C while a large file (${what}) is hashed ends the read at once: interrupted, the state as it was, exit 130`, { timeout: 180_000 }, async () => {
     rig.write('data/small.txt', 'small\n');
@@ -220,13 +222,7 @@ test('a first apply interrupted while it hashes leaves no state folder: plan and
   const child = rig.spawn(['apply']);
   spawned.push(child);
   const done = collect(child);
-  await until(() => {
-    try {
-      return readdirSync(`/proc/${child.pid}/fd`).some((fd) => readlinkSync(`/proc/${child.pid}/fd/${fd}`) === image);
-    } catch {
-      return false;
-    }
-  });
+  await until(() => opens(child, image));
   child.kill('SIGINT');
   const result = await done;
   expect(result.code).toBe(130);
@@ -237,6 +233,22 @@ test('a first apply interrupted while it hashes leaves no state folder: plan and
   expect(plan.stderr).toBe('');
   expect((await rig.run(['status'])).stdout).toMatch(/^boot\s+absent\s+never ran$/m);
   expect(existsSync(rig.path('.nodegraph'))).toBe(false);
+});
+
+test('Ctrl-C while a large output is hashed after its task ran ends the read at once: the task canceled, run again next time, exit 130', { timeout: 180_000 }, async () => {
+  rig.nodefile(`ng.task('image', { outputs: ['out/big.img'], run: ['truncate', '-s', '${TERABYTE}', 'out/big.img'] });`);
+  const child = rig.spawn(['apply']);
+  spawned.push(child);
+  const done = collect(child);
+  const image = rig.path('out/big.img');
+  await until(() => opens(child, image));
+  child.kill('SIGINT');
+  const result = await done;
+  expect(result.code).toBe(130);
+  expect(result.stdout).toContain('✖ image canceled\n');
+  expect(existsSync(rig.path('.nodegraph/lock'))).toBe(false);
+  // What it made is not known: not recorded as made.
+  expect((await rig.run(['plan'])).stdout).toMatch(/~ image\s+update\s+last run was canceled\n/);
 });
 
 test('Ctrl-C while the Nodefile loads (its top level awaits) ends the run at once: interrupted while loading, no state folder, exit 130', async () => {
