@@ -341,7 +341,8 @@ class FilePass implements ObservedSources {
           break;
         }
         case 'glob':
-          inputs.push(name, this.#globs.get(name) ?? hashGlob(input.pattern, options.graph.dir, options.cache).hash);
+          // look(n) hashed it, just before.
+          inputs.push(name, this.#globs.get(name)!);
           break;
         case 'file':
         case 'tree': {
@@ -411,7 +412,7 @@ class FilePass implements ObservedSources {
     // Declared outputs are each a different path (analysis refuses one declared twice).
     for (let o = 0; o < node.outputs.length; o++) {
       seen[2 * o] = node.outputs[o]!;
-      seen[2 * o + 1] = (this.#seen[slots[first + o]!] as ContentHash | 'missing' | undefined) ?? observePath(node.outputs[o]!, this.#options.cache);
+      seen[2 * o + 1] = this.#seen[slots[first + o]!] as ContentHash | 'missing';
     }
     return smallMap<string, ContentHash | 'missing'>(seen);
   }
