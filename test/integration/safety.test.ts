@@ -3,7 +3,7 @@
 import { spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, readdirSync, readlinkSync, rmSync, statSync, utimesSync } from 'node:fs';
 import { afterEach, beforeEach, expect, test } from 'vitest';
-import { alive, cli, collect, Rig, until } from '../support/rig.ts';
+import { alive, cli, collect, Rig, until, type RunResult } from '../support/rig.ts';
 import { valid } from '../support/schemas.ts';
 
 let rig: Rig;
@@ -182,6 +182,18 @@ const opens = (child: ChildProcess, file: string): boolean => {
   }
 };
 
+/** Runs apply and sends it SIGINT once it has `file` open, reading it: it must end with 130. */
+async function interruptedReading(file: string): Promise<RunResult> {
+  const child = rig.spawn(['apply']);
+  spawned.push(child);
+  const done = collect(child);
+  await until(() => opens(child, file));
+  child.kill('SIGINT');
+  const result = await done;
+  expect(result.code).toBe(130);
+  return result;
+}
+
 // A terabyte that takes no disk (a sparse file): read whole, it would take many minutes.
 const TERABYTE = '1T';
 const small = `ng.task('small', { outputs: ['out/small'], run: ['touch', 'out/small'] });`;
@@ -202,14 +214,7 @@ for (const { what, first, then, large } of [
     const image = rig.path(large);
     expect(spawnSync('truncate', ['-s', TERABYTE, image]).status).toBe(0);
     rig.nodefile(`${first}\n${then}`);
-    const child = rig.spawn(['apply']);
-    spawned.push(child);
-    const done = collect(child);
-    // Interrupted once it reads the image: while it has the file open.
-    await until(() => opens(child, image));
-    child.kill('SIGINT');
-    const result = await done;
-    expect(result.code).toBe(130);
+    const result = await interruptedReading(image);
     expect(result.stderr).toContain('error[interrupted]: interrupted while checking what is in place: nothing was changed\n');
     expect(state()).toEqual(before);
   });
@@ -219,13 +224,7 @@ test('a first apply interrupted while it hashes leaves no state folder: plan and
   const image = rig.path('big.img');
   expect(spawnSync('truncate', ['-s', '1T', image]).status).toBe(0);
   rig.nodefile(`ng.task('boot', { inputs: { image: ng.file('big.img') }, run: ['true'] });`);
-  const child = rig.spawn(['apply']);
-  spawned.push(child);
-  const done = collect(child);
-  await until(() => opens(child, image));
-  child.kill('SIGINT');
-  const result = await done;
-  expect(result.code).toBe(130);
+  const result = await interruptedReading(image);
   expect(result.stderr).toContain('error[interrupted]: interrupted while checking what is in place: nothing was changed\n');
   expect(existsSync(rig.path('.nodegraph'))).toBe(false);
   const plan = await rig.run(['plan']);
@@ -237,14 +236,7 @@ test('a first apply interrupted while it hashes leaves no state folder: plan and
 
 test('Ctrl-C while a large output is hashed after its task ran ends the read at once: the task canceled, run again next time, exit 130', { timeout: 180_000 }, async () => {
   rig.nodefile(`ng.task('image', { outputs: ['out/big.img'], run: ['truncate', '-s', '${TERABYTE}', 'out/big.img'] });`);
-  const child = rig.spawn(['apply']);
-  spawned.push(child);
-  const done = collect(child);
-  const image = rig.path('out/big.img');
-  await until(() => opens(child, image));
-  child.kill('SIGINT');
-  const result = await done;
-  expect(result.code).toBe(130);
+  const result = await interruptedReading(rig.path('out/big.img'));
   expect(result.stdout).toContain('✖ image canceled\n');
   expect(existsSync(rig.path('.nodegraph/lock'))).toBe(false);
   // What it made is not known: not recorded as made.
