@@ -285,11 +285,8 @@ function recordGeneration(store: GenerationStore, sources: Sources, ran: readonl
   const n = store.next();
   const recorded = store.record(n, sources, { status: 'applied', ran, destroyed });
   if (!recorded.ok) return generationProblem(recorded.error);
-  try {
-    store.setCurrent(recorded.value);
-  } catch (error) {
-    return (error as Error).message;
-  }
+  const set = store.setCurrent(recorded.value);
+  if (!set.ok) return generationProblem(set.error);
   store.prune(keep);
   return n;
 }

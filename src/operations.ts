@@ -14,6 +14,7 @@ import { findTraces, traceRecord } from './observe/traces.ts';
 import { recipeOf } from './execute/run-task.ts';
 import { nodefileReads } from './nodefile/load.ts';
 import type { OutsideRead } from './nodefile/reads.ts';
+import { generationProblem } from './transaction/atomic.ts';
 import { GenerationStore } from './transaction/generations.ts';
 import { generationChanges } from './transaction/manifest.ts';
 import { healthTasks } from './transaction/health.ts';
@@ -264,7 +265,10 @@ async function teardownWith(session: TeardownSession, options: TeardownOptions, 
   session.store.sync();
   if (session.store.failure !== undefined) return err([session.store.failure]);
   // A whole destroy that took everything leaves no generation applied: none is current (the kept ones stay, for rollback N).
-  if (options.mode === 'destroy' && targets.value === undefined && summary.failed.length + summary.canceled.length === 0 && records.size === 0) new GenerationStore(stateDirOf(options)).setCurrent(undefined);
+  if (options.mode === 'destroy' && targets.value === undefined && summary.failed.length + summary.canceled.length === 0 && records.size === 0) {
+    const cleared = new GenerationStore(stateDirOf(options)).setCurrent(undefined);
+    if (!cleared.ok) session.emit({ type: 'warning', message: `a generation still reads as current: ${generationProblem(cleared.error)}` });
+  }
   const durationMs = Date.now() - started;
   session.emit({
     type: 'summary',

@@ -231,14 +231,14 @@ function decodeSource(source: JournalSource, path: string): Result<DecodedJourna
   return decoded;
 }
 
-/**
- * Loads the state read-only, without the lock (e.g. for `plan`): no repair,
- * no compaction, nothing written. A missing journal is empty state.
- */
 /** What a missing journal holds: no record. */
 export const noJournal = (): LoadedState =>
   toLoaded({ records: new RecordTable(bufferSource(Buffer.alloc(0))), warnings: [], lines: 0, dropped: 0, version: JOURNAL_VERSION }, 0, false);
 
+/**
+ * Loads the state read-only, without the lock (e.g. for `plan`): no repair,
+ * no compaction, nothing written. A missing journal is empty state.
+ */
 export function readState(stateDir: string): Result<LoadedState, StateUnreadable> {
   const path = journalPath(stateDir);
   let source: JournalSource;

@@ -130,11 +130,8 @@ export function commit(
   if (committing.to !== committing.from) {
     const marked = store.mark(committing.to, 'applied', { ran: what.ran, destroyed: what.destroyed });
     if (!marked.ok) return { path: store.dir, problem: generationProblem(marked.error), next: 'finishes it' };
-    try {
-      store.setCurrent(marked.value);
-    } catch (error) {
-      return { path: store.dir, problem: `current: ${errnoWords(error)}`, next: 'finishes it' };
-    }
+    const set = store.setCurrent(marked.value);
+    if (!set.ok) return { path: store.dir, problem: generationProblem(set.error), next: 'finishes it' };
   }
   failpoint('committed');
   const kept = end(stateDir);

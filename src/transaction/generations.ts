@@ -17,12 +17,12 @@
 //      └──────rolled back─────────────────▶ failed   (kept: `rollback N` applies it again)
 // What a manifest holds and how sources are collected: manifest.ts.
 
-import { closeSync, existsSync, linkSync, openSync, readSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { closeSync, existsSync, linkSync, openSync, readSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, unlinkSync } from 'node:fs';
 import path from 'node:path';
 import type { Failure } from '../error.ts';
 import { sha256FileSync } from '../hash/file.ts';
 import { HASH_PREFIX } from '../ids.ts';
-import { newerFormatMessage } from '../state/errors.ts';
+import { errnoWords, newerFormatMessage } from '../state/errors.ts';
 import { stateKey } from '../state/key.ts';
 import { unseal } from '../state/seal.ts';
 import { DurableBatch, writeDurably } from '../util/durable.ts';
@@ -250,13 +250,18 @@ export class GenerationStore {
   }
 
   /** `current` holds the number, and the digest of its sources; none is current once a whole destroy took everything. */
-  setCurrent(generation: Pick<Generation, 'number' | 'digest'> | undefined): void {
+  setCurrent(generation: Pick<Generation, 'number' | 'digest'> | undefined): Result<void, GenerationError> {
     const file = path.join(this.dir, 'current');
-    if (generation !== undefined) writeDurably(file, `${generation.number} ${generation.digest}\n`);
-    else if (existsSync(file)) {
-      rmSync(file);
-      fsyncDir(this.dir);
+    try {
+      if (generation !== undefined) writeDurably(file, `${generation.number} ${generation.digest}\n`);
+      else if (existsSync(file)) {
+        unlinkSync(file); // not rmSync: it reports a read-only file system with no errno code
+        fsyncDir(this.dir);
+      }
+    } catch (error) {
+      return err({ reason: 'generation-write-failed', path: file, message: errnoWords(error) });
     }
+    return ok(undefined);
   }
 
   /** Removes pending manifests (called only where no transaction names one); they are newer than the current one. */
@@ -478,13 +483,7 @@ export class GenerationStore {
     }
     const current = this.#current();
     const manifest = current === undefined ? undefined : this.head(current.number);
-    if (manifest !== undefined && manifest.digest !== current!.digest) {
-      try {
-        this.setCurrent(manifest);
-      } catch (error) {
-        return err({ reason: 'generation-write-failed', path: path.join(this.dir, 'current'), message: (error as Error).message });
-      }
-    }
+    if (manifest !== undefined && manifest.digest !== current!.digest) return this.setCurrent(manifest);
     return ok(undefined);
   }
 
