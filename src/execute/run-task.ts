@@ -18,6 +18,7 @@ import type { OutputGuard } from '../graph/analyze.ts';
 import { holds } from '../util/paths.ts';
 import type { TaskGraph, TaskNode } from '../graph/graph.ts';
 import type { HashCache } from '../hash/cache.ts';
+import { NameNotUtf8, notUtf8 } from '../hash/names.ts';
 import { canonicalJson, hashParts, hashValue } from '../hash/value.ts';
 import type { Json } from '../types.ts';
 import { decide, fingerprintOf, type Decision, type TaskObservation, type UpstreamState } from '../plan/decide.ts';
@@ -203,6 +204,8 @@ export class Builder {
     } catch (error) {
       // Ctrl-C while a large output was read: what the task made is not known, so not recorded as made.
       if (signal.aborted) return failed('canceled', 'canceled');
+      // Nor when it made a name nodegraph cannot read: the task fails, and runs again next time.
+      if (error instanceof NameNotUtf8) return failed('failed', `its output ${notUtf8(path.relative(graph.dir, error.path), 'make it under a UTF-8 name')}`);
       throw error;
     }
     const missing = [...outputs].filter(([, hash]) => hash === 'missing').map(([p]) => p);

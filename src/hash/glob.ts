@@ -4,13 +4,16 @@
 // large.ts). Only files count (symlinks are followed to see if they are one);
 // matched directories add nothing, so `src/**` hashes the files under src.
 // Dotfiles match only where the pattern names a dot, as globSync does. A glob
-// that matches no file hashes to EMPTY_GLOB_HASH.
+// that matches no file hashes to EMPTY_GLOB_HASH. A match whose name is not
+// UTF-8 is refused (names.ts); what lies below a folder so named, globSync cannot
+// list, nor match.
 
 import { globSync } from 'node:fs';
 import path from 'node:path';
 import type { ContentHash } from '../ids.ts';
 import type { HashCache } from './cache.ts';
 import { lookThrough, type Look } from './large.ts';
+import { refuseNotUtf8 } from './names.ts';
 import { hashParts } from './value.ts';
 
 export interface GlobHash {
@@ -36,9 +39,21 @@ export function hashGlob(pattern: string | readonly string[], base: string, file
   for (const file of unique) {
     // Undefined: left unread, and this hash thrown away.
     const seen = look(path.resolve(cwd, file));
+    if (seen?.kind === 'missing') refuseMangled(cwd, file);
     if (seen?.kind !== 'file') continue;
     matches.push(file);
     parts.push(file, (seen.mode & 0o111) !== 0 ? 'x' : '-', seen.hash);
   }
   return { hash: hashParts(parts), files: matches };
+}
+
+/** Throws NameNotUtf8 when a folder or the file of `file`, as globSync spelled it, is named in bytes that are not UTF-8. */
+function refuseMangled(cwd: string, file: string): void {
+  if (!file.includes('\uFFFD')) return;
+  let dir = path.isAbsolute(file) ? '/' : cwd;
+  for (const name of file.split('/')) {
+    if (name === '') continue;
+    refuseNotUtf8(dir, name);
+    dir = path.join(dir, name);
+  }
 }

@@ -7,12 +7,15 @@
 //
 // Entries that vanish while the tree is walked are left out. A root that is not
 // there, or is not a directory, hashes to its own digest, distinct from any tree.
+// A name that is not UTF-8 is refused (names.ts); a link's target that is not is
+// hashed as its bytes.
 
 import { readdirSync, readlinkSync, type Dirent } from 'node:fs';
 import path from 'node:path';
 import type { ContentHash } from '../ids.ts';
 import type { HashCache } from './cache.ts';
 import { lookThrough, type Look } from './large.ts';
+import { refuseNotUtf8 } from './names.ts';
 import { hashParts } from './value.ts';
 
 export type TreeEntry =
@@ -70,6 +73,7 @@ function walk(root: string, look: Look, entries: TreeEntry[] | undefined): TreeH
   };
   const visit = (dir: string, prefix: string, children: Dirent[]): void => {
     for (const child of children) {
+      refuseNotUtf8(dir, child.name);
       const full = `${dir}${path.sep}${child.name}`;
       const rel = `${prefix}${child.name}`;
       if (child.isFile()) {
@@ -88,15 +92,18 @@ function walk(root: string, look: Look, entries: TreeEntry[] | undefined): TreeH
       } else if (child.isDirectory()) {
         directory(full, rel);
       } else if (child.isSymbolicLink()) {
-        let target: string;
+        let raw: Buffer;
         try {
-          target = readlinkSync(full);
+          raw = readlinkSync(full, { encoding: 'buffer' });
         } catch (error) {
           if (code(error) === 'ENOENT' || code(error) === 'EINVAL') continue; // vanished or replaced
           throw error;
         }
+        const target = raw.toString('utf8');
         entries?.push({ path: rel, type: 'symlink', target });
-        parts.push('l', rel, target);
+        // Two targets that are not UTF-8 may read as one string: such a target counts by its bytes.
+        if (target.includes('\uFFFD') && !Buffer.from(target).equals(raw)) parts.push('L', rel, raw.toString('hex'));
+        else parts.push('l', rel, target);
       } else {
         entries?.push({ path: rel, type: 'other' });
         parts.push('o', rel);

@@ -12,6 +12,7 @@ import { TaskMap } from '../graph/task-map.ts';
 import type { FileObservation, HashCache } from '../hash/cache.ts';
 import { hashGlob } from '../hash/glob.ts';
 import { hashUnlessLarge, Unread } from '../hash/large.ts';
+import { NameNotUtf8, notUtf8 } from '../hash/names.ts';
 import { hashTree } from '../hash/tree.ts';
 import { hashValue, keyedHash } from '../hash/value.ts';
 import type { ProcessRunner } from '../process-runner.ts';
@@ -213,6 +214,8 @@ class FilePass implements ObservedSources {
   readonly #seen: (ContentHash | Packed | Exclude<FileObservation['kind'], 'file'> | 'looked' | undefined)[];
   // And one walk per directory: a tree several tasks read is hashed once.
   readonly #trees = new Map<string, ContentHash>();
+  // Trees (inputs or outputs) that hold a name that is not UTF-8: each task that reads one fails.
+  readonly #refused = new Map<string, NameNotUtf8>();
   // The node look(n) was last given: its glob inputs' hashes, by name.
   readonly #globs = new Map<string, ContentHash>();
   readonly #scratch: string[] = [];
@@ -256,9 +259,9 @@ class FilePass implements ObservedSources {
     for (const name in node.inputs) {
       const input = node.inputs[name]!;
       if (input.kind === 'glob') {
-        const glob = hashUnlessLarge(cache, (look) => hashGlob(input.pattern, graph.dir, look).hash);
+        const glob = this.#named(node, `inputs.${name}`, undefined, () => hashUnlessLarge(cache, (look) => hashGlob(input.pattern, graph.dir, look).hash));
         if (glob instanceof Unread) (left ??= []).push(async (signal) => void this.#globs.set(name, await glob.read(signal)));
-        else this.#globs.set(name, glob);
+        else if (glob !== undefined) this.#globs.set(name, glob);
       }
       if (statOnly || (input.kind !== 'file' && input.kind !== 'tree')) continue;
       const slot = slots[at++]!;
@@ -271,18 +274,18 @@ class FilePass implements ObservedSources {
         else this.#seen[slot] = seen = seenOf(looked);
       }
       if (input.kind === 'tree' && seen === 'directory' && !this.#trees.has(path)) {
-        const tree = hashUnlessLarge(cache, (look) => hashTree(path, look));
+        const tree = this.#named(node, `inputs.${name}`, path, () => hashUnlessLarge(cache, (look) => hashTree(path, look)));
         if (tree instanceof Unread) (left ??= []).push(async (signal) => void this.#trees.set(path, await tree.read(signal)));
-        else this.#trees.set(path, tree);
+        else if (tree !== undefined) this.#trees.set(path, tree);
       }
     }
     if (!trusted) return left;
     for (let o = 0; o < node.outputs.length; o++) {
       const output = node.outputs[o]!;
       const slot = slots[at + o]!;
-      const seen = hashUnlessLarge(cache, (look) => observePath(output, look));
+      const seen = this.#named(node, 'outputs', output, () => hashUnlessLarge(cache, (look) => observePath(output, look)));
       if (seen instanceof Unread) (left ??= []).push(async (signal) => void (this.#seen[slot] = await seen.read(signal)));
-      else this.#seen[slot] = seen;
+      else this.#seen[slot] = seen ?? 'missing';
     }
     return left;
   }
@@ -340,10 +343,12 @@ class FilePass implements ObservedSources {
           if (trusted) (unkeyed ??= new Map()).set(name, hashValue(value));
           break;
         }
-        case 'glob':
-          // look(n) hashed it, just before.
-          inputs.push(name, this.#globs.get(name)!);
+        case 'glob': {
+          // look(n) hashed it, just before (or refused it: a failure).
+          const glob = this.#globs.get(name);
+          if (glob !== undefined) inputs.push(name, glob);
           break;
+        }
         case 'file':
         case 'tree': {
           const seen = this.#file(node, name, this.#files.slots[at++]!, trusted, input.kind === 'tree');
@@ -379,6 +384,7 @@ class FilePass implements ObservedSources {
     // would be hashed as a tree, which no generation can hold as a source.
     if (seen === 'directory' && !tree) return this.#folder(node, name, absolute);
     if (seen === 'directory') {
+      if (this.#refused.has(absolute)) return undefined;
       let tree = this.#trees.get(absolute);
       if (tree === undefined) this.#trees.set(absolute, (tree = hashTree(absolute, this.#options.cache)));
       return tree;
@@ -387,6 +393,26 @@ class FilePass implements ObservedSources {
     // record has it for one with a record, whose fingerprint is computed from it now.
     if (trusted === (seen.length === PACKED_LENGTH)) this.#seen[slot] = seen = trusted ? unpack(seen) : pack(seen as ContentHash);
     return seen;
+  }
+
+  /**
+   * What `hash` gives, or undefined and a failure of node's `field` when it met a name that is
+   * not UTF-8 (names.ts); a tree so refused at `tree` fails every task that reads it, once each.
+   */
+  #named<T>(node: TaskNode, field: string, tree: string | undefined, hash: () => T): T | undefined {
+    let refused = tree === undefined ? undefined : this.#refused.get(tree);
+    if (refused === undefined) {
+      try {
+        return hash();
+      } catch (error) {
+        if (!(error instanceof NameNotUtf8)) throw error;
+        refused = error;
+        if (tree !== undefined) this.#refused.set(tree, error);
+      }
+    }
+    const message = notUtf8(relative(this.#options.graph.dir, refused.path), field === 'outputs' ? 'make it under a UTF-8 name, or remove it' : undefined);
+    this.failures.push({ reason: 'invalid-field', task: node.id, field, message, site: node.decl.site.get() });
+    return undefined;
   }
 
   /** A folder where a file input was declared: a failure, and no hash. */

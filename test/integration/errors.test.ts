@@ -1,7 +1,7 @@
 // Bad input: one clear error with what and where, a non-zero exit, and
 // nothing lost — the state and every output exactly as they were.
 
-import { readFileSync, readdirSync, rmSync, statSync, symlinkSync } from 'node:fs';
+import { readFileSync, readdirSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, test } from 'vitest';
 import { COMMANDS } from '../../src/cli/help.ts';
@@ -702,6 +702,41 @@ describe('bad input', () => {
     const journal = await rig.run(['apply', '--state-dir', 'st']);
     expect(journal.stderr).toBe(`error[state-dir-unwritable]: cannot write to the state folder ${rig.path('st')}: state.jsonl: illegal operation on a directory (EISDIR)\n`);
     expect(rig.exists('out/t')).toBe(false);
+  });
+
+  test('a file named in bytes that are not UTF-8 is one error that names it, in a tree, a glob or an output', async () => {
+    rig.write('in/a.txt', 'a\n');
+    rig.nodefile(`ng.task('tree', { inputs: { src: ng.tree('in') }, outputs: ['out/tree'], run: ['sh', '-c', 'ls in > out/tree'] });
+  ng.task('glob', { inputs: { src: ng.glob('in/*') }, outputs: ['out/glob'], run: ['sh', '-c', 'ls in > out/glob'] });
+  ng.task('made', { outputs: ['made'], run: ['sh', '-c', 'mkdir -p made && touch made/ok "made/$(printf "$NAME")"'] });`);
+    expect((await rig.run(['apply'], { NAME: 'plain' })).code).toBe(0);
+    const before = snapshot();
+    // `caf` and Latin-1's é: Node lists it as caf\uFFFD, a name that opens nothing.
+    const latin1 = (dir: string): Buffer => Buffer.concat([Buffer.from(rig.path(dir, 'caf')), Buffer.from([0xe9])]);
+    writeFileSync(latin1('in'), 'changed\n');
+    const error = (task: string, line: number, field: string, file: string, fix: string): string =>
+      `error[invalid-field]: task ${task}: field ${field}: ${file} is named in bytes that are not UTF-8: nodegraph reads names as text, so it cannot read the file; ${fix}\n --> Nodefile.ts:${line}:`;
+    for (const command of [['plan'], ['apply']]) {
+      const refused = await rig.run(command);
+      expect(refused.code).toBe(1);
+      const fix = 'rename it (convmv) or leave it out of the input';
+      expect(refused.stderr.match(/^error\[/gm)).toHaveLength(2);
+      expect(refused.stderr).toContain(error('tree', 3, 'inputs.src', 'in/caf\\xe9', fix));
+      expect(refused.stderr).toContain(error('glob', 4, 'inputs.src', 'in/caf\\xe9', fix));
+    }
+    rmSync(latin1('in'));
+    expect(snapshot()).toEqual(before);
+    // An output that gains such a name: what the task made can no longer be read.
+    writeFileSync(latin1('made'), '');
+    const drifted = await rig.run(['plan']);
+    expect(drifted.code).toBe(1);
+    expect(drifted.stderr).toContain(error('made', 5, 'outputs', 'made/caf\\xe9', 'make it under a UTF-8 name, or remove it'));
+    rmSync(latin1('made'));
+    // A task that makes one fails, saying so, and runs again next time.
+    const made = await rig.run(['apply', '--replace', 'made'], { NAME: '\\351' });
+    expect(made.code).toBe(1);
+    expect(made.stdout).toContain('its output made/\\xe9 is named in bytes that are not UTF-8');
+    expect((await rig.run(['plan', '--detailed-exitcode'])).code).toBe(2);
   });
 
   test('a stale saved plan names the input, file and output that changed', async () => {

@@ -16,6 +16,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, test } from 'vitest';
 import { EMPTY_GLOB_HASH, HashCache, hashGlob, hashTree, hashUnlessLarge, lookThrough, Unread, walkTree, type HashCacheOptions, type Look } from '../../src/hash/index.ts';
+import { NameNotUtf8, spelled } from '../../src/hash/names.ts';
 
 let dir: string;
 let root: string;
@@ -198,5 +199,48 @@ describe('hashGlob', () => {
     const copy = path.join(dir, 'copy');
     cpSync(root, copy, { recursive: true, verbatimSymlinks: true });
     expect(hashGlob('*', copy, cache)).toEqual(matched);
+  });
+});
+
+describe('names that are not UTF-8 (names.ts)', () => {
+  // `caf` and the Latin-1 byte of é: Node lists it as `caf\uFFFD`, a name that opens nothing.
+  const latin1 = (base: string, name = 'caf'): Buffer => Buffer.concat([Buffer.from(`${base}/${name}`), Buffer.from([0xe9])]);
+
+  test('a tree refuses a file or a folder so named, with its bytes spelled', () => {
+    writeFileSync(latin1(path.join(root, 'sub')), 'x');
+    expect(() => hashTree(root, cache)).toThrow(new NameNotUtf8(`${root}/sub/caf\\xe9`));
+    rmSync(latin1(path.join(root, 'sub')));
+    mkdirSync(latin1(root, 'dir'));
+    expect(() => walkTree(root, cache)).toThrow(new NameNotUtf8(`${root}/dir\\xe9`));
+  });
+
+  test('a glob refuses a match so named, and a match in a folder so named', () => {
+    writeFileSync(latin1(root), 'x');
+    expect(() => hashGlob('caf*', root, cache)).toThrow(new NameNotUtf8(`${root}/caf\\xe9`));
+    expect(hashGlob('*.txt', root, cache).files).toEqual(['a-b.txt', 'a.txt']);
+    rmSync(latin1(root));
+    mkdirSync(latin1(root));
+    writeFileSync(Buffer.concat([latin1(root), Buffer.from('/inner.txt')]), '');
+    expect(() => hashGlob('**', root, cache)).toThrow(NameNotUtf8);
+  });
+
+  test('a name that holds U+FFFD as UTF-8 is a name like any other', () => {
+    const before = hashTree(root, cache);
+    put('caf\uFFFD', 'x');
+    expect(hashTree(root, cache)).not.toBe(before);
+    expect(hashGlob('caf*', root, cache).files).toEqual(['caf\uFFFD']);
+  });
+
+  test('a link whose target is not UTF-8 counts by its bytes: two such targets differ', () => {
+    const link = path.join(root, 'odd-link');
+    symlinkSync(latin1('/srv'), link);
+    const first = hashTree(root, cache);
+    unlinkSync(link);
+    symlinkSync(Buffer.concat([Buffer.from('/srv/caf'), Buffer.from([0xe8])]), link);
+    expect(hashTree(root, cache)).not.toBe(first);
+  });
+
+  test('spelled writes each byte outside a UTF-8 character as \\xHH and keeps the characters', () => {
+    expect(spelled(Buffer.concat([Buffer.from('né/'), Buffer.from([0xff, 0xc3]), Buffer.from('€')]))).toBe('né/\\xff\\xc3€');
   });
 });
