@@ -69,7 +69,8 @@ export type Failure =
       readonly site: SourceSite | undefined;
     }
   /** `suggestion`: the nearest task id, when one is near enough to be meant. */
-  | { readonly reason: 'unknown-target'; readonly target: string; readonly suggestion?: string }
+  /** `plan`: an `apply` whose one target, named like a file, is no saved plan either (missing, or a file that is not one). */
+  | { readonly reason: 'unknown-target'; readonly target: string; readonly suggestion?: string; readonly plan?: 'missing' | 'not-a-plan' }
   | { readonly reason: 'state-dir-unwritable'; readonly path: string; readonly message: string }
   | { readonly reason: 'state-unreadable'; readonly path: string; readonly message: string }
   /**

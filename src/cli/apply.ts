@@ -2,6 +2,7 @@ import { statSync } from 'node:fs';
 import path from 'node:path';
 import { applyNodefile } from '../apply.ts';
 import { stateDirOf } from '../engine.ts';
+import type { Failure } from '../error.ts';
 import { PLAN_HEAD } from '../plan/saved.ts';
 import type { CliIo } from './output.ts';
 import { applyMetricsRun, metricsTarget, recordMetrics } from './metrics.ts';
@@ -26,6 +27,8 @@ export async function run(args: Args, io: CliIo): Promise<number> {
       targets = [];
     }
   }
+  // A lone target that matches no task may have been meant as a plan (notAPlan).
+  const planless = planFile === undefined && targets.length === 1;
   const atomic = atomicFlag(args, targets);
   if (typeof atomic === 'string') return printFailures([{ reason: 'usage', command: 'apply', message: atomic }], io);
   const keep = keepFlag(args);
@@ -42,10 +45,20 @@ export async function run(args: Args, io: CliIo): Promise<number> {
   });
   await reporter.close();
   if (metrics !== undefined) recordMetrics(metrics, stateDirOf(options), applyMetricsRun('apply', startedAt, result, io.signal.aborted), io);
-  if (!result.ok) return printFailures(result.error, io);
+  if (!result.ok) return printFailures(planless ? result.error.map((f) => notAPlan(f, targets[0]!, io.cwd)) : result.error, io);
   const s = result.value;
   if (s.canceled.length > 0 || io.signal.aborted) return 130;
   return s.failed.length > 0 ? 1 : 0;
+}
+
+/**
+ * An unknown target `word` said also as no plan: a file that is not one, or none where
+ * a path was plainly meant (`plan.json`, `./p`; ids hold slashes, so not every slash).
+ */
+function notAPlan(failure: Failure, word: string, cwd: string): Failure {
+  if (failure.reason !== 'unknown-target' || failure.target !== word) return failure;
+  if (statSync(path.resolve(cwd, word), { throwIfNoEntry: false })?.isFile() === true) return { ...failure, plan: 'not-a-plan' };
+  return /\.json$|^\.{0,2}\//.test(word) ? { ...failure, plan: 'missing' } : failure;
 }
 
 /** Whether `file` is a file that starts as a saved plan does: `{"format":"nodegraph-plan"`. */

@@ -101,7 +101,9 @@ export function message(failure: Failure, cwd: string): string {
       return `task ${failure.task}: input ${failure.input}: ${shown(failure.path, cwd)} does not exist and no task declares it as an output`;
     case 'unknown-target':
       // A word with a blank or a control character, or none at all, is quoted: the line would not show it.
-      return `no task matches ${/^[^\s\p{Cc}"]+$/u.test(failure.target) ? failure.target : JSON.stringify(failure.target)}${failure.suggestion === undefined ? '' : `; did you mean ${failure.suggestion}?`}`;
+      return `no task matches ${/^[^\s\p{Cc}"]+$/u.test(failure.target) ? failure.target : JSON.stringify(failure.target)}${
+        failure.plan === undefined ? '' : `, and ${failure.plan === 'missing' ? 'no file by that name is there' : 'that file is not a plan'} to apply (\`plan --out FILE\` saves one)`
+      }${failure.suggestion === undefined ? '' : `; did you mean ${failure.suggestion}?`}`;
     case 'state-dir-unwritable':
       return `cannot write to the state folder ${failure.path}: ${failure.message}`;
     case 'state-unreadable':

@@ -610,6 +610,13 @@ describe('bad input', () => {
     // A word no id can be (an empty argument, a blank) is quoted, so that the line shows it.
     expect((await rig.run(['plan', ''])).stderr).toBe('error[unknown-target]: no task matches ""\n');
     expect((await rig.run(['apply', '--replace', 'kube1/kubelet '])).stderr).toBe('error[unknown-target]: no task matches "kube1/kubelet "; did you mean kube1/kubelet?\n');
+    // A lone target that names a file, or plainly a path, is also said to be no plan.
+    const noPlan = (file: string, what: string, also = ''): string => `error[unknown-target]: no task matches ${file}, and ${what} to apply (\`plan --out FILE\` saves one)${also}\n`;
+    expect((await rig.run(['apply', 'plan.json'])).stderr).toBe(noPlan('plan.json', 'no file by that name is there'));
+    expect((await rig.run(['apply', './kube1/kubelet'])).stderr).toBe(noPlan('./kube1/kubelet', 'no file by that name is there', '; did you mean kube1/kubelet?'));
+    rig.write('kube1/kubelet.conf', 'not a plan\n');
+    expect((await rig.run(['apply', 'kube1/kubelet.conf'])).stderr).toBe(noPlan('kube1/kubelet.conf', 'that file is not a plan'));
+    expect((await rig.run(['apply', 'kube1'])).stderr).toBe('error[unknown-target]: no task matches kube1\n');
   });
 
   test('a Nodefile without a function as its default export says what it exports instead', async () => {
