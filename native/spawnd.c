@@ -17,10 +17,12 @@
 //   'w' count, then count paths                have the kernel read these files into the page
 //                                               cache (no reply; see read_ahead below)
 // Replies on stdout: "ready <VERSION>\n" once, then per command a line
-//   "x <id> <code> <signal> <error> <stdout bytes> <stderr bytes> <output bytes>\n"
+//   "x <id> <code> <signal> <error> <stdout bytes> <stderr bytes> <output bytes> <held>\n"
 // followed by those bytes: code is -1 without an exit code, signal and error
-// ("ENOENT"…) are '-' when there is none, and output (stdout and stderr
-// interleaved as they came) is left out (0 bytes) when one of the two is empty.
+// ("ENOENT"…) are '-' when there is none, output (stdout and stderr
+// interleaved as they came) is left out (0 bytes) when one of the two is empty,
+// and held is 1 when the output was closed while a job the command started
+// still held it (held_ms), else 0.
 // A command's stdout and stderr are one pipe (its output in the order it was
 // written, whichever stream it went to): its stdout bytes are all of it, its
 // stderr bytes none.
@@ -53,9 +55,24 @@
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
-#define VERSION "7"
+#define VERSION "8"
+
+// How long a command's output is still read once the command has exited, for what
+// a job it started in the background writes last; then it is closed and the
+// command done, as Go's exec.Cmd.WaitDelay has it. A job that keeps the output
+// (a daemon started with `&`, its output not redirected) runs on, unread: it
+// does not hold the run until it ends, as it would ninja's. NODEGRAPH_HELD_MS in
+// spawnd's own environment sets it (tests).
+static long long held_ms = 2000;
+
+static long long now_ms(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (long long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
 
 typedef struct {
   char *data;
@@ -80,7 +97,9 @@ typedef struct {
   pid_t pid;  // 0 once reaped
   pid_t group;  // its process group (and session), which outlives it while a job it started runs
   int status;
-  int fd[2];  // stdout, stderr read ends; -1 once at EOF
+  long long reaped_at;  // now_ms() when reaped
+  int held;  // its output was closed while a job it started held it
+  int fd[2];  // stdout, stderr read ends; -1 once at EOF or closed
   buf_t out, err, all;
 } command_t;
 
@@ -118,7 +137,7 @@ static void reply(long id, int code, const char *signal, const char *error, comm
   size_t nout = c ? c->out.len : 0, nerr = c ? c->err.len : 0;
   size_t nall = (nout > 0 && nerr > 0) ? c->all.len : 0;
   char head[256];
-  int n = snprintf(head, sizeof head, "x %ld %d %s %s %zu %zu %zu\n", id, code, signal ? signal : "-", error ? error : "-", nout, nerr, nall);
+  int n = snprintf(head, sizeof head, "x %ld %d %s %s %zu %zu %zu %d\n", id, code, signal ? signal : "-", error ? error : "-", nout, nerr, nall, c ? c->held : 0);
   out_all(head, (size_t)n);
   if (nout) out_all(c->out.data, nout);
   if (nerr) out_all(c->err.data, nerr);
@@ -261,10 +280,20 @@ static void run(long id, const char *file, const char *cwd, char **argv, char **
 }
 
 // A command is done once it has been reaped and both pipes are at EOF (as
-// Node's 'close'): a background job still holding its stdout keeps it open.
+// Node's 'close'), or held_ms after it was reaped while a background job
+// still holds them: they are closed then.
 static void finish_if_done(size_t i) {
   command_t *c = commands[i];
-  if (c->pid != 0 || c->fd[0] >= 0 || c->fd[1] >= 0) return;
+  if (c->pid != 0) return;
+  if (c->fd[0] >= 0 || c->fd[1] >= 0) {
+    if (now_ms() - c->reaped_at < held_ms) return;
+    for (int w = 0; w < 2; w++)
+      if (c->fd[w] >= 0) {
+        close(c->fd[w]);
+        c->fd[w] = -1;
+      }
+    c->held = 1;
+  }
   char signame[32];
   const char *signal = NULL;
   int code = -1;
@@ -291,6 +320,7 @@ static void reap(void) {
       if (commands[i]->pid == pid) {
         commands[i]->pid = 0;
         commands[i]->status = status;
+        commands[i]->reaped_at = now_ms();
         finish_if_done(i);
         break;
       }
@@ -451,6 +481,8 @@ int main(void) {
   }
   fcntl(0, F_SETFD, FD_CLOEXEC);
   fcntl(1, F_SETFD, FD_CLOEXEC);
+  const char *held = getenv("NODEGRAPH_HELD_MS");
+  if (held != NULL && *held != '\0') held_ms = atoll(held);
   out_all("ready " VERSION "\n", strlen("ready " VERSION "\n"));
 
   struct pollfd *fds = NULL;
@@ -467,7 +499,16 @@ int main(void) {
     for (size_t i = 0; i < ncommands; i++)
       for (int w = 0; w < 2; w++) fds[2 + 2 * i + w] = (struct pollfd){.fd = commands[i]->fd[w], .events = POLLIN};
     size_t polled = ncommands;
-    if (poll(fds, 2 + 2 * polled, -1) < 0) {
+    // Until the first reaped command's output is due to be closed (finish_if_done).
+    int timeout = -1;
+    long long now = now_ms();
+    for (size_t i = 0; i < ncommands; i++)
+      if (commands[i]->pid == 0) {
+        long long left = commands[i]->reaped_at + held_ms - now;
+        int wait = left < 0 ? 0 : (int)left;
+        if (timeout < 0 || wait < timeout) timeout = wait;
+      }
+    if (poll(fds, 2 + 2 * polled, timeout) < 0) {
       if (errno == EINTR) continue;
       perror("spawnd: poll");
       return 1;
@@ -481,6 +522,7 @@ int main(void) {
       while (read(sfd, &info, sizeof info) > 0) {}
       reap();
     }
+    for (size_t i = ncommands; i-- > 0;) finish_if_done(i);
     if (fds[0].revents) {
       char chunk[65536];
       ssize_t n = read(0, chunk, sizeof chunk);

@@ -29,6 +29,8 @@ export interface RunResult {
   readonly canceled: boolean;
   /** Why it failed, in words, when it did. */
   readonly failure: string | undefined;
+  /** It exited while a job it started held its output, which was then closed unread (spawn.ts, HELD_MS). */
+  readonly held?: true;
 }
 
 export interface ProcessRunner {
@@ -51,3 +53,14 @@ export function describeCommand(command: Command): string {
   if ('shell' in command) return command.shell;
   return command.map((arg) => (/^[\w@%+=:,./-]+$/.test(arg) ? arg : `'${arg.replaceAll("'", `'\\''`)}'`)).join(' ');
 }
+
+/**
+ * How long a command's output is still read once it has exited, for what a job it started
+ * in the background writes last; then it is closed and the command done (as native/spawnd.c's
+ * HELD_MS, and Go's exec.Cmd.WaitDelay): a daemon started with `&` does not hold the run.
+ */
+export const HELD_MS = 2000;
+
+/** What a run says of a task whose command (`which`) exited while a job it started held its output. */
+export const heldOutput = (id: string, which: string): string =>
+  `task ${id}: ${which} exited, and a process it started still held its output ${HELD_MS / 1000} s later: nodegraph stopped reading it, and the process runs on (redirect its output, \`> file 2>&1\`, or start it as a service)`;

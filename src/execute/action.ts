@@ -6,7 +6,7 @@ import { canonicalJson } from '../hash/value.ts';
 import { taskContext, type ContextOptions } from '../observe/context.ts';
 import type { Json, TaskFunction } from '../nodefile/types.ts';
 import type { EventSink } from '../events.ts';
-import { describeCommand } from '../process-runner.ts';
+import { describeCommand, heldOutput } from '../process-runner.ts';
 
 export interface ActionContext extends Omit<ContextOptions, 'log'> {
   readonly verb: string;
@@ -34,6 +34,7 @@ export async function runAction(node: TaskNode, context: ActionContext): Promise
     const progress = lastLines(node.id, context.emit);
     const options = { cwd: node.cwd, env: spec.env, signal: context.signal, onOutput: progress.add };
     const result = await (context.runner.runTask === undefined ? context.runner.run(run, options) : context.runner.runTask(run, options)).finally(progress.stop);
+    if (result.held === true) context.emit({ type: 'warning', message: heldOutput(node.id, 'its command') });
     if (result.ok) return { ok: true, value: undefined, command, output: result.output };
     const exited = result.exitCode === null || result.exitCode === undefined ? {} : { exitCode: result.exitCode };
     return { ok: false, canceled: result.canceled || context.signal.aborted, error: result.failure ?? 'failed', command, output: result.output, ...exited };
@@ -42,7 +43,11 @@ export async function runAction(node: TaskNode, context: ActionContext): Promise
   const log: string[] = [];
   // What the commands it runs print is its last line too, as a command's is.
   const progress = lastLines(node.id, context.emit);
-  const ctx = taskContext(node, { ...context, log: (message) => context.emit({ type: 'task-log', id: node.id, message }), onOutput: progress.add }, log);
+  const ctx = taskContext(
+    node,
+    { ...context, log: (message) => context.emit({ type: 'task-log', id: node.id, message }), warn: (message) => context.emit({ type: 'warning', message }), onOutput: progress.add },
+    log,
+  );
   try {
     const value = await (run as TaskFunction)(ctx);
     if (context.signal.aborted) return { ok: false, canceled: true, error: 'canceled', command: undefined, output: log.join('') };

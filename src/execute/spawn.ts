@@ -7,7 +7,7 @@ import type { ChildProcessWithoutNullStreams } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import type { Command } from '../types.ts';
-import { describeCommand, type RunOptions, type RunResult } from '../process-runner.ts';
+import { describeCommand, HELD_MS, type RunOptions, type RunResult } from '../process-runner.ts';
 import { notePending, noteStarted } from '../state/processes.ts';
 import { failpoint } from '../util/failpoint.ts';
 import { isFolder } from '../util/realpath.ts';
@@ -24,11 +24,11 @@ export const KILL_AFTER_MS = 5000;
  * (a task's command or check): both are one socket, so the output is in the order the command wrote it, all of it
  * in stdout, as spawnd gives it; otherwise two pipes, interleaved as they came.
  */
-export function spawnCommand(command: Command, options: RunOptions, killAfterMs = KILL_AFTER_MS, merged = false): Promise<RunResult> {
-  if (!merged) return spawnWith(command, options, killAfterMs, undefined);
+export function spawnCommand(command: Command, options: RunOptions, killAfterMs = KILL_AFTER_MS, merged = false, heldMs = HELD_MS): Promise<RunResult> {
+  if (!merged) return spawnWith(command, options, killAfterMs, heldMs, undefined);
   return onePipe().then(
-    (pair) => spawnWith(command, options, killAfterMs, pair),
-    () => spawnWith(command, options, killAfterMs, undefined),
+    (pair) => spawnWith(command, options, killAfterMs, heldMs, pair),
+    () => spawnWith(command, options, killAfterMs, heldMs, undefined),
   );
 }
 
@@ -61,7 +61,7 @@ function onePipe(): Promise<SocketPair> {
   });
 }
 
-function spawnWith(command: Command, options: RunOptions, killAfterMs: number, pair: SocketPair | undefined): Promise<RunResult> {
+function spawnWith(command: Command, options: RunOptions, killAfterMs: number, heldMs: number, pair: SocketPair | undefined): Promise<RunResult> {
   const [file, ...args] = 'shell' in command ? ['/bin/sh', '-c', command.shell] : command;
   const described = describeCommand(command);
   return new Promise((resolve) => {
@@ -97,11 +97,14 @@ function spawnWith(command: Command, options: RunOptions, killAfterMs: number, p
     // Done once the process has ended and its output is all read (as Node's 'close' waits for its pipes).
     let waiting = pair === undefined ? 1 : 2;
     let end: { code: number | null; signal: NodeJS.Signals | null } = { code: null, signal: null };
+    let held = false;
+    let holding: NodeJS.Timeout | undefined;
     const settle = (): void => {
       if (--waiting > 0) return;
+      clearTimeout(holding);
       cancel.settled();
       resolve(
-        finished(described, { ...end, canceled: cancel.canceled(), error: spawnFailure(spawnError?.message, options.cwd) }, {
+        finished(described, { ...end, canceled: cancel.canceled(), error: spawnFailure(spawnError?.message, options.cwd), held }, {
           stdout: Buffer.concat(out).toString(),
           stderr: Buffer.concat(err).toString(),
           output: Buffer.concat(chunks).toString(),
@@ -120,6 +123,13 @@ function spawnWith(command: Command, options: RunOptions, killAfterMs: number, p
     let spawnError: Error | undefined;
     child.on('error', (error) => {
       spawnError = error;
+    });
+    // Exited, its output still open: a job it started holds it. Closed heldMs later, the command is done.
+    child.on('exit', () => {
+      holding = setTimeout(() => {
+        held = true;
+        for (const stream of pair === undefined ? [child.stdout, child.stderr] : [pair.read]) stream.destroy();
+      }, heldMs);
     });
     child.on('close', (code, signal) => {
       end = { code, signal };
@@ -148,7 +158,7 @@ export function spawnFailure(error: string | undefined, cwd: string | undefined)
 /** A finished task command as a RunResult: ok only for exit code 0, and otherwise why not, in words. */
 export function finished(
   command: string,
-  end: { readonly code: number | null; readonly signal: string | null; readonly canceled: boolean; readonly error: string | undefined },
+  end: { readonly code: number | null; readonly signal: string | null; readonly canceled: boolean; readonly error: string | undefined; readonly held?: boolean },
   streams: { readonly stdout: string; readonly stderr: string; readonly output: string },
 ): RunResult {
   const ok = end.error === undefined && end.code === 0 && !end.canceled;
@@ -158,5 +168,5 @@ export function finished(
       ? 'canceled'
       : (end.error ?? (end.signal !== null ? `killed by ${end.signal}` : `exited with code ${end.code}`));
   // A process that never started has no exit code: Node gives the negative errno there.
-  return { command, exitCode: typeof end.code === 'number' && end.code >= 0 ? end.code : null, ...streams, ok, canceled: end.canceled, failure };
+  return { command, exitCode: typeof end.code === 'number' && end.code >= 0 ? end.code : null, ...streams, ok, canceled: end.canceled, failure, ...(end.held === true ? { held: true } : {}) };
 }

@@ -6,13 +6,15 @@ import type { ChildProcessWithoutNullStreams } from 'node:child_process';
 import { statSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import type { Command } from '../types.ts';
-import { describeCommand, type RunOptions, type RunResult } from '../process-runner.ts';
+import { describeCommand, HELD_MS, type RunOptions, type RunResult } from '../process-runner.ts';
 import { noteGone, noteStarted } from '../state/processes.ts';
 import { childProcess, finished, KILL_AFTER_MS, spawnCommand, spawnFailure } from './spawn.ts';
 
 export interface SpawndOptions {
   /** Between SIGTERM and SIGKILL for a canceled command. */
   readonly killAfterMs?: number;
+  /** How long a command's output is read after it exited, while a job it started holds it (HELD_MS). */
+  readonly heldMs?: number;
   /** The program to start instead of the spawnd `npm install` built (for tests). */
   readonly program?: URL;
 }
@@ -27,6 +29,8 @@ interface Reply {
   readonly stderr: string;
   /** Left out when one of stdout and stderr is empty: it is then the other one. */
   readonly output?: string;
+  /** Its output was closed while a job it started held it (native/spawnd.c, held_ms). */
+  readonly held: boolean;
 }
 
 interface Pending {
@@ -47,7 +51,7 @@ interface Progress {
  * in a package, the package's root is two folders up). The version is the one native/spawnd.c says it is.
  */
 export const SPAWND = new URL('../../node_modules/.nodegraph/spawnd', import.meta.url);
-const SPAWND_VERSION = '7';
+const SPAWND_VERSION = '8';
 
 /** Whether spawnd was built: one stat, when the process's first Spawnd is made. */
 function spawndBuilt(): boolean {
@@ -107,7 +111,7 @@ function readReplies(stdout: NodeJS.ReadableStream, onReply: (reply: Reply | Pro
           continue;
         }
         const isProgress = words[0] === 'o' && words.length === 3 && /^\d+$/.test(words[1]!) && /^\d+$/.test(words[2]!);
-        if (!isProgress && (words[0] !== 'x' || words.length !== 8 || !words.slice(1).every((p, i) => (i === 2 || i === 3 ? /^[A-Z0-9-]+$/.test(p) : /^-?\d+$/.test(p))))) {
+        if (!isProgress && (words[0] !== 'x' || words.length !== 9 || !words.slice(1).every((p, i) => (i === 2 || i === 3 ? /^[A-Z0-9-]+$/.test(p) : /^-?\d+$/.test(p))))) {
           onGarbage(line);
           stdout.removeAllListeners('data');
           return;
@@ -128,7 +132,7 @@ function readReplies(stdout: NodeJS.ReadableStream, onReply: (reply: Reply | Pro
         head = undefined;
         continue;
       }
-      const [, id, code, signal, error, nout, nerr] = head;
+      const [, id, code, signal, error, nout, nerr, , held] = head;
       const out = pending.subarray(0, Number(nout));
       const err = pending.subarray(Number(nout), Number(nout) + Number(nerr));
       const all = pending.subarray(Number(nout) + Number(nerr), body);
@@ -142,6 +146,7 @@ function readReplies(stdout: NodeJS.ReadableStream, onReply: (reply: Reply | Pro
         stdout: out.toString(),
         stderr: err.toString(),
         ...(all.length > 0 ? { output: all.toString() } : {}),
+        held: held === '1',
       });
     }
   });
@@ -155,7 +160,7 @@ function readReplies(stdout: NodeJS.ReadableStream, onReply: (reply: Reply | Pro
  * running: an idle spawnd neither keeps the engine alive nor outlives it (it exits
  * when its stdin closes).
  *
- *   unstarted ──first command──▶ starting ──"ready 7"──▶ ready
+ *   unstarted ──first command──▶ starting ──"ready 8"──▶ ready
  *       │                           │                     │
  *       └──not built──▶ dead ◀──────┴──failed, garbage────┴──died, close()
  *
@@ -165,6 +170,7 @@ function readReplies(stdout: NodeJS.ReadableStream, onReply: (reply: Reply | Pro
  */
 export class Spawnd {
   readonly #killAfterMs: number;
+  readonly #heldMs: number;
   readonly #program: URL;
   #state: 'unstarted' | 'starting' | 'ready' | 'dead';
   #child: ChildProcessWithoutNullStreams | undefined;
@@ -177,6 +183,7 @@ export class Spawnd {
 
   constructor(options: SpawndOptions = {}) {
     this.#killAfterMs = options.killAfterMs ?? KILL_AFTER_MS;
+    this.#heldMs = options.heldMs ?? HELD_MS;
     this.#program = options.program ?? SPAWND;
     this.#state = options.program !== undefined || spawndBuilt() ? 'unstarted' : 'dead';
   }
@@ -198,8 +205,8 @@ export class Spawnd {
 
   run(command: Command, options: RunOptions): Promise<RunResult> {
     if (this.#state === 'ready') return this.#request(command, options);
-    if (this.#state === 'dead') return spawnCommand(command, options, this.#killAfterMs, true);
-    return this.ready().then((ok) => (ok ? this.#request(command, options) : spawnCommand(command, options, this.#killAfterMs, true)));
+    if (this.#state === 'dead') return spawnCommand(command, options, this.#killAfterMs, true, this.#heldMs);
+    return this.ready().then((ok) => (ok ? this.#request(command, options) : spawnCommand(command, options, this.#killAfterMs, true, this.#heldMs)));
   }
 
   /**
@@ -226,7 +233,7 @@ export class Spawnd {
     const { NODE_OPTIONS: _, ...env } = process.env;
     let child: ChildProcessWithoutNullStreams;
     try {
-      child = childProcess().spawn(fileURLToPath(this.#program), [], { env, stdio: ['pipe', 'pipe', 'pipe'] });
+      child = childProcess().spawn(fileURLToPath(this.#program), [], { env: { ...env, NODEGRAPH_HELD_MS: String(this.#heldMs) }, stdio: ['pipe', 'pipe', 'pipe'] });
     } catch (error) {
       this.#died(`spawnd did not start: ${(error as Error).message}`);
       return;
@@ -314,7 +321,7 @@ export class Spawnd {
   #request(command: Command, options: RunOptions): Promise<RunResult> {
     const [file, ...args] = 'shell' in command ? ['/bin/sh', '-c', command.shell] : command;
     // What spawn refuses (a NUL byte), spawnd's requests cannot carry: spawnCommand throws it as spawn does.
-    if (hasNul(file!, args, options)) return spawnCommand(command, options, this.#killAfterMs, true);
+    if (hasNul(file!, args, options)) return spawnCommand(command, options, this.#killAfterMs, true, this.#heldMs);
     const described = describeCommand(command);
     const id = this.#nextId++;
     if (this.#pending.size === 0) this.#sendEnv();
@@ -336,10 +343,10 @@ export class Spawnd {
             resolve(finished(described, { code: null, signal: null, canceled, error: reply.died }, { stdout: '', stderr: '', output: '' }));
             return;
           }
-          const { code, signal, error, stdout, stderr, output } = reply;
+          const { code, signal, error, stdout, stderr, output, held } = reply;
           // spawnd names the errno alone; Node's message names the program too.
           const failure = error === undefined ? undefined : spawnFailure(`spawn ${file} ${error}`, options.cwd);
-          resolve(finished(described, { code, signal, canceled, error: failure }, { stdout, stderr, output: output ?? stdout + stderr }));
+          resolve(finished(described, { code, signal, canceled, error: failure, held }, { stdout, stderr, output: output ?? stdout + stderr }));
         },
       });
       this.#hold();

@@ -5,7 +5,7 @@
 import { chmodSync, chownSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync, type Stats } from 'node:fs';
 import path from 'node:path';
 import type { TaskId } from '../ids.ts';
-import type { ProcessRunner } from '../process-runner.ts';
+import { heldOutput, type ProcessRunner } from '../process-runner.ts';
 import { realPath } from '../util/realpath.ts';
 import type { Argv, ExecOptions, ExecResult, InputSpec, TaskContext } from '../nodefile/types.ts';
 
@@ -24,6 +24,8 @@ export interface ContextOptions extends Pick<TaskContext, 'signal' | 'reason' | 
   readonly runner: ProcessRunner;
   /** Each message the function logs, as it logs it. */
   log(message: string): void;
+  /** A warning for the run to show (a command it ran left a job holding its output). */
+  readonly warn?: (message: string) => void;
   /** What the commands it runs print, as they print it (the live view's last line). */
   readonly onOutput?: (text: string) => void;
 }
@@ -63,6 +65,7 @@ export function taskContext(task: ContextTask, options: ContextOptions, output: 
         ...(options.onOutput === undefined ? {} : { onOutput: options.onOutput }),
       });
       output.push(`$ ${result.command}\n${result.output}`);
+      if (result.held === true) options.warn?.(heldOutput(task.id, `\`${result.command}\``));
       if (!result.ok && exec.reject !== false) {
         const tail = result.output.trim().split('\n').slice(-5).join('\n');
         throw new Error(`${result.command}: ${result.failure ?? 'failed'}${tail === '' ? '' : `\n${tail}`}`);

@@ -309,6 +309,22 @@ describe('apply', () => {
     expect(byPath).toContain('✖ plain failed: ./bin/plain cannot be run: permission denied (spawn ./bin/plain EACCES)\n');
   });
 
+  test('a job a command leaves holding its output does not hold the run: it runs on, and the run says so', async () => {
+    rig.nodefile(`ng.task('cmd', { run: { shell: 'sleep 60 & echo $! > cmd.pid; echo started' } });
+  ng.task('fn', { run: async (ctx) => { await ctx.exec(['sh', '-c', 'sleep 60 & echo $! > fn.pid']); } });`);
+    for (const env of [{}, { NODEGRAPH_SPAWN_SERVER: 'off' }] as Record<string, string>[]) {
+      const result = await rig.run(['apply', '-j', '2', '--replace', 'cmd', '--replace', 'fn'], env);
+      const jobs = ['cmd.pid', 'fn.pid'].map((f) => Number(rig.read(f)));
+      for (const job of jobs) process.kill(job, 'SIGKILL'); // alive, or the kill would throw
+      expect(result.code).toBe(0);
+      const held = (id: string, which: string): string =>
+        `warning: task ${id}: ${which} exited, and a process it started still held its output 2 s later: nodegraph stopped reading it, and the process runs on (redirect its output, \`> file 2>&1\`, or start it as a service)\n`;
+      expect(result.stdout).toContain(held('cmd', 'its command'));
+      expect(result.stdout).toContain(held('fn', "`sh -c 'sleep 60 & echo $! > fn.pid'`"));
+      expect(result.stdout).toMatch(/✔ cmd .*\n {4}started\n/);
+    }
+  });
+
   test('a declared output the task did not write fails it', async () => {
     rig.nodefile(`ng.task('liar', { outputs: ['out/promised'], run: ['true'] });`);
     const result = await rig.run(['apply']);

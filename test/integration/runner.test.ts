@@ -64,7 +64,7 @@ test('npm ci built spawnd, and a Spawnd made without options starts it', async (
 
 describe('spawnd', () => {
   /** A spawnd that is up before the test's first command. */
-  async function server(options: { killAfterMs?: number } = {}): Promise<Spawnd> {
+  async function server(options: { killAfterMs?: number; heldMs?: number } = {}): Promise<Spawnd> {
     const s = new Spawnd(options);
     servers.push(s);
     expect(await s.ready()).toBe(true);
@@ -258,16 +258,30 @@ describe('spawnd', () => {
   });
 
   test('an abort reaches a job the command started after the command itself has exited', async () => {
-    const s = await server({ killAfterMs: 200 });
+    const s = await server({ killAfterMs: 200, heldMs: 600_000 });
     const abort = new AbortController();
     const pidFile = path.join(dir, `job.pid`);
-    // The shell exits at once; the sleep it left holds the output open, so the command is not done.
+    // The shell exits at once; the sleep it left holds the output open, so the command is not done (for heldMs).
     const running = s.run({ shell: `sleep 60 & echo $! > '${pidFile}'` }, { cwd: dir, signal: abort.signal });
     const job = Number(await written(pidFile));
     expect(alive(job)).toBe(true);
     abort.abort();
     expect(await running).toMatchObject({ canceled: true, failure: 'canceled' });
     await gone(job);
+  });
+
+  test('a job holding the output once the command has exited is left to run, its output closed: the command is done', async () => {
+    const s = await server({ heldMs: 50 });
+    for (const run of [(c: Command) => s.run(c, { cwd: dir }), (c: Command) => spawnCommand(c, { cwd: dir }, undefined, true, 50)]) {
+      const pidFile = path.join(dir, `held-${Math.random().toString(36).slice(2)}.pid`);
+      const result = await run({ shell: `sleep 60 & echo $! > '${pidFile}'; echo started; exit 3` });
+      expect(result).toMatchObject({ ok: false, exitCode: 3, failure: 'exited with code 3', output: 'started\n', held: true });
+      const job = Number(readFileSync(pidFile, 'utf8'));
+      expect(alive(job)).toBe(true);
+      process.kill(job, 'SIGKILL');
+    }
+    // Output that ends with the command is not held.
+    expect(await s.run({ shell: 'echo quick' }, { cwd: dir })).not.toHaveProperty('held');
   });
 
   test('spawnd ignores SIGINT, SIGTERM and SIGHUP: the engine decides what stops', async () => {
