@@ -50,7 +50,12 @@ async function onFailure(node: TaskNode, runner: ProcessRunner, stateDir: string
   }
 }
 
-/** Polls one health task: pass within `within`, then keep passing for `stable`. */
+/**
+ * Polls one health task: pass within `within`, then keep passing for `stable`. No check runs
+ * longer than `within` (until the end of it, while it has yet to pass): one that hangs is
+ * stopped and counts as failing, so the gate ends and a rollback follows, as a probe's
+ * timeout fails a Kubernetes probe.
+ */
 async function watch(node: TaskNode, runner: ProcessRunner, signal: AbortSignal, clock: HealthClock): Promise<Health> {
   const spec = node.decl.spec.health!;
   const within = parseDuration(spec.within) ?? 0;
@@ -63,7 +68,8 @@ async function watch(node: TaskNode, runner: ProcessRunner, signal: AbortSignal,
   let last = '';
   for (;;) {
     if (signal.aborted) return { ok: false, task: node.id, detail: 'interrupted' };
-    const verdict = await runCheck(node, runner, signal);
+    const deadline = passedAt === undefined ? started + within : nowMs() + within;
+    const verdict = await checkBy(node, runner, signal, deadline - nowMs(), clock, spec.within);
     const now = nowMs();
     if (verdict?.ok === true) {
       passedAt ??= now;
@@ -77,6 +83,35 @@ async function watch(node: TaskNode, runner: ProcessRunner, signal: AbortSignal,
       if (now - started >= within) return { ok: false, task: node.id, detail: `its check did not pass within ${spec.within}${last === '' ? '' : `: ${last}`}` };
     }
     await sleep(interval);
+  }
+}
+
+/** runCheck, stopped (as on Ctrl-C) when it has not given its verdict within `ms`: then failing. */
+async function checkBy(
+  node: TaskNode,
+  runner: ProcessRunner,
+  signal: AbortSignal,
+  ms: number,
+  clock: HealthClock,
+  within: string,
+): ReturnType<typeof runCheck> {
+  const cut = new AbortController();
+  const stop = (): void => cut.abort();
+  signal.addEventListener('abort', stop, { once: true });
+  // The wall clock's timer is cleared once the check has answered: it must not hold the process for `within`.
+  let timer: NodeJS.Timeout | undefined;
+  const sleep = clock.sleep ?? ((wait: number): Promise<void> => new Promise((resolve) => void (timer = setTimeout(resolve, wait))));
+  let settled = false;
+  const late = sleep(Math.max(0, ms)).then(() => {
+    if (!settled) cut.abort();
+    return { ok: false, detail: `still running when ${within} were up, and stopped` };
+  });
+  try {
+    return await Promise.race([runCheck(node, runner, cut.signal), late]);
+  } finally {
+    settled = true;
+    clearTimeout(timer);
+    signal.removeEventListener('abort', stop);
   }
 }
 

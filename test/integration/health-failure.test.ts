@@ -2,6 +2,7 @@
 // the rollback: what it keeps survives the rollback, and what it says is in
 // the failure.
 
+import { existsSync, readFileSync } from 'node:fs';
 import { afterEach, beforeEach, expect, test } from 'vitest';
 import { Rig } from '../support/rig.ts';
 
@@ -47,4 +48,28 @@ test('onFailure keeps what the rollback would take, and the failure names it', a
   // Rolled back: the service is the good one again, and the bad one's log is kept.
   expect(rig.read('service.log')).toBe('started good\n');
   expect(rig.read('.nodegraph/kept/service.log')).toBe('started bad\n');
+});
+
+test('a health check that hangs is stopped when `within` is up, and the change is rolled back', async () => {
+  rig.nodefile(`
+  const version = process.getBuiltinModule('node:fs').readFileSync(ng.dir + '/version', 'utf8').trim();
+  ng.task('service', {
+    inputs: { v: ng.value(version) },
+    outputs: ['service.txt'],
+    run: { shell: 'echo ' + version + ' > service.txt; rm -f probes' },
+    // The apply's own check after the run answers; the bad version's checks after it hang (the rollback restores the version file).
+    check: { shell: 'n=$(cat probes 2>/dev/null || echo 0); echo $((n + 1)) > probes; if [ "$n" -ge 1 ] && [ "$(cat version)" = bad ] && [ "$(cat service.txt)" = bad ]; then echo $$ > hung; exec sleep 3600; fi' },
+    health: { within: '500ms' },
+  });
+  `);
+  rig.write('version', 'good\n');
+  expect((await rig.run(['apply', '--atomic'])).code).toBe(0);
+  rig.write('version', 'bad\n');
+  const failed = await rig.run(['apply', '--atomic']);
+  expect(failed.code).toBe(1);
+  expect(failed.stderr).toContain('service is not healthy: its check did not pass within 500ms: still running when 500ms were up, and stopped');
+  expect(rig.read('service.txt')).toBe('good\n');
+  const hung = Number(rig.read('hung'));
+  const alive = (): boolean => existsSync(`/proc/${hung}`) && !/^State:\s+Z/m.test(readFileSync(`/proc/${hung}/status`, 'utf8'));
+  while (alive()) await new Promise((resolve) => setTimeout(resolve, 20)); // the test's timeout is the deadline
 });
