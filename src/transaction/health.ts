@@ -69,7 +69,7 @@ async function watch(node: TaskNode, runner: ProcessRunner, signal: AbortSignal,
   for (;;) {
     if (signal.aborted) return { ok: false, task: node.id, detail: 'interrupted' };
     const deadline = passedAt === undefined ? started + within : nowMs() + within;
-    const verdict = await checkBy(node, runner, signal, deadline - nowMs(), clock, spec.within);
+    const verdict = await checkBy(node, runner, signal, deadline - nowMs(), spec.within);
     const now = nowMs();
     if (verdict?.ok === true) {
       passedAt ??= now;
@@ -86,23 +86,24 @@ async function watch(node: TaskNode, runner: ProcessRunner, signal: AbortSignal,
   }
 }
 
-/** runCheck, stopped (as on Ctrl-C) when it has not given its verdict within `ms`: then failing. */
+/**
+ * runCheck, stopped (as on Ctrl-C) when it has not given its verdict within `ms` of the wall
+ * clock: then failing. A test's clock, which moves as the poll sleeps, does not time a check.
+ */
 async function checkBy(
   node: TaskNode,
   runner: ProcessRunner,
   signal: AbortSignal,
   ms: number,
-  clock: HealthClock,
   within: string,
 ): ReturnType<typeof runCheck> {
   const cut = new AbortController();
   const stop = (): void => cut.abort();
   signal.addEventListener('abort', stop, { once: true });
-  // The wall clock's timer is cleared once the check has answered: it must not hold the process for `within`.
+  // Cleared once the check has answered: it must not hold the process for `within`.
   let timer: NodeJS.Timeout | undefined;
-  const sleep = clock.sleep ?? ((wait: number): Promise<void> => new Promise((resolve) => void (timer = setTimeout(resolve, wait))));
   let settled = false;
-  const late = sleep(Math.max(0, ms)).then(() => {
+  const late = new Promise<void>((resolve) => void (timer = setTimeout(resolve, Math.max(0, ms)))).then(() => {
     if (!settled) cut.abort();
     return { ok: false, detail: `still running when ${within} were up, and stopped` };
   });
