@@ -7,6 +7,7 @@ import { taskContext, type ContextOptions } from '../observe/context.ts';
 import type { Json, TaskFunction } from '../nodefile/types.ts';
 import type { EventSink } from '../events.ts';
 import { describeCommand, heldOutput } from '../process-runner.ts';
+import { deadline, type Deadline } from '../util/deadline.ts';
 
 export interface ActionContext extends Omit<ContextOptions, 'log'> {
   readonly verb: string;
@@ -25,16 +26,32 @@ export type ActionResult =
       readonly exitCode?: number;
     };
 
+/** What a task whose `timeout` was up failed with. */
+const timedOut = (timeout: string | undefined): string => `timed out after ${timeout}, and was stopped`;
+
 export async function runAction(node: TaskNode, context: ActionContext): Promise<ActionResult> {
+  // Its timeout: stopped as on Ctrl-C (a command's process group), but failed, not canceled.
+  const limit = deadline(context.signal, node.decl.spec.timeout);
+  try {
+    return await act(node, context, limit);
+  } finally {
+    limit?.done();
+  }
+}
+
+async function act(node: TaskNode, context: ActionContext, limit: Deadline | undefined): Promise<ActionResult> {
   const { spec } = node.decl;
   const run = spec.run;
+  const signal = limit?.signal ?? context.signal;
+  const late = (): boolean => limit?.timedOut() === true && !context.signal.aborted;
   if (typeof run !== 'function') {
     const command = describeCommand(run);
     context.emit({ type: 'task-start', id: node.id, verb: context.verb, reason: context.reason, command });
     const progress = lastLines(node.id, context.emit);
-    const options = { cwd: node.cwd, env: spec.env, signal: context.signal, onOutput: progress.add };
+    const options = { cwd: node.cwd, env: spec.env, signal, onOutput: progress.add };
     const result = await (context.runner.runTask === undefined ? context.runner.run(run, options) : context.runner.runTask(run, options)).finally(progress.stop);
     if (result.held === true) context.emit({ type: 'warning', message: heldOutput(node.id, 'its command') });
+    if (late()) return { ok: false, canceled: false, error: timedOut(spec.timeout), command, output: result.output };
     if (result.ok) return { ok: true, value: undefined, command, output: result.output };
     const exited = result.exitCode === null || result.exitCode === undefined ? {} : { exitCode: result.exitCode };
     return { ok: false, canceled: result.canceled || context.signal.aborted, error: result.failure ?? 'failed', command, output: result.output, ...exited };
@@ -45,12 +62,15 @@ export async function runAction(node: TaskNode, context: ActionContext): Promise
   const progress = lastLines(node.id, context.emit);
   const ctx = taskContext(
     node,
-    { ...context, log: (message) => context.emit({ type: 'task-log', id: node.id, message }), warn: (message) => context.emit({ type: 'warning', message }), onOutput: progress.add },
+    { ...context, signal, log: (message) => context.emit({ type: 'task-log', id: node.id, message }), warn: (message) => context.emit({ type: 'warning', message }), onOutput: progress.add },
     log,
   );
   try {
-    const value = await (run as TaskFunction)(ctx);
+    // A function that does not heed its signal is not waited for past its timeout.
+    const running = (run as TaskFunction)(ctx);
+    const value = limit === undefined ? await running : await Promise.race([running, limit.expired.then(() => undefined)]);
     if (context.signal.aborted) return { ok: false, canceled: true, error: 'canceled', command: undefined, output: log.join('') };
+    if (late()) return { ok: false, canceled: false, error: timedOut(spec.timeout), command: undefined, output: log.join('') };
     if (value !== undefined) {
       // The value becomes part of the output hash: NaN, a bigint, a function or a cycle cannot.
       try {
@@ -65,7 +85,7 @@ export async function runAction(node: TaskNode, context: ActionContext): Promise
     return {
       ok: false,
       canceled: context.signal.aborted,
-      error: error instanceof Error ? error.message : String(error),
+      error: late() ? timedOut(spec.timeout) : error instanceof Error ? error.message : String(error),
       command: undefined,
       output: log.join(''),
     };

@@ -11,7 +11,7 @@ export const ID_MESSAGE = 'a task id is words of [A-Za-z0-9_.:@+-] joined by "/"
 
 /** The fields of a task spec: kept equal to schema.ts's taskSpecSchema (a unit test checks). */
 export const SPEC_KEYS: ReadonlySet<string> = new Set([
-  'description', 'inputs', 'outputs', 'after', 'run', 'version', 'cwd', 'env', 'check', 'stop', 'destroy', 'removeOutputs', 'retire', 'pool', 'verbs', 'health',
+  'description', 'inputs', 'outputs', 'after', 'run', 'version', 'cwd', 'env', 'check', 'timeout', 'stop', 'destroy', 'removeOutputs', 'retire', 'pool', 'verbs', 'health',
 ]);
 const isArgv = (v: unknown): boolean =>
   Array.isArray(v) && v.length > 0 && typeof v[0] === 'string' && v[0].trim() !== '' && v.every((a) => typeof a === 'string');
@@ -93,8 +93,8 @@ export function plainlyValid(spec: Record<string, unknown>): boolean {
   if (remove !== undefined && typeof remove !== 'boolean' && remove !== 'dropped') return false;
   const retire = spec['retire'];
   if (retire !== undefined && retire !== 'destroy' && retire !== 'stop') return false;
-  // A health spec's durations are the schema's to check.
-  if (spec['health'] !== undefined) return false;
+  // A health spec's durations, and a timeout, are the schema's to check.
+  if (spec['health'] !== undefined || spec['timeout'] !== undefined) return false;
   const verbs = spec['verbs'];
   if (verbs !== undefined) {
     if (typeof verbs !== 'object' || verbs === null || Array.isArray(verbs)) return false;

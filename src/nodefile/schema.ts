@@ -42,6 +42,8 @@ export const inputSchema = z.discriminatedUnion('kind', [
 
 export const taskIdSchema = z.string().regex(ID_PATTERN, ID_MESSAGE);
 
+const TIMEOUT_MESSAGE = "a timeout is a duration longer than none: '500ms', '30s', '5m' or '1h'";
+
 export const taskSpecSchema = z.strictObject({
   description: z.string().optional(),
   inputs: z.record(z.string().regex(/^[A-Za-z0-9_.-]+$/, 'an input name is [A-Za-z0-9_.-]+'), inputSchema).optional(),
@@ -52,6 +54,7 @@ export const taskSpecSchema = z.strictObject({
   cwd: z.string().optional(),
   env: z.record(z.string().regex(COMMAND_ENV_NAME, 'an environment name is not empty and holds no ='), z.string()).optional(),
   check: z.union([command, fn], { error: RUN_SHAPES }).optional(),
+  timeout: z.string({ error: TIMEOUT_MESSAGE }).refine((d) => (parseDuration(d) ?? 0) > 0, TIMEOUT_MESSAGE).optional(),
   stop: commands('stop').optional(),
   destroy: commands('destroy').optional(),
   removeOutputs: z.union([z.boolean(), z.literal('dropped')], { error: (issue) => `true, false or 'dropped', not ${JSON.stringify(issue.input) ?? `a ${typeof issue.input}`}` }).optional(),

@@ -127,6 +127,11 @@ export interface TaskSpec {
   readonly cwd?: string;
   readonly env?: Readonly<Record<string, string>>;
   readonly check?: Command | CheckFunction;
+  /**
+   * How long its run, and each run of its check, may take ('30s', '5m'): then it is stopped as
+   * on Ctrl-C and fails (systemd's TimeoutStartSec, a probe's timeoutSeconds). None by default.
+   */
+  readonly timeout?: string;
   /** Stops what the task started, keeping its files (`nodegraph stop`, and before destroy). */
   readonly stop?: Command | readonly Command[];
   /** Tears down what the task made; recorded, so it runs even after the task leaves the Nodefile. */

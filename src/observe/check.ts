@@ -5,13 +5,31 @@ import type { TaskNode } from '../graph/graph.ts';
 import { taskContext } from './context.ts';
 import type { CheckFunction, Command } from '../nodefile/types.ts';
 import { describeCommand, type ProcessRunner } from '../process-runner.ts';
+import { deadline } from '../util/deadline.ts';
 
-/** Runs a task's check: true when what it manages is in place, with a word of detail when not. */
+/**
+ * Runs a task's check: true when what it manages is in place, with a word of detail when not.
+ * One still running when the task's `timeout` is up is stopped and fails.
+ */
 export async function runCheck(
   node: TaskNode,
   runner: ProcessRunner,
   signal: AbortSignal,
 ): Promise<{ ok: boolean; detail: string } | undefined> {
+  if (node.decl.spec.check === undefined) return undefined;
+  const limit = deadline(signal, node.decl.spec.timeout);
+  if (limit === undefined) return await check(node, runner, signal);
+  try {
+    // A function that does not heed its signal is not waited for past the timeout.
+    const verdict = await Promise.race([check(node, runner, limit.signal), limit.expired.then(() => undefined)]);
+    if (limit.timedOut() && !signal.aborted) return { ok: false, detail: `it did not answer within its timeout of ${node.decl.spec.timeout}, and was stopped` };
+    return verdict;
+  } finally {
+    limit.done();
+  }
+}
+
+async function check(node: TaskNode, runner: ProcessRunner, signal: AbortSignal): Promise<{ ok: boolean; detail: string } | undefined> {
   const check = node.decl.spec.check;
   if (check === undefined) return undefined;
   if (typeof check !== 'function') {

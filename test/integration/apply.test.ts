@@ -1,6 +1,6 @@
 // The real CLI on temporary folders: what runs, what does not, and why.
 
-import { chmodSync, readFileSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, readFileSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import { afterEach, beforeEach, describe, expect, test } from 'vitest';
 import { Rig } from '../support/rig.ts';
 
@@ -323,6 +323,26 @@ describe('apply', () => {
       expect(result.stdout).toContain(held('fn', "`sh -c 'sleep 60 & echo $! > fn.pid'`"));
       expect(result.stdout).toMatch(/✔ cmd .*\n {4}started\n/);
     }
+  });
+
+  test('a task past its timeout is stopped and fails, as its check is; a timeout changed re-runs nothing', async () => {
+    const nodefile = (fine: string): string => `ng.task('slow', { run: { shell: 'echo $$ > slow.pid; exec sleep 3600' }, timeout: '300ms' });
+  ng.task('fn', { run: () => new Promise(() => {}), timeout: '300ms' });
+  ng.task('checked', { run: ['true'], check: { shell: 'echo $$ > check.pid; exec sleep 3600' }, timeout: '300ms' });
+  ng.task('fine', { run: ['true'], timeout: '${fine}' });`;
+    rig.nodefile(nodefile('30s'));
+    const result = await rig.run(['apply', '-k']);
+    expect(result.code).toBe(1);
+    expect(result.stdout).toContain('Failed: slow (timed out after 300ms, and was stopped)\n');
+    expect(result.stdout).toContain('Failed: fn (timed out after 300ms, and was stopped)\n');
+    expect(result.stdout).toContain('Failed: checked (ran, but its check still fails: it did not answer within its timeout of 300ms, and was stopped)\n');
+    expect(result.stdout).toContain('✔ fine');
+    // Stopped as on Ctrl-C: the test's timeout is the deadline for them to be gone.
+    for (const pid of ['slow.pid', 'check.pid'].map((f) => Number(rig.read(f)))) {
+      while (existsSync(`/proc/${pid}`) && !/^State:\s+Z/m.test(readFileSync(`/proc/${pid}/status`, 'utf8'))) await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    rig.nodefile(nodefile('45s'));
+    expect((await rig.run(['plan', 'fine', '--detailed-exitcode'])).code).toBe(0);
   });
 
   test('a declared output the task did not write fails it', async () => {

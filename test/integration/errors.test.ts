@@ -147,6 +147,23 @@ error[invalid-field]: task i: field health.within: a duration is a number and a 
 `,
   },
   {
+    name: 'a timeout is a duration longer than none',
+    body: `  ng.task('t', { run: ['true'], timeout: '0s' });
+  ng.task('u', { run: ['true'], timeout: 30 });
+`,
+    expected: (f) => `error[invalid-field]: task t: field timeout: a timeout is a duration longer than none: '500ms', '30s', '5m' or '1h'
+ --> ${f}:3:6
+  |
+3 |   ng.task('t', { run: ['true'], timeout: '0s' });
+  |      ^
+error[invalid-field]: task u: field timeout: a timeout is a duration longer than none: '500ms', '30s', '5m' or '1h'
+ --> ${f}:4:6
+  |
+4 |   ng.task('u', { run: ['true'], timeout: 30 });
+  |      ^
+`,
+  },
+  {
     name: 'a verb for an upstream the task does not consume is a typo, and says so',
     body: `  const a = ng.task('a', { run: ['true'] });
   ng.task('b', { inputs: { a }, run: ['true'], verbs: { upstream: { aa: 'start' } } });
@@ -412,12 +429,12 @@ error[invalid-field]: task g: field inputs.s: the glob ./.nodegraph/**/*.json is
   },
   {
     name: 'an unknown field from a spread object points at the call, not at a key of that name further down',
-    body: `  const common = { run: ['true'], timeout: 5 };
+    body: `  const common = { run: ['true'], priority: 5 };
   ng.task('a', { ...common } as never);
-  const other = { timeout: 10 };
+  const other = { priority: 10 };
   void other;
 `,
-    expected: (f) => `error[invalid-field]: task a: field timeout: not a field of a task
+    expected: (f) => `error[invalid-field]: task a: field priority: not a field of a task
  --> ${f}:4:6
   |
 4 |   ng.task('a', { ...common } as never);

@@ -1,0 +1,42 @@
+// A task's `timeout`: a signal that aborts with the run's own (Ctrl-C) or when the
+// time is up, and a promise for the time being up, to race a function that does
+// not heed its signal.
+
+import { parseDuration } from './duration.ts';
+
+export interface Deadline {
+  /** Aborts on the run's signal, or when the time is up. */
+  readonly signal: AbortSignal;
+  /** Settles when the time is up (never, once done() was called first). */
+  readonly expired: Promise<void>;
+  timedOut(): boolean;
+  /** Clears the timer: the work answered. */
+  done(): void;
+}
+
+/** The deadline of `timeout` (a duration) under `outer`; undefined without a timeout. */
+export function deadline(outer: AbortSignal, timeout: string | undefined): Deadline | undefined {
+  const ms = timeout === undefined ? undefined : parseDuration(timeout);
+  if (ms === undefined) return undefined;
+  const cut = new AbortController();
+  let out = false;
+  let expire = (): void => {};
+  const expired = new Promise<void>((resolve) => (expire = resolve));
+  const timer = setTimeout(() => {
+    out = true;
+    cut.abort();
+    expire();
+  }, ms);
+  const stop = (): void => cut.abort();
+  if (outer.aborted) cut.abort();
+  else outer.addEventListener('abort', stop, { once: true });
+  return {
+    signal: cut.signal,
+    expired,
+    timedOut: () => out,
+    done: () => {
+      clearTimeout(timer);
+      outer.removeEventListener('abort', stop);
+    },
+  };
+}
