@@ -50,6 +50,7 @@ const spec = fc.record(
     destroy: fc.oneof(fc.array(fc.oneof(fc.array(fc.string(), { maxLength: 2 }), fc.record({ shell: anyValue })), { maxLength: 2 }), anyValue),
     env: fc.oneof(fc.dictionary(fc.string({ maxLength: 3 }), anyValue, { maxKeys: 2 }), anyValue),
     removeOutputs: anyValue,
+    timeout: fc.oneof(fc.constantFrom('30s', '0s', '0.5ms', '1.5m', ' 2s', '2 s', '10'), anyValue),
     verbs: fc.oneof(
       fc.record({ create: anyValue, update: anyValue, upstream: fc.oneof(fc.dictionary(fc.string({ maxLength: 3 }), anyValue, { maxKeys: 2 }), anyValue), other: anyValue }, { requiredKeys: [] }),
       anyValue,
