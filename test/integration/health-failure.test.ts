@@ -12,6 +12,16 @@ beforeEach(() => {
 });
 afterEach(() => rig.cleanup());
 
+/** Applies the good version, then the bad one, atomically: what the bad one's apply (which fails) said. */
+async function goodThenBad(): Promise<{ stderr: string }> {
+  rig.write('version', 'good\n');
+  expect((await rig.run(['apply', '--atomic'])).code).toBe(0);
+  rig.write('version', 'bad\n');
+  const failed = await rig.run(['apply', '--atomic']);
+  expect(failed.code).toBe(1);
+  return failed;
+}
+
 test('onFailure keeps what the rollback would take, and the failure names it', async () => {
   rig.nodefile(`
   const fs = process.getBuiltinModule('node:fs');
@@ -39,11 +49,7 @@ test('onFailure keeps what the rollback would take, and the failure names it', a
     },
   });
   `);
-  rig.write('version', 'good\n');
-  expect((await rig.run(['apply', '--atomic'])).code).toBe(0);
-  rig.write('version', 'bad\n');
-  const failed = await rig.run(['apply', '--atomic']);
-  expect(failed.code).toBe(1);
+  const failed = await goodThenBad();
   expect(failed.stderr).toContain(`service is not healthy: its check did not pass within 200ms: the service bad does not answer; its log is kept in ${rig.path('.nodegraph/kept')}`);
   // Rolled back: the service is the good one again, and the bad one's log is kept.
   expect(rig.read('service.log')).toBe('started good\n');
@@ -62,11 +68,7 @@ test('a health check that hangs is stopped when `within` is up, and the change i
     health: { within: '500ms' },
   });
   `);
-  rig.write('version', 'good\n');
-  expect((await rig.run(['apply', '--atomic'])).code).toBe(0);
-  rig.write('version', 'bad\n');
-  const failed = await rig.run(['apply', '--atomic']);
-  expect(failed.code).toBe(1);
+  const failed = await goodThenBad();
   expect(failed.stderr).toContain('service is not healthy: its check did not pass within 500ms: still running when 500ms were up, and stopped');
   expect(rig.read('service.txt')).toBe('good\n');
   const hung = Number(rig.read('hung'));
