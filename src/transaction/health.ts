@@ -6,6 +6,7 @@ import type { TaskGraph, TaskNode } from '../graph/graph.ts';
 import { runCheck } from '../observe/check.ts';
 import { taskContext } from '../observe/context.ts';
 import type { ProcessRunner } from '../process-runner.ts';
+import { deadline } from '../util/deadline.ts';
 import { parseDuration } from '../util/duration.ts';
 
 export type Health = { readonly ok: true } | { readonly ok: false; readonly task: string; readonly detail: string };
@@ -90,29 +91,13 @@ async function watch(node: TaskNode, runner: ProcessRunner, signal: AbortSignal,
  * runCheck, stopped (as on Ctrl-C) when it has not given its verdict within `ms` of the wall
  * clock: then failing. A test's clock, which moves as the poll sleeps, does not time a check.
  */
-async function checkBy(
-  node: TaskNode,
-  runner: ProcessRunner,
-  signal: AbortSignal,
-  ms: number,
-  within: string,
-): ReturnType<typeof runCheck> {
-  const cut = new AbortController();
-  const stop = (): void => cut.abort();
-  signal.addEventListener('abort', stop, { once: true });
-  // Cleared once the check has answered: it must not hold the process for `within`.
-  let timer: NodeJS.Timeout | undefined;
-  let settled = false;
-  const late = new Promise<void>((resolve) => void (timer = setTimeout(resolve, Math.max(0, ms)))).then(() => {
-    if (!settled) cut.abort();
-    return { ok: false, detail: `still running when ${within} were up, and stopped` };
-  });
+async function checkBy(node: TaskNode, runner: ProcessRunner, signal: AbortSignal, ms: number, within: string): ReturnType<typeof runCheck> {
+  const limit = deadline(signal, ms)!;
   try {
-    return await Promise.race([runCheck(node, runner, cut.signal), late]);
+    const verdict = await Promise.race([runCheck(node, runner, limit.signal), limit.expired.then(() => undefined)]);
+    return limit.timedOut() && !signal.aborted ? { ok: false, detail: `still running when ${within} were up, and stopped` } : verdict;
   } finally {
-    settled = true;
-    clearTimeout(timer);
-    signal.removeEventListener('abort', stop);
+    limit.done();
   }
 }
 

@@ -14,9 +14,9 @@ export interface Deadline {
   done(): void;
 }
 
-/** The deadline of `timeout` (a duration) under `outer`; undefined without a timeout. */
-export function deadline(outer: AbortSignal, timeout: string | undefined): Deadline | undefined {
-  const ms = timeout === undefined ? undefined : parseDuration(timeout);
+/** The deadline of `timeout` (a duration, or milliseconds) under `outer`; undefined without a timeout. */
+export function deadline(outer: AbortSignal, timeout: string | number | undefined): Deadline | undefined {
+  const ms = typeof timeout === 'string' ? parseDuration(timeout) : timeout;
   if (ms === undefined) return undefined;
   const cut = new AbortController();
   let out = false;
@@ -26,7 +26,7 @@ export function deadline(outer: AbortSignal, timeout: string | undefined): Deadl
     out = true;
     cut.abort();
     expire();
-  }, ms);
+  }, Math.max(0, ms));
   const stop = (): void => cut.abort();
   if (outer.aborted) cut.abort();
   else outer.addEventListener('abort', stop, { once: true });
