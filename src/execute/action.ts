@@ -68,7 +68,7 @@ async function act(node: TaskNode, context: ActionContext, limit: Deadline | und
   try {
     // A function that does not heed its signal is not waited for past its timeout.
     const running = (run as TaskFunction)(ctx);
-    const value = limit === undefined ? await running : await Promise.race([running, limit.expired.then(() => undefined)]);
+    const value = limit === undefined ? await running : await limit.race(running);
     if (context.signal.aborted) return { ok: false, canceled: true, error: 'canceled', command: undefined, output: log.join('') };
     if (late()) return { ok: false, canceled: false, error: timedOut(spec.timeout), command: undefined, output: log.join('') };
     if (value !== undefined) {

@@ -21,7 +21,7 @@ export async function runCheck(
   if (limit === undefined) return await check(node, runner, signal);
   try {
     // A function that does not heed its signal is not waited for past the timeout.
-    const verdict = await Promise.race([check(node, runner, limit.signal), limit.expired.then(() => undefined)]);
+    const verdict = await limit.race(check(node, runner, limit.signal));
     if (limit.timedOut() && !signal.aborted) return { ok: false, detail: `it did not answer within its timeout of ${node.decl.spec.timeout}, and was stopped` };
     return verdict;
   } finally {

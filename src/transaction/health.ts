@@ -69,8 +69,8 @@ async function watch(node: TaskNode, runner: ProcessRunner, signal: AbortSignal,
   let last = '';
   for (;;) {
     if (signal.aborted) return { ok: false, task: node.id, detail: 'interrupted' };
-    const deadline = passedAt === undefined ? started + within : nowMs() + within;
-    const verdict = await checkBy(node, runner, signal, deadline - nowMs(), spec.within);
+    const left = passedAt === undefined ? started + within - nowMs() : within;
+    const verdict = await checkBy(node, runner, signal, left, spec.within);
     const now = nowMs();
     if (verdict?.ok === true) {
       passedAt ??= now;
@@ -94,7 +94,7 @@ async function watch(node: TaskNode, runner: ProcessRunner, signal: AbortSignal,
 async function checkBy(node: TaskNode, runner: ProcessRunner, signal: AbortSignal, ms: number, within: string): ReturnType<typeof runCheck> {
   const limit = deadline(signal, ms)!;
   try {
-    const verdict = await Promise.race([runCheck(node, runner, limit.signal), limit.expired.then(() => undefined)]);
+    const verdict = await limit.race(runCheck(node, runner, limit.signal));
     return limit.timedOut() && !signal.aborted ? { ok: false, detail: `still running when ${within} were up, and stopped` } : verdict;
   } finally {
     limit.done();

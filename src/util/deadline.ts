@@ -1,14 +1,14 @@
 // A task's `timeout`: a signal that aborts with the run's own (Ctrl-C) or when the
-// time is up, and a promise for the time being up, to race a function that does
-// not heed its signal.
+// time is up, and a race against the time, for a function that does not heed its
+// signal.
 
 import { parseDuration } from './duration.ts';
 
 export interface Deadline {
   /** Aborts on the run's signal, or when the time is up. */
   readonly signal: AbortSignal;
-  /** Settles when the time is up (never, once done() was called first). */
-  readonly expired: Promise<void>;
+  /** What `work` gives, or undefined once the time is up (not waiting for it then). */
+  race<T>(work: T | Promise<T>): Promise<T | undefined>;
   timedOut(): boolean;
   /** Clears the timer: the work answered. */
   done(): void;
@@ -32,7 +32,7 @@ export function deadline(outer: AbortSignal, timeout: string | number | undefine
   else outer.addEventListener('abort', stop, { once: true });
   return {
     signal: cut.signal,
-    expired,
+    race: (work) => Promise.race([work, expired.then(() => undefined)]),
     timedOut: () => out,
     done: () => {
       clearTimeout(timer);
