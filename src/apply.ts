@@ -198,20 +198,11 @@ async function runOnce(session: Session, options: ApplyOptions, saved: SavedPlan
   }
   session.emit({ type: 'plan', plan: plan.undecided });
 
-  const destroyed: TaskId[] = [];
-  const stopped: TaskId[] = [];
-  const orphans: TaskId[] = [];
   // A whole-graph plan lists the orphans, dependents first: no second search of 50,000 records for them.
-  if (plan.counts.destroy + plan.counts.stop > 0) {
-    for (const e of plan) if (e.action === 'destroy') orphans.push(e.id);
-    // Blue/green: an atomic apply retires what it no longer declares only once the new generation is healthy.
-    if (transaction === undefined) {
-      const removed = await runTeardown({ ...session, guard: guardOf(options) }, orphans, 'retire');
-      const retired = retiredOf(removed);
-      destroyed.push(...retired.destroyed);
-      stopped.push(...retired.stopped);
-    }
-  }
+  const orphans = plan.counts.destroy + plan.counts.stop > 0 ? [...plan].filter((e) => e.action === 'destroy').map((e) => e.id) : [];
+  // Blue/green: an atomic apply retires what it no longer declares only once the new generation is healthy.
+  const removed = transaction === undefined && orphans.length > 0 ? await runTeardown({ ...session, guard: guardOf(options) }, orphans, 'retire') : undefined;
+  const { destroyed, stopped } = removed === undefined ? { destroyed: [], stopped: [] } : retiredOf(removed);
   const intents = transaction === undefined ? undefined : new IntentLog(transactionDir(stateDir));
   let summary: ExecuteSummary;
   try {
@@ -236,6 +227,9 @@ async function runOnce(session: Session, options: ApplyOptions, saved: SavedPlan
   } finally {
     intents?.close();
   }
+  // An orphan that would not go failed as a task does: the apply says so, exits 1 and records no generation
+  // (an atomic apply retires its orphans once healthy, and one that stays is a warning: see retire).
+  if (removed !== undefined) summary = withTeardown(summary, removed);
   session.store.sync();
   session.phase('run', `${summary.ran.length} ran`);
   const settled = summary.failed.length === 0 && summary.skipped.length === 0 && summary.canceled.length === 0 && !session.signal.aborted && session.store.failure === undefined;
@@ -352,6 +346,16 @@ async function retire(options: ApplyOptions, session: Session, graph: TaskGraph,
   }
   for (const id of [...removed.value.failed, ...removed.value.kept]) emit({ type: 'warning', message: `${id} was not retired: the next apply tries again` });
   return retiredOf(removed.value);
+}
+
+/** The run's summary with the orphans' teardown in it: one that failed or was canceled as such, one kept because a dependent stayed as skipped. */
+function withTeardown(summary: ExecuteSummary, removed: TeardownSummary): ExecuteSummary {
+  return {
+    ...summary,
+    failed: [...removed.failed, ...summary.failed],
+    canceled: [...removed.canceled, ...summary.canceled],
+    skipped: [...removed.kept, ...summary.skipped],
+  };
 }
 
 /** A retirement's tasks: destroyed, or (`retire: 'stop'`) stopped and kept. */

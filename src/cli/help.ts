@@ -62,7 +62,7 @@ export const SUMMARY: Record<CommandName, string> = {
 /** What each exit code of a command means; the README's table says the same. */
 export const EXIT_CODES: Record<CommandName, string> = {
   plan: '0 ok; 1 error; 2 changes (with --detailed-exitcode); 130 interrupted',
-  apply: '0 ok; 1 a task failed (an atomic apply: and was rolled back) or an error; 130 interrupted',
+  apply: "0 ok; 1 a task, or a plain apply's orphan, failed (an atomic apply: and was rolled back) or an error; 130 interrupted",
   destroy: '0 ok; 1 a teardown failed or an error; 130 interrupted',
   stop: '0 ok; 1 a stop failed or an error; 130 interrupted',
   status: '0 ok (all applied or running, with --detailed-exitcode); 1 error; 2 stale, drifted, failed, stopped, absent, trace or orphan (with --detailed-exitcode); 130 interrupted',

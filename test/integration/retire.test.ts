@@ -51,6 +51,21 @@ test("an orphan with retire: 'stop' is stopped in place, kept, and found in plac
   expect(rig.exists('a.txt')).toBe(false);
 });
 
+test('an orphan that will not go fails the apply, records no generation, and is tried again by the next', async () => {
+  rig.nodefile(`ng.task('old', { run: ['true'], destroy: { shell: 'test -e let-go' } }); ng.task('kept', { run: ['true'] });`);
+  expect((await rig.run(['apply'])).code).toBe(0);
+  rig.nodefile(`ng.task('kept', { run: ['true'] });`);
+  const refused = await rig.run(['apply']);
+  expect(refused.code).toBe(1);
+  expect(refused.stdout).toContain('Apply: 0 ran, 1 failed, 0 skipped, 0 canceled, 1 up to date, 0 destroyed');
+  expect(refused.stdout).toContain('Failed: old (exit 1)');
+  expect((await rig.run(['generations'])).stdout).not.toMatch(/^\*? +2 /m);
+  rig.write('let-go', '');
+  const gone = await rig.run(['apply']);
+  expect(gone.code).toBe(0);
+  expect(gone.stdout).toContain('1 destroyed');
+});
+
 test("retire must be 'destroy' or 'stop'", async () => {
   rig.nodefile(`ng.task('t', { run: ['true'], retire: 'keep' as never });`);
   const plan = await rig.run(['plan']);
