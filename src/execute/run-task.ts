@@ -370,6 +370,7 @@ export function recipeOf(node: TaskNode): TaskRecord['recipe'] {
     stop: list(spec.stop),
     ...(spec.env === undefined ? {} : { env: { ...spec.env } }),
     ...(spec.retire === 'stop' ? { retire: 'stop' as const } : {}),
+    ...(spec.timeout === undefined ? {} : { timeout: spec.timeout }),
   };
 }
 

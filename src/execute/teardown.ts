@@ -21,6 +21,7 @@ import type { EventSink } from '../events.ts';
 import { Claimed, keptBecause } from './kept.ts';
 import { recipeOf } from './run-task.ts';
 import { describeCommand, type ProcessRunner } from '../process-runner.ts';
+import { deadline } from '../util/deadline.ts';
 
 export interface TeardownOptions {
   /** In teardown order: dependents first. */
@@ -89,7 +90,7 @@ export async function teardown(options: TeardownOptions): Promise<TeardownSummar
     const begun: TaskRecord = { ...record, status: 'failed', error: TEARDOWN_BEGUN[mode] };
     records.set(begun);
     options.store.append(begun);
-    const failure = await runRecipe(id, recipe, commands, { ...options, mode }, claimed);
+    const failure = await runRecipe(id, recipe, { ...options, mode }, claimed);
     if (failure !== undefined) {
       const { canceled, ...said } = failure;
       (canceled ? summary.canceled : summary.failed).push(id);
@@ -121,21 +122,30 @@ function blockUpstream(record: TaskRecord, id: TaskId, blocked: Map<TaskId, Task
 async function runRecipe(
   id: TaskId,
   recipe: TaskRecord['recipe'],
-  commands: readonly (readonly string[])[],
   options: TeardownOptions,
   claimed: Claimed,
 ): Promise<{ error: string; output: string; exitCode?: number; canceled: boolean } | undefined> {
   let output = '';
-  for (const argv of commands) {
-    const result = await options.runner.run(argv, {
-      cwd: recipe.cwd,
-      ...(recipe.env === undefined ? {} : { env: recipe.env }),
-      signal: options.signal,
-    });
-    output += result.output;
-    // Cut short by the signal, as apply says of a task: canceled (the command is on its destroy-start).
-    if (!result.ok && (result.canceled || options.signal.aborted)) return { error: 'canceled', output, canceled: true };
-    if (!result.ok) return { error: `${result.command}: ${result.failure ?? 'failed'}`, output, ...(result.exitCode === null ? {} : { exitCode: result.exitCode }), canceled: false };
+  // The task's timeout bounds its stop commands together, and then its destroy commands together.
+  for (const phase of options.mode === 'stop' ? [recipe.stop] : [recipe.stop, recipe.destroy]) {
+    if (phase.length === 0) continue;
+    const limit = deadline(options.signal, recipe.timeout);
+    try {
+      for (const argv of phase) {
+        const result = await options.runner.run(argv, {
+          cwd: recipe.cwd,
+          ...(recipe.env === undefined ? {} : { env: recipe.env }),
+          signal: limit?.signal ?? options.signal,
+        });
+        output += result.output;
+        if (limit?.timedOut() === true && !options.signal.aborted) return { error: `${result.command}: timed out after ${recipe.timeout}, and was stopped`, output, canceled: false };
+        // Cut short by the signal, as apply says of a task: canceled (the command is on its destroy-start).
+        if (!result.ok && (result.canceled || options.signal.aborted)) return { error: 'canceled', output, canceled: true };
+        if (!result.ok) return { error: `${result.command}: ${result.failure ?? 'failed'}`, output, ...(result.exitCode === null ? {} : { exitCode: result.exitCode }), canceled: false };
+      }
+    } finally {
+      limit?.done();
+    }
   }
   if (options.mode === 'stop') return undefined;
   for (const target of recipe.remove) {

@@ -128,8 +128,9 @@ export interface TaskSpec {
   readonly env?: Readonly<Record<string, string>>;
   readonly check?: Command | CheckFunction;
   /**
-   * How long its run, and each run of its check, may take ('30s', '5m'): then it is stopped as
-   * on Ctrl-C and fails (systemd's TimeoutStartSec, a probe's timeoutSeconds). None by default.
+   * How long its run, each run of its check, its stop and its destroy may each take ('30s', '5m'):
+   * then it is stopped as on Ctrl-C and fails (systemd's TimeoutStartSec and TimeoutStopSec, a
+   * probe's timeoutSeconds). None by default.
    */
   readonly timeout?: string;
   /** Stops what the task started, keeping its files (`nodegraph stop`, and before destroy). */

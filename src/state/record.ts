@@ -6,6 +6,7 @@
 import { contentHash, HASH_PREFIX, type ContentHash, type TaskId } from '../ids.ts';
 import { outputsDigest } from '../hash/value.ts';
 import type { Json } from '../types.ts';
+import { parseDuration } from '../util/duration.ts';
 import { isStrings } from '../util/guards.ts';
 
 export { outputsDigest };
@@ -40,7 +41,7 @@ export interface TaskRecord {
   outputHash: ContentHash;
   edges: { needs: TaskId[]; after: TaskId[] };
   /** Enough to tear the task down without the Nodefile. */
-  recipe: { cwd: string; remove: string[]; destroy: string[][]; stop: string[][]; env?: Record<string, string>; retire?: 'stop' };
+  recipe: { cwd: string; remove: string[]; destroy: string[][]; stop: string[][]; env?: Record<string, string>; retire?: 'stop'; timeout?: string };
   startedAt: string;
   durationMs: number;
   error?: string;
@@ -120,7 +121,9 @@ export function checkRecord(value: unknown, fullHashes = true): RecordCheck {
   }
   const hasRetire = 'retire' in recipe;
   if (hasRetire && recipe.retire !== 'stop') return fail('recipe.retire', "expected 'stop'");
-  if (keys(recipe) !== 4 + ('env' in recipe ? 1 : 0) + (hasRetire ? 1 : 0)) return fail('recipe', 'unexpected keys');
+  const hasTimeout = 'timeout' in recipe;
+  if (hasTimeout && !(typeof recipe.timeout === 'string' && (parseDuration(recipe.timeout) ?? 0) > 0)) return fail('recipe.timeout', "expected a duration: '30s'");
+  if (keys(recipe) !== 4 + ('env' in recipe ? 1 : 0) + (hasRetire ? 1 : 0) + (hasTimeout ? 1 : 0)) return fail('recipe', 'unexpected keys');
   if (typeof value.startedAt !== 'string') return fail('startedAt', 'expected a string');
   const d = value.durationMs;
   if (typeof d !== 'number' || !Number.isFinite(d) || d < 0) return fail('durationMs', 'expected a non-negative number');
@@ -190,6 +193,7 @@ export function canonical(record: StoredRecord): StoredRecord {
       stop: r.recipe.stop.map((c) => [...c]),
       ...(env === undefined ? {} : { env: { ...env } }),
       ...(r.recipe.retire === undefined ? {} : { retire: r.recipe.retire }),
+      ...(r.recipe.timeout === undefined ? {} : { timeout: r.recipe.timeout }),
     },
     startedAt: r.startedAt,
     durationMs: r.durationMs,

@@ -345,6 +345,34 @@ describe('apply', () => {
     expect((await rig.run(['plan', 'fine', '--detailed-exitcode'])).code).toBe(0);
   });
 
+  test("a task's timeout bounds its stop and its destroy, from its record once it has left the Nodefile", async () => {
+    const hang = (what: string): string => `{ shell: 'echo $$ > ${what}.pid; exec sleep 3600' }`;
+    rig.nodefile(`ng.task('svc', { run: ['true'], stop: ${hang('stop')}, destroy: ${hang('destroy')}, timeout: '300ms' });`);
+    expect((await rig.run(['apply'])).code).toBe(0);
+    const gone = async (file: string): Promise<void> => {
+      const pid = Number(rig.read(file));
+      while (existsSync(`/proc/${pid}`) && !/^State:\s+Z/m.test(readFileSync(`/proc/${pid}/status`, 'utf8'))) await new Promise((resolve) => setTimeout(resolve, 20));
+    };
+    const stopped = await rig.run(['stop']);
+    expect(stopped.code).toBe(1);
+    expect(stopped.stdout).toContain("Failed: svc (/bin/sh -c 'echo $$ > stop.pid; exec sleep 3600': timed out after 300ms, and was stopped)");
+    await gone('stop.pid');
+    // Gone from the Nodefile, the task is retired by what its record says, its timeout with it.
+    rig.nodefile(`ng.task('other', { run: ['true'] });`);
+    const retired = await rig.run(['apply']);
+    // An orphan that would not go fails the apply, as a task that failed does.
+    expect(retired.code).toBe(1);
+    expect(retired.stdout).toContain('Apply: 1 ran, 1 failed,');
+    expect(retired.stdout).toContain("Failed: svc (/bin/sh -c 'echo $$ > stop.pid; exec sleep 3600': timed out after 300ms, and was stopped)");
+    await gone('stop.pid');
+    rig.write('stop.pid', '');
+    rig.nodefile(`ng.task('svc', { run: ['true'], stop: ['true'], destroy: ${hang('destroy')}, timeout: '300ms' });`);
+    const destroyed = await rig.run(['destroy', '--yes']);
+    expect(destroyed.code).toBe(1);
+    expect(destroyed.stdout).toContain("Failed: svc (/bin/sh -c 'echo $$ > destroy.pid; exec sleep 3600': timed out after 300ms, and was stopped)");
+    await gone('destroy.pid');
+  });
+
   test('a declared output the task did not write fails it', async () => {
     rig.nodefile(`ng.task('liar', { outputs: ['out/promised'], run: ['true'] });`);
     const result = await rig.run(['apply']);

@@ -530,6 +530,7 @@ describe('checkRecord', () => {
   test('accepts records and tombstones, rejects wrong shapes with a path', () => {
     expect(checkRecord(rec('a')).ok).toBe(true);
     expect(checkRecord(tomb('a')).ok).toBe(true);
+    expect(checkRecord({ ...rec('a'), recipe: { ...rec('a').recipe, timeout: '5m' } }).ok).toBe(true);
     const cases: [unknown, RegExp][] = [
       [null, /not an object/],
       [{ ...rec('a'), v: 2 }, /^v:/],
@@ -537,6 +538,8 @@ describe('checkRecord', () => {
       [{ ...rec('a'), inputs: { x: 'md5:1' } }, /^inputs\.x:/],
       [{ ...rec('a'), edges: { needs: [1], after: [] } }, /^edges\.needs:/],
       [{ ...rec('a'), recipe: { ...rec('a').recipe, stop: ['ls'] } }, /^recipe\.stop:/],
+      [{ ...rec('a'), recipe: { ...rec('a').recipe, timeout: '0s' } }, /^recipe\.timeout:/],
+      [{ ...rec('a'), recipe: { ...rec('a').recipe, timeout: 30 } }, /^recipe\.timeout:/],
       [{ ...rec('a'), durationMs: -1 }, /^durationMs:/],
       [{ ...rec('a'), error: 3 }, /^error:/],
       [{ v: 1, id: 'a', deleted: false }, /^deleted:/],
