@@ -5,10 +5,10 @@
 // matched directories add nothing, so `src/**` hashes the files under src.
 // Dotfiles match only where the pattern names a dot, as globSync does. A glob
 // that matches no file hashes to EMPTY_GLOB_HASH. A match whose name is not
-// UTF-8 is refused (names.ts); what lies below a folder so named, globSync cannot
-// list, nor match.
+// UTF-8 is refused (names.ts), and so is a folder so named that the walk passes:
+// globSync cannot list what lies below it.
 
-import { globSync } from 'node:fs';
+import { globSync, type Dirent } from 'node:fs';
 import path from 'node:path';
 import type { ContentHash } from '../ids.ts';
 import type { HashCache } from './cache.ts';
@@ -30,7 +30,14 @@ export const EMPTY_GLOB_HASH: ContentHash = hashParts([HEADER]);
 export function hashGlob(pattern: string | readonly string[], base: string, files: HashCache | Look): GlobHash {
   const look = lookThrough(files);
   const cwd = path.resolve(base);
-  const matched = globSync(pattern, { cwd });
+  // Only a name listed with U+FFFD can be one that is not UTF-8: then the walk is looked at again.
+  let mangled = false;
+  const note = (name: string): boolean => {
+    if (name.includes('\uFFFD')) mangled = true;
+    return false;
+  };
+  const matched = globSync(pattern, { cwd, exclude: note });
+  if (mangled) refuseMangledFolders(pattern, cwd);
   const unique = [...new Set(path.sep === '/' ? matched : matched.map((m) => m.split(path.sep).join('/')))].sort((a, b) =>
     a < b ? -1 : a > b ? 1 : 0,
   );
@@ -45,6 +52,17 @@ export function hashGlob(pattern: string | readonly string[], base: string, file
     parts.push(file, (seen.mode & 0o111) !== 0 ? 'x' : '-', seen.hash);
   }
   return { hash: hashParts(parts), files: matches };
+}
+
+/** Throws NameNotUtf8 for a folder the glob's walk passes whose name is not UTF-8. */
+function refuseMangledFolders(pattern: string | readonly string[], cwd: string): void {
+  const folders: Dirent[] = [];
+  const passed = (entry: Dirent): boolean => {
+    if (entry.name.includes('\uFFFD') && entry.isDirectory()) folders.push(entry);
+    return false;
+  };
+  globSync(pattern, { cwd, withFileTypes: true, exclude: passed });
+  for (const folder of folders) refuseNotUtf8(path.resolve(cwd, folder.parentPath), folder.name);
 }
 
 /** Throws NameNotUtf8 when a folder or the file of `file`, as globSync spelled it, is named in bytes that are not UTF-8. */
