@@ -20,7 +20,7 @@ import type { Appender } from './appender.ts';
 import type { EventSink } from '../events.ts';
 import { Claimed, keptBecause } from './kept.ts';
 import { recipeOf } from './run-task.ts';
-import { describeCommand, type ProcessRunner } from '../process-runner.ts';
+import { describeCommand, heldOutput, type ProcessRunner } from '../process-runner.ts';
 import { deadline } from '../util/deadline.ts';
 
 export interface TeardownOptions {
@@ -138,6 +138,7 @@ async function runRecipe(
           signal: limit?.signal ?? options.signal,
         });
         output += result.output;
+        if (result.held === true) options.emit({ type: 'warning', message: heldOutput(id, `\`${result.command}\``) });
         if (limit?.timedOut() === true && !options.signal.aborted) return { error: `${result.command}: timed out after ${recipe.timeout}, and was stopped`, output, canceled: false };
         // Cut short by the signal, as apply says of a task: canceled (the command is on its destroy-start).
         if (!result.ok && (result.canceled || options.signal.aborted)) return { error: 'canceled', output, canceled: true };

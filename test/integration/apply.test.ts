@@ -323,6 +323,13 @@ describe('apply', () => {
       expect(result.stdout).toContain(held('fn', "`sh -c 'sleep 60 & echo $! > fn.pid'`"));
       expect(result.stdout).toMatch(/✔ cmd .*\n {4}started\n/);
     }
+    // And a stop command's, in a teardown.
+    rig.nodefile(`ng.task('svc', { run: ['true'], stop: { shell: 'sleep 60 & echo $! > stop.pid' } });`);
+    expect((await rig.run(['apply'])).code).toBe(0);
+    const stopped = await rig.run(['stop']);
+    process.kill(Number(rig.read('stop.pid')), 'SIGKILL');
+    expect(stopped.code).toBe(0);
+    expect(stopped.stdout).toContain("warning: task svc: `/bin/sh -c 'sleep 60 & echo $! > stop.pid'` exited, and a process it started still held its output 2 s later");
   });
 
   test('a task past its timeout is stopped and fails, as its check is; a timeout changed re-runs nothing', async () => {
