@@ -71,7 +71,6 @@ export async function run(args: Args, io: CliIo): Promise<number> {
   if ('reason' in options) return printFailures([options], io);
   const out = str(args.values['out']);
   const json = args.values['json'] === true;
-  const warnings: string[] = [];
   const atomic = atomicFlag(args, options.targets ?? []);
   if (typeof atomic === 'string') return printFailures([{ reason: 'usage', command: 'plan', message: atomic }], io);
   const diff = args.values['diff'] === true;
@@ -85,11 +84,7 @@ export async function run(args: Args, io: CliIo): Promise<number> {
     ...(atomic === undefined ? {} : { atomic }),
     ...(diff ? { diff } : {}),
     ...(out === undefined ? {} : { out: path.resolve(io.cwd, out) }),
-    onEvent: (e) => {
-      if (e.type === 'warning') warnings.push(e.message);
-    },
   });
-  for (const w of warnings) io.stderr.write(`warning: ${w}\n`);
   if (!result.ok) return json ? printJsonFailures(result.error, io) : printFailures(result.error, io);
   const { plan, generation, texts } = result.value;
   const diffs = texts === undefined || texts.size === 0 ? undefined : await diffsOf(texts, io);

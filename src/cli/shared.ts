@@ -50,6 +50,8 @@ export function engineOptions(args: Args, io: CliIo, command: string): EngineOpt
     command: `nodegraph ${command}`,
     env: io.env,
     ...(io.onPhase === undefined ? {} : { onPhase: io.onPhase }),
+    // Said as it happens, on stderr (a check waited on says so while it runs); apply and destroy give their reporter.
+    onEvent: (event) => void (event.type === 'warning' && io.stderr.write(`warning: ${event.message}\n`)),
   };
 }
 
