@@ -62,7 +62,12 @@ export interface EngineOptions {
   readonly onLoad?: (loaded: Result<TaskGraph, Failure[]>) => void;
   /** Told as each step of a run ends: the Nodefile, the analysis, the journal, observing… (`--timings`, cli/timings.ts). */
   readonly onPhase?: (phase: string, detail?: string) => void;
+  /** How long a check runs before the run says it waits on it (ms, wall clock); SLOW_CHECK_MS by default. */
+  readonly slowCheckMs?: number;
 }
+
+/** How long a check may run before a run says it is waiting on it, as Terraform says "Still reading… [10s elapsed]". */
+export const SLOW_CHECK_MS = 10_000;
 
 export const defaultJobs = (): number => availableParallelism();
 
@@ -93,6 +98,7 @@ export interface Session {
   readonly now: (() => bigint) | undefined;
   /** EngineOptions.onPhase, or nothing. */
   readonly phase: (phase: string, detail?: string) => void;
+  readonly slowCheckMs: number;
 }
 
 /**
@@ -220,6 +226,7 @@ export async function openSession(options: EngineOptions, mode: { readonly lock:
     env: options.env ?? process.env,
     now: options.now,
     phase,
+    slowCheckMs: options.slowCheckMs ?? SLOW_CHECK_MS,
   });
 }
 
@@ -254,6 +261,7 @@ export async function observeAndPlan(
     key: () => stateKey(session.state.dir, session.state.lock !== undefined || options.keyed === true),
     unrecordedInputs: options.shown === true ? 'look' : 'hash',
     ...(options.onSources === undefined ? {} : { onSources: options.onSources }),
+    slowCheck: { afterMs: session.slowCheckMs, say: (node) => session.emit({ type: 'warning', message: slowCheck(node, session.slowCheckMs) }) },
   });
   if (!observations.ok) return err(await withSites(session.graph.file, observations.error));
   const { stats, contentReads } = session.cache.counters;
@@ -265,6 +273,13 @@ export async function observeAndPlan(
   session.phase('plan');
   emitLateWarnings(session);
   return ok({ selected, observations: observations.value, plan });
+}
+
+/** What a run says of a check it has waited on for `ms`: which, and what would bound it. */
+function slowCheck(node: TaskNode, ms: number): string {
+  const timeout = node.decl.spec.timeout;
+  const bound = timeout === undefined ? 'it has no `timeout` to bound it' : `its timeout of ${timeout} bounds it`;
+  return `${node.id}: its check has not answered after ${ms / 1000} s, and the run waits for it (${bound}; Ctrl-C stops it)`;
 }
 
 /** Warnings about records found invalid only when something read them (state/records.ts). */

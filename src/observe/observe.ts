@@ -48,6 +48,8 @@ export interface ObserveOptions {
   readonly unrecordedInputs?: 'hash' | 'look';
   /** Given what the pass read of the tasks' sources once it has looked at every task, before it is let go of. */
   readonly onSources?: (sources: ObservedSources) => void;
+  /** Told once of a check still running after `afterMs` (wall clock), so that a run that waits on one says which. */
+  readonly slowCheck?: { readonly afterMs: number; readonly say: (node: TaskNode) => void };
 }
 
 /** The files an observing pass stats, worked out from the graph alone. */
@@ -194,7 +196,9 @@ function startChecks(options: ObserveOptions): { readonly count: number; readonl
   const worker = async (): Promise<void> => {
     while (next < checks.length && !options.signal.aborted) {
       const node = checks[next++]!;
-      const verdict = await runCheck(node, options.runner, options.signal);
+      const slow = options.slowCheck;
+      const waiting = slow === undefined ? undefined : setTimeout(() => slow.say(node), slow.afterMs);
+      const verdict = await runCheck(node, options.runner, options.signal).finally(() => clearTimeout(waiting));
       if (verdict !== undefined) verdicts.set(node.id, verdict);
     }
   };

@@ -2,6 +2,7 @@
 
 import { chmodSync, existsSync, readFileSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import { afterEach, beforeEach, describe, expect, test } from 'vitest';
+import { planNodefile } from '../../src/operations.ts';
 import { Rig } from '../support/rig.ts';
 
 interface Event {
@@ -378,6 +379,20 @@ describe('apply', () => {
     expect(destroyed.code).toBe(1);
     expect(destroyed.stdout).toContain("Failed: svc (/bin/sh -c 'echo $$ > destroy.pid; exec sleep 3600': timed out after 300ms, and was stopped)");
     await gone('destroy.pid');
+  });
+
+  test('a run that waits on a check says which, and what would bound it', async () => {
+    const nodefile = rig.nodefile(`ng.task('slow', { run: ['true'], check: ['sleep', '1'] });
+  ng.task('bounded', { run: ['true'], check: ['sleep', '1'], timeout: '1m' });
+  ng.task('quick', { run: ['true'], check: ['true'] });`);
+    expect((await rig.run(['apply'])).code).toBe(0);
+    const warnings: string[] = [];
+    const planned = await planNodefile({ nodefile, slowCheckMs: 50, onEvent: (e) => void (e.type === 'warning' && warnings.push(e.message)) });
+    expect(planned.ok).toBe(true);
+    expect(warnings.sort()).toEqual([
+      'bounded: its check has not answered after 0.05 s, and the run waits for it (its timeout of 1m bounds it; Ctrl-C stops it)',
+      'slow: its check has not answered after 0.05 s, and the run waits for it (it has no `timeout` to bound it; Ctrl-C stops it)',
+    ]);
   });
 
   test('a declared output the task did not write fails it', async () => {
