@@ -345,6 +345,18 @@ describe('inspection', () => {
     );
   });
 
+  test('status, explain and plan say a warning on stderr, their output as it was', async () => {
+    rig.nodefile(`ng.task('a', { run: ['true'] });`);
+    expect((await rig.run(['apply'])).code).toBe(0);
+    for (const command of [['status'], ['explain', 'a'], ['plan']]) {
+      const clean = await rig.run(command);
+      writeFileSync(rig.path('.nodegraph/hashcache'), 'garbage\n');
+      const warned = await rig.run(command);
+      expect(warned.stderr, command[0]).toBe(`warning: ignoring the hash cache ${rig.path('.nodegraph/hashcache')}: not a nodegraph hash cache; files will be hashed again\n`);
+      expect(warned.stdout.replace(/\d+ms/g, ''), command[0]).toBe(clean.stdout.replace(/\d+ms/g, ''));
+    }
+  });
+
   test('FORCE_COLOR colours, NO_COLOR does not', async () => {
     rig.nodefile(`ng.task('a', { outputs: ['out/a'], run: ['touch', 'out/a'] });`);
     expect((await rig.run(['plan'], { FORCE_COLOR: '1' })).stdout).toContain('\x1b[32m+\x1b[39m');
