@@ -221,8 +221,10 @@ function changesSince(
 function driftOf(observation: TaskObservation, record: TaskRecord): ReasonDetail[] | undefined {
   let drift: ReasonDetail[] | undefined;
   for (const [output, hash] of observation.outputs) {
+    const recorded = own(record.outputs, output);
     if (hash === 'missing') (drift ??= []).push({ kind: 'output-missing', path: output });
-    else if (own(record.outputs, output) !== hash) (drift ??= []).push({ kind: 'output-modified', path: output });
+    else if (recorded === undefined) (drift ??= []).push({ kind: 'output-unrecorded', path: output });
+    else if (recorded !== hash) (drift ??= []).push({ kind: 'output-modified', path: output });
   }
   if (observation.check !== undefined && !observation.check.ok) {
     (drift ??= []).push({ kind: 'check-failed', detail: observation.check.detail });

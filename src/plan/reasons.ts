@@ -80,6 +80,8 @@ export type ReasonDetail =
   | { readonly kind: 'known-after'; readonly task: string }
   | { readonly kind: 'output-missing'; readonly path: string }
   | { readonly kind: 'output-modified'; readonly path: string }
+  /** The record names no such output: it was made elsewhere (a project moved or copied), or the outputs changed. */
+  | { readonly kind: 'output-unrecorded'; readonly path: string }
   | { readonly kind: 'check-failed'; readonly detail: string }
   /** `kept`: the task retires by stopping in place (`retire: 'stop'`). */
   | { readonly kind: 'orphan'; readonly kept?: true };
@@ -141,6 +143,8 @@ export function reasonText(r: ReasonDetail, whole = false): string {
       return `output ${r.path} missing`;
     case 'output-modified':
       return `output ${r.path} modified outside nodegraph`;
+    case 'output-unrecorded':
+      return `output ${r.path} is not one its last run recorded`;
     case 'check-failed':
       return r.detail === '' ? 'check failed' : `check failed: ${r.detail}`;
     case 'orphan':

@@ -1,6 +1,6 @@
 // destroy, stop, saved plans, pools, status, explain, graph, colour.
 
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { afterEach, beforeEach, describe, expect, test } from 'vitest';
 import { Rig } from '../support/rig.ts';
 
@@ -354,6 +354,20 @@ describe('inspection', () => {
       const warned = await rig.run(command);
       expect(warned.stderr, command[0]).toBe(`warning: ignoring the hash cache ${rig.path('.nodegraph/hashcache')}: not a nodegraph hash cache; files will be hashed again\n`);
       expect(warned.stdout.replace(/\d+ms/g, ''), command[0]).toBe(clean.stdout.replace(/\d+ms/g, ''));
+    }
+  });
+
+  test('a project copied elsewhere with its state: plan says its outputs are not the ones recorded, not that they were modified', async () => {
+    rig.nodefile(`ng.task('a', { outputs: ['out/a'], run: { shell: 'mkdir -p out && echo a > out/a' } });`);
+    expect((await rig.run(['apply'])).code).toBe(0);
+    const copy = new Rig('nodegraph-copy-');
+    try {
+      cpSync(rig.dir, copy.dir, { recursive: true });
+      const plan = await copy.run(['plan']);
+      expect(plan.stdout).toContain(`  ! a  update  output ${copy.path('out/a')} is not one its last run recorded\n`);
+      expect(plan.stdout).not.toContain('modified outside');
+    } finally {
+      copy.cleanup();
     }
   });
 
