@@ -1,6 +1,6 @@
 // The real CLI on temporary folders: what runs, what does not, and why.
 
-import { chmodSync, existsSync, readFileSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
+import { chmodSync, readFileSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import { afterEach, beforeEach, describe, expect, test } from 'vitest';
 import { planNodefile } from '../../src/operations.ts';
 import { Rig } from '../support/rig.ts';
@@ -346,9 +346,7 @@ describe('apply', () => {
     expect(result.stdout).toContain('Failed: checked (ran, but its check still fails: it did not answer within its timeout of 300ms, and was stopped)\n');
     expect(result.stdout).toContain('✔ fine');
     // Stopped as on Ctrl-C: the test's timeout is the deadline for them to be gone.
-    for (const pid of ['slow.pid', 'check.pid'].map((f) => Number(rig.read(f)))) {
-      while (existsSync(`/proc/${pid}`) && !/^State:\s+Z/m.test(readFileSync(`/proc/${pid}/status`, 'utf8'))) await new Promise((resolve) => setTimeout(resolve, 20));
-    }
+    for (const file of ['slow.pid', 'check.pid']) await exited(rig, file);
     rig.nodefile(nodefile('45s'));
     expect((await rig.run(['plan', 'fine', '--detailed-exitcode'])).code).toBe(0);
   });
@@ -357,10 +355,7 @@ describe('apply', () => {
     const hang = (what: string): string => `{ shell: 'echo $$ > ${what}.pid; exec sleep 3600' }`;
     rig.nodefile(`ng.task('svc', { run: ['true'], stop: ${hang('stop')}, destroy: ${hang('destroy')}, timeout: '300ms' });`);
     expect((await rig.run(['apply'])).code).toBe(0);
-    const gone = async (file: string): Promise<void> => {
-      const pid = Number(rig.read(file));
-      while (existsSync(`/proc/${pid}`) && !/^State:\s+Z/m.test(readFileSync(`/proc/${pid}/status`, 'utf8'))) await new Promise((resolve) => setTimeout(resolve, 20));
-    };
+    const gone = (file: string): Promise<void> => exited(rig, file);
     const stopped = await rig.run(['stop']);
     expect(stopped.code).toBe(1);
     expect(stopped.stdout).toContain("Failed: svc (/bin/sh -c 'echo $$ > stop.pid; exec sleep 3600': timed out after 300ms, and was stopped)");
@@ -460,3 +455,19 @@ describe('a task that gathers many', () => {
     expect(rig.read('out/all')).toBe(Array.from({ length: 12 }, (_, i) => `two\n${i}\n`).sort().join(''));
   });
 });
+
+/**
+ * Waits until the process whose pid a command wrote to `file` is gone (or a zombie); the test's timeout is the
+ * deadline. No file: the command was stopped before it wrote one, and nothing of it runs.
+ */
+async function exited(rig: Rig, file: string): Promise<void> {
+  const pid = rig.exists(file) ? Number(rig.read(file)) : 0;
+  const alive = (): boolean => {
+    try {
+      return pid > 0 && !/^State:\s+Z/m.test(readFileSync(`/proc/${pid}/status`, 'utf8'));
+    } catch {
+      return false; // gone since
+    }
+  };
+  while (alive()) await new Promise((resolve) => setTimeout(resolve, 20));
+}
