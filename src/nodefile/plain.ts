@@ -4,7 +4,7 @@
 // has the last word and the messages. A property test holds plainlyValid to
 // never accepting what the schema rejects.
 
-import { parseDuration } from '../util/duration.ts';
+import { isTimeout } from '../util/duration.ts';
 
 /** One word of an id. Never `.` or `..`: `a/../b` would read as the path `b`, and `a/*` would select it. */
 const ID_WORD = String.raw`(?!\.\.?(?:/|$))[A-Za-z0-9_.:@+-]+`;
@@ -97,8 +97,7 @@ export function plainlyValid(spec: Record<string, unknown>): boolean {
   if (retire !== undefined && retire !== 'destroy' && retire !== 'stop') return false;
   // A health spec's durations are the schema's to check.
   if (spec['health'] !== undefined) return false;
-  const timeout = spec['timeout'];
-  if (timeout !== undefined && !(typeof timeout === 'string' && (parseDuration(timeout) ?? 0) > 0)) return false;
+  if (spec['timeout'] !== undefined && !isTimeout(spec['timeout'])) return false;
   const verbs = spec['verbs'];
   if (verbs !== undefined) {
     if (typeof verbs !== 'object' || verbs === null || Array.isArray(verbs)) return false;

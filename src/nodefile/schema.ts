@@ -6,7 +6,7 @@ import { z } from 'zod';
 import type { TaskSpec } from './types.ts';
 import { err, ok, type Result } from '../util/result.ts';
 import { COMMAND_ENV_NAME, ID_MESSAGE, ID_PATTERN, VERB } from './plain.ts';
-import { DURATION_MESSAGE, parseDuration } from '../util/duration.ts';
+import { DURATION_MESSAGE, isTimeout, parseDuration } from '../util/duration.ts';
 import { nearest } from '../util/nearest.ts';
 
 const isFunction = (v: unknown): v is (...args: never[]) => unknown => typeof v === 'function';
@@ -54,7 +54,7 @@ export const taskSpecSchema = z.strictObject({
   cwd: z.string().optional(),
   env: z.record(z.string().regex(COMMAND_ENV_NAME, 'an environment name is not empty and holds no ='), z.string()).optional(),
   check: z.union([command, fn], { error: RUN_SHAPES }).optional(),
-  timeout: z.string({ error: TIMEOUT_MESSAGE }).refine((d) => (parseDuration(d) ?? 0) > 0, TIMEOUT_MESSAGE).optional(),
+  timeout: z.string({ error: TIMEOUT_MESSAGE }).refine(isTimeout, TIMEOUT_MESSAGE).optional(),
   stop: commands('stop').optional(),
   destroy: commands('destroy').optional(),
   removeOutputs: z.union([z.boolean(), z.literal('dropped')], { error: (issue) => `true, false or 'dropped', not ${JSON.stringify(issue.input) ?? `a ${typeof issue.input}`}` }).optional(),

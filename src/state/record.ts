@@ -6,7 +6,7 @@
 import { contentHash, HASH_PREFIX, type ContentHash, type TaskId } from '../ids.ts';
 import { outputsDigest } from '../hash/value.ts';
 import type { Json } from '../types.ts';
-import { parseDuration } from '../util/duration.ts';
+import { isTimeout } from '../util/duration.ts';
 import { isStrings } from '../util/guards.ts';
 
 export { outputsDigest };
@@ -122,7 +122,7 @@ export function checkRecord(value: unknown, fullHashes = true): RecordCheck {
   const hasRetire = 'retire' in recipe;
   if (hasRetire && recipe.retire !== 'stop') return fail('recipe.retire', "expected 'stop'");
   const hasTimeout = 'timeout' in recipe;
-  if (hasTimeout && !(typeof recipe.timeout === 'string' && (parseDuration(recipe.timeout) ?? 0) > 0)) return fail('recipe.timeout', "expected a duration: '30s'");
+  if (hasTimeout && !isTimeout(recipe.timeout)) return fail('recipe.timeout', "expected a duration: '30s'");
   if (keys(recipe) !== 4 + ('env' in recipe ? 1 : 0) + (hasRetire ? 1 : 0) + (hasTimeout ? 1 : 0)) return fail('recipe', 'unexpected keys');
   if (typeof value.startedAt !== 'string') return fail('startedAt', 'expected a string');
   const d = value.durationMs;

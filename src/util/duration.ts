@@ -10,3 +10,6 @@ export function parseDuration(text: string): number | undefined {
   if (match === null) return undefined;
   return Math.round(Number(match[1]) * UNITS[match[2]!]!);
 }
+
+/** A timeout: a duration longer than none. */
+export const isTimeout = (value: unknown): value is string => typeof value === 'string' && (parseDuration(value) ?? 0) > 0;
