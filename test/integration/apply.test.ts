@@ -3,7 +3,7 @@
 import { chmodSync, readFileSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import { afterEach, beforeEach, describe, expect, test } from 'vitest';
 import { planNodefile } from '../../src/operations.ts';
-import { Rig } from '../support/rig.ts';
+import { alive, Rig } from '../support/rig.ts';
 
 interface Event {
   type: string;
@@ -462,12 +462,5 @@ describe('a task that gathers many', () => {
  */
 async function exited(rig: Rig, file: string): Promise<void> {
   const pid = rig.exists(file) ? Number(rig.read(file)) : 0;
-  const alive = (): boolean => {
-    try {
-      return pid > 0 && !/^State:\s+Z/m.test(readFileSync(`/proc/${pid}/status`, 'utf8'));
-    } catch {
-      return false; // gone since
-    }
-  };
-  while (alive()) await new Promise((resolve) => setTimeout(resolve, 20));
+  while (pid > 0 && alive(pid)) await new Promise((resolve) => setTimeout(resolve, 20));
 }

@@ -2,9 +2,8 @@
 // the rollback: what it keeps survives the rollback, and what it says is in
 // the failure.
 
-import { existsSync, readFileSync } from 'node:fs';
 import { afterEach, beforeEach, expect, test } from 'vitest';
-import { Rig } from '../support/rig.ts';
+import { alive, Rig } from '../support/rig.ts';
 
 let rig: Rig;
 beforeEach(() => {
@@ -72,6 +71,5 @@ test('a health check that hangs is stopped when `within` is up, and the change i
   expect(failed.stderr).toContain('service is not healthy: its check did not pass within 500ms: still running when 500ms were up, and stopped');
   expect(rig.read('service.txt')).toBe('good\n');
   const hung = Number(rig.read('hung'));
-  const alive = (): boolean => existsSync(`/proc/${hung}`) && !/^State:\s+Z/m.test(readFileSync(`/proc/${hung}/status`, 'utf8'));
-  while (alive()) await new Promise((resolve) => setTimeout(resolve, 20)); // the test's timeout is the deadline
+  while (alive(hung)) await new Promise((resolve) => setTimeout(resolve, 20)); // the test's timeout is the deadline
 });
