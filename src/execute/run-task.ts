@@ -10,7 +10,7 @@
 //     │                  │          │                 │
 //     └──────────────────┴──────────┴─────────────────┴──▶ record failed ──▶ failed | canceled
 
-import { mkdirSync } from 'node:fs';
+import { lstatSync, mkdirSync } from 'node:fs';
 import path from 'node:path';
 import type { EventSink, TaskOutcome } from '../events.ts';
 import type { ContentHash, TaskId } from '../ids.ts';
@@ -224,7 +224,11 @@ export class Builder {
     }
     const outputHashes: Record<string, ContentHash> = {};
     for (const [p, hash] of outputs) outputHashes[p] = hash as ContentHash;
-    const outputHash = combineOutputs(node, outputHashes, result.value, startedAt);
+    const combine = (place?: (output: string) => string): ContentHash => combineOutputs(node, outputHashes, result.value, startedAt, place);
+    const moved = movedFrom(previous, node, graph.dir);
+    const kept = moved !== undefined && combine(moved.place) === moved.outputHash;
+    if (kept) emit({ type: 'task-log', id: node.id, message: `outputs as its last run made them in ${moved.before}, where the project was: nothing downstream runs for them` });
+    const outputHash = kept ? moved.outputHash : combine();
     const definition = definitionOf(node, graph.dir);
     const fingerprint = fingerprintOf(definition, observation.inputs, decision.upstream);
     this.#record({
@@ -272,7 +276,8 @@ export class Builder {
     const { graph, guard, emit } = this.#options;
     const now = new Set(node.outputs);
     for (const old of Object.keys(previous.outputs)) {
-      if (now.has(old)) continue;
+      // Already gone (the project was moved, or someone removed it): nothing to remove or keep.
+      if (now.has(old) || lstatSync(old, { throwIfNoEntry: false }) === undefined) continue;
       if (this.#declared === undefined) {
         const owners = new Map<string, TaskId>();
         for (const n of graph.ordered) for (const output of n.outputs) owners.set(output, n.id);
@@ -345,13 +350,32 @@ function combineOutputs(
   outputs: Record<string, ContentHash>,
   value: Json | undefined,
   startedAt: Date,
+  place: (output: string) => string = (output) => output,
 ): ContentHash {
   const parts: string[] = [];
-  for (const p of node.outputs) parts.push(p, outputs[p]!);
+  for (const p of node.outputs) parts.push(place(p), outputs[p]!);
   if (value !== undefined) parts.push('value', hashValue(value));
   // A task with nothing to compare stands for "it ran": its dependents follow every run.
   if (parts.length === 0) parts.push('stamp', node.id, startedAt.toISOString(), String(process.hrtime.bigint()));
   return hashParts(parts);
+}
+
+/**
+ * Where the project was when the task last ran, if it was moved since (`mv a b`), with
+ * `place` putting a path in the project where it was then. A task whose outputs come
+ * out as that run made them keeps its output hash, so a move restarts nothing
+ * downstream. A move, not a copy: the task's folder changed and nothing that run made
+ * in the project is left where it made it (a copy's are, and its dependents run).
+ */
+function movedFrom(
+  previous: TaskRecord | undefined,
+  node: TaskNode,
+  dir: string,
+): { before: string; place: (output: string) => string; outputHash: ContentHash } | undefined {
+  if (previous?.status !== 'ok' || previous.recipe.cwd === node.cwd) return undefined;
+  const before = path.resolve(previous.recipe.cwd, path.relative(node.cwd, dir));
+  if (before === dir || Object.keys(previous.outputs).some((old) => holds(before, old) && lstatSync(old, { throwIfNoEntry: false }) !== undefined)) return undefined;
+  return { before, place: (output) => (holds(dir, output) ? path.join(before, path.relative(dir, output)) : output), outputHash: previous.outputHash };
 }
 
 export function recipeOf(node: TaskNode): TaskRecord['recipe'] {

@@ -1,6 +1,6 @@
 // destroy, stop, saved plans, pools, status, explain, graph, colour.
 
-import { cpSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { afterEach, beforeEach, describe, expect, test } from 'vitest';
 import { Rig } from '../support/rig.ts';
 
@@ -368,6 +368,46 @@ describe('inspection', () => {
       expect(plan.stdout).not.toContain('modified outside');
     } finally {
       copy.cleanup();
+    }
+  });
+
+  test('a project moved with its state re-runs what made its outputs, and nothing downstream; a copy runs its dependents too', async () => {
+    // 'svc' stands for a service: its run is a restart, counted outside the project.
+    const starts = new Rig('nodegraph-starts-');
+    rig.nodefile(`
+      const conf = ng.task('conf', { inputs: { src: ng.file('conf.in') }, outputs: ['out/conf'], run: { shell: 'mkdir -p out && cp conf.in out/conf' } });
+      ng.task('svc', { inputs: { conf }, run: { shell: 'echo start >> ${starts.path('starts')}' } });`);
+    rig.write('conf.in', 'one\n');
+    expect((await rig.run(['apply'])).code).toBe(0);
+    const moved = new Rig('nodegraph-moved-');
+    const copy = new Rig('nodegraph-copy-');
+    try {
+      cpSync(rig.dir, copy.dir, { recursive: true });
+      rmSync(moved.dir, { recursive: true });
+      renameSync(rig.dir, moved.dir);
+      const apply = await moved.run(['apply']);
+      expect(apply.code, apply.stderr).toBe(0);
+      expect(apply.stdout).toContain(`  conf: outputs as its last run made them in ${rig.dir}, where the project was: nothing downstream runs for them\n`);
+      expect(apply.stdout).toContain('svc up to date (what it consumes came out unchanged)');
+      expect(apply.stdout).not.toContain('kept');
+      expect(starts.read('starts')).toBe('start\n');
+      expect((await moved.run(['plan'])).stdout).toContain('No changes');
+      // Put back, the files the copy's records name are there again: to the copy it is a copy, not a move.
+      renameSync(moved.dir, rig.dir);
+      const copied = await copy.run(['apply']);
+      expect(copied.code, copied.stderr).toBe(0);
+      expect(copied.stdout).toMatch(/✔ svc/);
+      expect(starts.read('starts')).toBe('start\nstart\n');
+      // A change after the move is a change as ever.
+      renameSync(rig.dir, moved.dir);
+      expect((await moved.run(['apply'])).code).toBe(0);
+      moved.write('conf.in', 'two\n');
+      expect((await moved.run(['apply'])).code).toBe(0);
+      expect(starts.read('starts')).toBe('start\nstart\nstart\n');
+    } finally {
+      if (existsSync(moved.dir)) renameSync(moved.dir, rig.dir);
+      copy.cleanup();
+      starts.cleanup();
     }
   });
 
