@@ -15,7 +15,7 @@ import path from 'node:path';
 import type { EventSink, TaskOutcome } from '../events.ts';
 import type { ContentHash, TaskId } from '../ids.ts';
 import type { OutputGuard } from '../graph/analyze.ts';
-import { holds } from '../util/paths.ts';
+import { holds, projectThen, rebase } from '../util/paths.ts';
 import type { TaskGraph, TaskNode } from '../graph/graph.ts';
 import type { HashCache } from '../hash/cache.ts';
 import { NameNotUtf8, notUtf8 } from '../hash/names.ts';
@@ -364,18 +364,18 @@ function combineOutputs(
  * Where the project was when the task last ran, if it was moved since (`mv a b`), with
  * `place` putting a path in the project where it was then. A task whose outputs come
  * out as that run made them keeps its output hash, so a move restarts nothing
- * downstream. A move, not a copy: the task's folder changed and nothing that run made
- * in the project is left where it made it (a copy's are, and its dependents run).
+ * downstream. A move, not a copy: nothing that run made in the project is left where
+ * it made it (a copy's are, and its dependents run).
  */
 function movedFrom(
   previous: TaskRecord | undefined,
   node: TaskNode,
   dir: string,
 ): { before: string; place: (output: string) => string; outputHash: ContentHash } | undefined {
-  if (previous?.status !== 'ok' || previous.recipe.cwd === node.cwd) return undefined;
-  const before = path.resolve(previous.recipe.cwd, path.relative(node.cwd, dir));
-  if (before === dir || Object.keys(previous.outputs).some((old) => holds(before, old) && lstatSync(old, { throwIfNoEntry: false }) !== undefined)) return undefined;
-  return { before, place: (output) => (holds(dir, output) ? path.join(before, path.relative(dir, output)) : output), outputHash: previous.outputHash };
+  if (previous?.status !== 'ok') return undefined;
+  const before = projectThen(previous.recipe.cwd, node.cwd, dir);
+  if (before === undefined || Object.keys(previous.outputs).some((old) => holds(before, old) && lstatSync(old, { throwIfNoEntry: false }) !== undefined)) return undefined;
+  return { before, place: (output) => rebase(output, dir, before), outputHash: previous.outputHash };
 }
 
 export function recipeOf(node: TaskNode): TaskRecord['recipe'] {

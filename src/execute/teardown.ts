@@ -9,13 +9,14 @@
 // One at a time: teardown order is the point, and it is rarely long.
 
 import type { OutputGuard } from '../graph/analyze.ts';
-import type { TaskGraph } from '../graph/graph.ts';
+import type { TaskGraph, TaskNode } from '../graph/graph.ts';
 import type { TaskId } from '../ids.ts';
 import type { TaskRecord } from '../state/record.ts';
 import { upstreamOf } from '../plan/teardown.ts';
 import { STOPPED, TEARDOWN_BEGUN } from '../types.ts';
 import type { RecordTable } from '../state/records.ts';
 import { removePath } from '../util/mounts.ts';
+import { holds, projectThen, rebase } from '../util/paths.ts';
 import type { Appender } from './appender.ts';
 import type { EventSink } from '../events.ts';
 import { Claimed, keptBecause } from './kept.ts';
@@ -56,6 +57,7 @@ export async function teardown(options: TeardownOptions): Promise<TeardownSummar
   const { records, emit } = options;
   const summary: TeardownSummary = { done: [], stopped: [], failed: [], canceled: [], kept: [] };
   const claimed = claimedOutputs(options);
+  const relocate = relocation(options);
   // A task whose dependent could not be torn down is kept: it is still needed.
   const blocked = new Map<TaskId, TaskId>();
 
@@ -81,7 +83,7 @@ export async function teardown(options: TeardownOptions): Promise<TeardownSummar
       continue;
     }
     const node = options.graph?.get(id);
-    const recipe = node === undefined ? record.recipe : { ...recipeOf(node), remove: record.recipe.remove };
+    const recipe = node === undefined ? relocate(record.recipe) : { ...recipeOf(node), remove: madeHere(record, node, options.graph!.dir) };
     const mode = options.mode === 'retire' ? (record.recipe.retire === 'stop' ? 'stop' : 'destroy') : options.mode;
     // Stopping a task that declares nothing to stop it does nothing, and says nothing.
     if (mode === 'stop' && recipe.stop.length === 0) continue;
@@ -113,6 +115,40 @@ export async function teardown(options: TeardownOptions): Promise<TeardownSummar
     emit({ type: 'destroy-done', id, outcome: 'destroyed', action: mode });
   }
   return summary;
+}
+
+/**
+ * The paths a task's record says its run made, where they lie now: the records of a
+ * project moved or copied with its state (`cp -r a b`) name `a`'s files, and a destroy
+ * in `b` removes `b`'s, never `a`'s.
+ */
+function madeHere(record: TaskRecord, node: TaskNode, dir: string): string[] {
+  const before = projectThen(record.recipe.cwd, node.cwd, dir);
+  return before === undefined ? record.recipe.remove : record.recipe.remove.map((p) => rebase(p, before, dir));
+}
+
+/**
+ * A recipe of a task no longer declared, done where the project is now: when the tasks
+ * still declared last ran in another folder (the project moved or was copied with its
+ * state), a recipe whose folder lies in that one runs in, and removes, the same places in
+ * this project. Its commands are as recorded. Found only for a recipe outside the project.
+ */
+function relocation({ graph, records }: TeardownOptions): (recipe: TaskRecord['recipe']) => TaskRecord['recipe'] {
+  let befores: Set<string> | undefined;
+  return (recipe) => {
+    if (graph === undefined || holds(graph.dir, recipe.cwd)) return recipe;
+    if (befores === undefined) {
+      befores = new Set();
+      for (const node of graph.ordered) {
+        const record = records.get(node.id);
+        const before = record === undefined ? undefined : projectThen(record.recipe.cwd, node.cwd, graph.dir);
+        if (before !== undefined) befores.add(before);
+      }
+    }
+    const before = [...befores].find((folder) => holds(folder, recipe.cwd));
+    if (before === undefined) return recipe;
+    return { ...recipe, cwd: rebase(recipe.cwd, before, graph.dir), remove: recipe.remove.map((p) => rebase(p, before, graph.dir)) };
+  };
 }
 
 function blockUpstream(record: TaskRecord, id: TaskId, blocked: Map<TaskId, TaskId>): void {

@@ -36,3 +36,19 @@ export function firstInside(sorted: readonly string[], folder: string): number {
   // '/' itself sorts first and is not inside itself.
   return low < sorted.length && sorted[low] === '/' && folder === '/' ? low + 1 : low;
 }
+
+/**
+ * Where the project was when a task last ran, if it is elsewhere now (moved, or copied
+ * with its state): `then` is the task's folder as its record has it, `now` its folder
+ * now, `dir` the project's folder now (a task's folder lies where its Nodefile puts it).
+ */
+export function projectThen(then: string, now: string, dir: string): string | undefined {
+  if (then === now) return undefined;
+  const before = path.resolve(then, path.relative(now, dir));
+  return before === dir ? undefined : before;
+}
+
+/** `p` in the folder `from` put at the same place in `to`; a path outside `from` as it is. */
+export function rebase(p: string, from: string, to: string): string {
+  return holds(from, p) ? path.join(to, path.relative(from, p)) : p;
+}

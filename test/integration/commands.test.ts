@@ -137,6 +137,55 @@ describe('destroy', () => {
     expect(rig.exists('out/a')).toBe(false);
   });
 
+  test('a destroy in a copy of a project (or a moved one) removes its own outputs, never the original\'s its records name', async () => {
+    rig.nodefile(`ng.task('a', { outputs: ['out/a', 'out/dir'], run: { shell: 'mkdir -p out/dir && echo a > out/a && echo x > out/dir/x' } });`);
+    expect((await rig.run(['apply'])).code).toBe(0);
+    const copy = new Rig('nodegraph-copy-');
+    const moved = new Rig('nodegraph-moved-');
+    try {
+      cpSync(rig.dir, copy.dir, { recursive: true });
+      const destroyed = await copy.run(['destroy', '--yes']);
+      expect(destroyed.code, destroyed.stderr).toBe(0);
+      expect([copy.exists('out/a'), copy.exists('out/dir')]).toEqual([false, false]);
+      expect([rig.read('out/a'), rig.read('out/dir/x')]).toEqual(['a\n', 'x\n']);
+      rmSync(moved.dir, { recursive: true });
+      renameSync(rig.dir, moved.dir);
+      expect((await moved.run(['destroy', '--yes'])).code).toBe(0);
+      expect([moved.exists('out/a'), moved.exists('out/dir')]).toEqual([false, false]);
+    } finally {
+      if (!existsSync(rig.dir)) renameSync(moved.dir, rig.dir);
+      moved.cleanup();
+      copy.cleanup();
+    }
+  });
+
+  test('a task dropped from a moved or copied project is torn down where the project is now', async () => {
+    const body = (dropped: boolean): string => `
+      ng.task('keep', { outputs: ['out/k'], run: { shell: 'mkdir -p out && echo k > out/k' } });
+      ${dropped ? '' : `ng.task('x', { outputs: ['out/x'], run: { shell: 'mkdir -p out && echo x > out/x' }, destroy: [['sh', '-c', 'pwd > destroyed-in']] });`}`;
+    rig.nodefile(body(false));
+    expect((await rig.run(['apply'])).code).toBe(0);
+    const copy = new Rig('nodegraph-copy-');
+    const moved = new Rig('nodegraph-moved-');
+    try {
+      cpSync(rig.dir, copy.dir, { recursive: true });
+      copy.nodefile(body(true));
+      const copied = await copy.run(['apply']);
+      expect(copied.code, copied.stdout).toBe(0);
+      expect([copy.read('destroyed-in'), copy.exists('out/x'), rig.exists('destroyed-in'), rig.read('out/x')]).toEqual([`${copy.dir}\n`, false, false, 'x\n']);
+      rmSync(moved.dir, { recursive: true });
+      renameSync(rig.dir, moved.dir);
+      moved.nodefile(body(true));
+      const applied = await moved.run(['apply']);
+      expect(applied.code, applied.stdout).toBe(0);
+      expect([moved.read('destroyed-in'), moved.exists('out/x')]).toEqual([`${moved.dir}\n`, false]);
+    } finally {
+      if (!existsSync(rig.dir)) renameSync(moved.dir, rig.dir);
+      moved.cleanup();
+      copy.cleanup();
+    }
+  });
+
   test('without a terminal and without --yes, destroy changes nothing', async () => {
     rig.nodefile(teardownGraph);
     await rig.run(['apply']);
@@ -405,7 +454,8 @@ describe('inspection', () => {
       expect((await moved.run(['apply'])).code).toBe(0);
       expect(starts.read('starts')).toBe('start\nstart\nstart\n');
     } finally {
-      if (existsSync(moved.dir)) renameSync(moved.dir, rig.dir);
+      if (!existsSync(rig.dir)) renameSync(moved.dir, rig.dir);
+      moved.cleanup();
       copy.cleanup();
       starts.cleanup();
     }
