@@ -373,9 +373,19 @@ function movedFrom(
   dir: string,
 ): { before: string; place: (output: string) => string; outputHash: ContentHash } | undefined {
   if (previous?.status !== 'ok') return undefined;
-  const before = projectThen(previous.recipe.cwd, node.cwd, dir);
+  const before = projectBefore(previous, node, dir);
   if (before === undefined || Object.keys(previous.outputs).some((old) => holds(before, old) && lstatSync(old, { throwIfNoEntry: false }) !== undefined)) return undefined;
   return { before, place: (output) => rebase(output, dir, before), outputHash: previous.outputHash };
+}
+
+/**
+ * Where the project was when the task's record was made, if it is elsewhere now (moved,
+ * or copied with its state) and the task is declared as it was then: a task whose folder
+ * changed by an edit of the Nodefile says nothing of where the project was.
+ */
+export function projectBefore(record: TaskRecord, node: TaskNode, dir: string): string | undefined {
+  const before = projectThen(record.recipe.cwd, node.cwd, dir);
+  return before !== undefined && record.definition === definitionOf(node, dir) ? before : undefined;
 }
 
 export function recipeOf(node: TaskNode): TaskRecord['recipe'] {

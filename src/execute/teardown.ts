@@ -16,11 +16,11 @@ import { upstreamOf } from '../plan/teardown.ts';
 import { STOPPED, TEARDOWN_BEGUN } from '../types.ts';
 import type { RecordTable } from '../state/records.ts';
 import { removePath } from '../util/mounts.ts';
-import { holds, projectThen, rebase } from '../util/paths.ts';
+import { holds, rebase } from '../util/paths.ts';
 import type { Appender } from './appender.ts';
 import type { EventSink } from '../events.ts';
 import { Claimed, keptBecause } from './kept.ts';
-import { recipeOf } from './run-task.ts';
+import { projectBefore, recipeOf } from './run-task.ts';
 import { describeCommand, heldOutput, type ProcessRunner } from '../process-runner.ts';
 import { deadline } from '../util/deadline.ts';
 
@@ -123,15 +123,16 @@ export async function teardown(options: TeardownOptions): Promise<TeardownSummar
  * in `b` removes `b`'s, never `a`'s.
  */
 function madeHere(record: TaskRecord, node: TaskNode, dir: string): string[] {
-  const before = projectThen(record.recipe.cwd, node.cwd, dir);
+  const before = projectBefore(record, node, dir);
   return before === undefined ? record.recipe.remove : record.recipe.remove.map((p) => rebase(p, before, dir));
 }
 
 /**
- * A recipe of a task no longer declared, done where the project is now: when the tasks
- * still declared last ran in another folder (the project moved or was copied with its
- * state), a recipe whose folder lies in that one runs in, and removes, the same places in
- * this project. Its commands are as recorded. Found only for a recipe outside the project.
+ * A recipe of a task no longer declared, done where the project is now: when tasks
+ * still declared as they were last ran in another folder (the project moved or was
+ * copied with its state), a recipe whose folder lies in that one runs in, and removes,
+ * the same places in this project. Its commands are as recorded. Looked for only for a
+ * recipe outside the project.
  */
 function relocation({ graph, records }: TeardownOptions): (recipe: TaskRecord['recipe']) => TaskRecord['recipe'] {
   let befores: Set<string> | undefined;
@@ -141,7 +142,7 @@ function relocation({ graph, records }: TeardownOptions): (recipe: TaskRecord['r
       befores = new Set();
       for (const node of graph.ordered) {
         const record = records.get(node.id);
-        const before = record === undefined ? undefined : projectThen(record.recipe.cwd, node.cwd, graph.dir);
+        const before = record === undefined ? undefined : projectBefore(record, node, graph.dir);
         if (before !== undefined) befores.add(before);
       }
     }

@@ -159,6 +159,22 @@ describe('destroy', () => {
     }
   });
 
+  test('a task whose folder an edit of the Nodefile changed is no move: destroy removes what its record names, not the same place here', async () => {
+    const elsewhere = new Rig('nodegraph-cwd-');
+    try {
+      const task = (cwd: string): string =>
+        `ng.task('a', { ${cwd}outputs: [${JSON.stringify(elsewhere.path('sub/f'))}], run: { shell: 'mkdir -p ${elsewhere.path('sub')} && echo f > ${elsewhere.path('sub/f')}' } });`;
+      rig.nodefile(task(`cwd: ${JSON.stringify(elsewhere.dir)}, `));
+      expect((await rig.run(['apply'])).code).toBe(0);
+      rig.nodefile(task(''));
+      rig.write('sub/f', 'mine\n');
+      expect((await rig.run(['destroy', '--yes'])).code).toBe(0);
+      expect([elsewhere.exists('sub/f'), rig.read('sub/f')]).toEqual([false, 'mine\n']);
+    } finally {
+      elsewhere.cleanup();
+    }
+  });
+
   test('a task dropped from a moved or copied project is torn down where the project is now', async () => {
     const body = (dropped: boolean): string => `
       ng.task('keep', { outputs: ['out/k'], run: { shell: 'mkdir -p out && echo k > out/k' } });
