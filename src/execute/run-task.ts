@@ -15,7 +15,7 @@ import path from 'node:path';
 import type { EventSink, TaskOutcome } from '../events.ts';
 import type { ContentHash, TaskId } from '../ids.ts';
 import type { OutputGuard } from '../graph/analyze.ts';
-import { holds, projectThen, rebase } from '../util/paths.ts';
+import { holds } from '../util/paths.ts';
 import type { TaskGraph, TaskNode } from '../graph/graph.ts';
 import type { HashCache } from '../hash/cache.ts';
 import { NameNotUtf8, notUtf8 } from '../hash/names.ts';
@@ -224,11 +224,7 @@ export class Builder {
     }
     const outputHashes: Record<string, ContentHash> = {};
     for (const [p, hash] of outputs) outputHashes[p] = hash as ContentHash;
-    const combine = (place?: (output: string) => string): ContentHash => combineOutputs(node, outputHashes, result.value, startedAt, place);
-    const moved = movedFrom(previous, node, graph.dir);
-    const kept = moved !== undefined && combine(moved.place) === moved.outputHash;
-    if (kept) emit({ type: 'task-log', id: node.id, message: `outputs as its last run made them in ${moved.before}, where the project was: nothing downstream runs for them` });
-    const outputHash = kept ? moved.outputHash : combine();
+    const outputHash = combineOutputs(node, graph.dir, outputHashes, result.value, startedAt);
     const definition = definitionOf(node, graph.dir);
     const fingerprint = fingerprintOf(definition, observation.inputs, decision.upstream);
     this.#record({
@@ -345,47 +341,24 @@ function elsewhere(old: string, previous: TaskRecord, node: TaskNode, dir: strin
   return `lies in ${before}, where the task last ran, outside this project: the state seems to come from a copy of the project there`;
 }
 
+/**
+ * The hash a task's dependents see of what it made: its outputs, each named relative to
+ * the project when it lies in it (so a project moved or copied elsewhere makes the same
+ * hash, as its definition is the same), and the value it returned.
+ */
 function combineOutputs(
   node: TaskNode,
+  dir: string,
   outputs: Record<string, ContentHash>,
   value: Json | undefined,
   startedAt: Date,
-  place: (output: string) => string = (output) => output,
 ): ContentHash {
   const parts: string[] = [];
-  for (const p of node.outputs) parts.push(place(p), outputs[p]!);
+  for (const p of node.outputs) parts.push(holds(dir, p) ? path.relative(dir, p) : p, outputs[p]!);
   if (value !== undefined) parts.push('value', hashValue(value));
   // A task with nothing to compare stands for "it ran": its dependents follow every run.
   if (parts.length === 0) parts.push('stamp', node.id, startedAt.toISOString(), String(process.hrtime.bigint()));
   return hashParts(parts);
-}
-
-/**
- * Where the project was when the task last ran, if it was moved since (`mv a b`), with
- * `place` putting a path in the project where it was then. A task whose outputs come
- * out as that run made them keeps its output hash, so a move restarts nothing
- * downstream. A move, not a copy: nothing that run made in the project is left where
- * it made it (a copy's are, and its dependents run).
- */
-function movedFrom(
-  previous: TaskRecord | undefined,
-  node: TaskNode,
-  dir: string,
-): { before: string; place: (output: string) => string; outputHash: ContentHash } | undefined {
-  if (previous?.status !== 'ok') return undefined;
-  const before = projectBefore(previous, node, dir);
-  if (before === undefined || Object.keys(previous.outputs).some((old) => holds(before, old) && lstatSync(old, { throwIfNoEntry: false }) !== undefined)) return undefined;
-  return { before, place: (output) => rebase(output, dir, before), outputHash: previous.outputHash };
-}
-
-/**
- * Where the project was when the task's record was made, if it is elsewhere now (moved,
- * or copied with its state) and the task is declared as it was then: a task whose folder
- * changed by an edit of the Nodefile says nothing of where the project was.
- */
-export function projectBefore(record: TaskRecord, node: TaskNode, dir: string): string | undefined {
-  const before = projectThen(record.recipe.cwd, node.cwd, dir);
-  return before !== undefined && record.definition === definitionOf(node, dir) ? before : undefined;
 }
 
 export function recipeOf(node: TaskNode): TaskRecord['recipe'] {

@@ -16,11 +16,12 @@ import { upstreamOf } from '../plan/teardown.ts';
 import { STOPPED, TEARDOWN_BEGUN } from '../types.ts';
 import type { RecordTable } from '../state/records.ts';
 import { removePath } from '../util/mounts.ts';
-import { holds, rebase } from '../util/paths.ts';
+import { holds, projectThen, rebase } from '../util/paths.ts';
 import type { Appender } from './appender.ts';
 import type { EventSink } from '../events.ts';
 import { Claimed, keptBecause } from './kept.ts';
-import { projectBefore, recipeOf } from './run-task.ts';
+import { definitionOf } from '../plan/definition.ts';
+import { recipeOf } from './run-task.ts';
 import { describeCommand, heldOutput, type ProcessRunner } from '../process-runner.ts';
 import { deadline } from '../util/deadline.ts';
 
@@ -115,6 +116,16 @@ export async function teardown(options: TeardownOptions): Promise<TeardownSummar
     emit({ type: 'destroy-done', id, outcome: 'destroyed', action: mode });
   }
   return summary;
+}
+
+/**
+ * Where the project was when the task's record was made, if it is elsewhere now (moved,
+ * or copied with its state) and the task is declared as it was then: a task whose folder
+ * changed by an edit of the Nodefile says nothing of where the project was.
+ */
+function projectBefore(record: TaskRecord, node: TaskNode, dir: string): string | undefined {
+  const before = projectThen(record.recipe.cwd, node.cwd, dir);
+  return before !== undefined && record.definition === definitionOf(node, dir) ? before : undefined;
 }
 
 /**
