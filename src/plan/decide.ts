@@ -156,7 +156,7 @@ export function decide(
   }
   // Definition, inputs and upstream outputs all match: the fingerprint is only
   // derived from them, so a change in how it is derived re-runs nothing.
-  const drift = driftOf(observation, record);
+  const drift = driftOf(observation, record, node.cwd);
   if (pending.length > 0) {
     // Drifted or failing its check, it runs whatever its upstream does: certain, not "may".
     if (drift !== undefined) return result('drift', both(drift), NONE, NONE);
@@ -218,12 +218,13 @@ function changesSince(
 }
 
 /** How the outputs and the check disagree with the record, or undefined when they agree. */
-function driftOf(observation: TaskObservation, record: TaskRecord): ReasonDetail[] | undefined {
+function driftOf(observation: TaskObservation, record: TaskRecord, cwd: string): ReasonDetail[] | undefined {
   let drift: ReasonDetail[] | undefined;
+  const ranIn = record.recipe.cwd === cwd ? {} : { ranIn: record.recipe.cwd };
   for (const [output, hash] of observation.outputs) {
     const recorded = own(record.outputs, output);
     if (hash === 'missing') (drift ??= []).push({ kind: 'output-missing', path: output });
-    else if (recorded === undefined) (drift ??= []).push({ kind: 'output-unrecorded', path: output });
+    else if (recorded === undefined) (drift ??= []).push({ kind: 'output-unrecorded', path: output, ...ranIn });
     else if (recorded !== hash) (drift ??= []).push({ kind: 'output-modified', path: output });
   }
   if (observation.check !== undefined && !observation.check.ok) {

@@ -80,8 +80,11 @@ export type ReasonDetail =
   | { readonly kind: 'known-after'; readonly task: string }
   | { readonly kind: 'output-missing'; readonly path: string }
   | { readonly kind: 'output-modified'; readonly path: string }
-  /** The record names no such output: it was made elsewhere (a project moved or copied), or the outputs changed. */
-  | { readonly kind: 'output-unrecorded'; readonly path: string }
+  /**
+   * The record names no such output: it was made elsewhere (a project moved or copied), or
+   * the outputs changed. `ranIn`: the folder the last run ran in, when it is not the task's now.
+   */
+  | { readonly kind: 'output-unrecorded'; readonly path: string; readonly ranIn?: string }
   | { readonly kind: 'check-failed'; readonly detail: string }
   /** `kept`: the task retires by stopping in place (`retire: 'stop'`). */
   | { readonly kind: 'orphan'; readonly kept?: true };
@@ -144,7 +147,7 @@ export function reasonText(r: ReasonDetail, whole = false): string {
     case 'output-modified':
       return `output ${r.path} modified outside nodegraph`;
     case 'output-unrecorded':
-      return `output ${r.path} is not one its last run recorded`;
+      return `output ${r.path} is not one its last run recorded${r.ranIn === undefined ? '' : ` (it ran in ${r.ranIn})`}`;
     case 'check-failed':
       return r.detail === '' ? 'check failed' : `check failed: ${r.detail}`;
     case 'orphan':

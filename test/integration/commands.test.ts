@@ -3,6 +3,7 @@
 import { cpSync, existsSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { afterEach, beforeEach, describe, expect, test } from 'vitest';
 import { Rig } from '../support/rig.ts';
+import { valid } from '../support/schemas.ts';
 
 let rig: Rig;
 beforeEach(() => {
@@ -429,8 +430,11 @@ describe('inspection', () => {
     try {
       cpSync(rig.dir, copy.dir, { recursive: true });
       const plan = await copy.run(['plan']);
-      expect(plan.stdout).toContain(`  ! a  update  output ${copy.path('out/a')} is not one its last run recorded\n`);
+      expect(plan.stdout).toContain(`  ! a  update  output ${copy.path('out/a')} is not one its last run recorded (it ran in ${rig.dir})\n`);
       expect(plan.stdout).not.toContain('modified outside');
+      const json = JSON.parse((await copy.run(['plan', '--json'])).stdout) as { entries: { reasonDetails: unknown[] }[] };
+      valid('plan', json);
+      expect(json.entries[0]!.reasonDetails).toEqual([{ kind: 'output-unrecorded', path: copy.path('out/a'), ranIn: rig.dir }]);
     } finally {
       copy.cleanup();
     }
