@@ -15,7 +15,7 @@ import { execute, type ExecuteSummary } from './execute/scheduler.ts';
 import type { TaskGraph, TaskNode } from './graph/graph.ts';
 import type { TaskId } from './ids.ts';
 import { evaluatedSha256, nodefileModules, nodefileReads } from './nodefile/load.ts';
-import { guardOf, ioOf, runTeardown, type IoCounters } from './operations.ts';
+import { guardOf, ioOf, orphansOfAnother, runTeardown, type IoCounters } from './operations.ts';
 import type { Plan } from './plan/plan.ts';
 import { bindPlan, planChanges, readSavedPlan, type SavedPlan } from './plan/saved.ts';
 import type { ProcessRunner } from './process-runner.ts';
@@ -167,6 +167,8 @@ async function runOnce(session: Session, options: ApplyOptions, saved: SavedPlan
     const changes = planChanges(saved, now);
     if (changes.length > 0) return { failures: [{ reason: 'plan-stale', path: options.planFile!, changes }], orphans: [] };
   }
+  const refused = orphansOfAnother(session, plan);
+  if (refused !== undefined) return { failures: [refused], orphans: [] };
   let sources: Sources | undefined;
   if (whole) {
     // The lock is held: the key is made if missing, and manifests that hold env values in plain are sealed first.

@@ -71,6 +71,8 @@ export interface PlanResult {
   readonly saved?: SavedPlan;
   /** With `diff`: each task's changed small text file inputs, as applied and as they are now. */
   readonly texts?: ReadonlyMap<TaskId, readonly TextChange[]>;
+  /** What an apply of this plan would refuse (orphansOfAnother). */
+  readonly refused?: Failure;
   readonly io: IoCounters;
 }
 
@@ -82,7 +84,8 @@ export async function planNodefile(options: EngineOptions & { readonly out?: str
     const view = generationView(session, options.atomic);
     if (!view.ok) return view;
     const generation = view.value;
-    const texts = options.diff === true ? { texts: changedTexts(session, plan) } : {};
+    const refused = orphansOfAnother(session, plan);
+    const texts = { ...(options.diff === true ? { texts: changedTexts(session, plan) } : {}), ...(refused === undefined ? {} : { refused }) };
     // Binding digests every task's definition and observations: only for a plan that is saved.
     if (options.out === undefined) return ok({ plan, generation, ...texts, io: ioOf(session) });
     const saved = bindPlan(session.graph, observed.value.selected, observed.value.observations, session.state.records, observed.value.plan, {
@@ -100,6 +103,25 @@ export async function planNodefile(options: EngineOptions & { readonly out?: str
     }
     return ok({ plan, saved, generation, ...texts, io: ioOf(session) });
   });
+}
+
+/**
+ * What a whole apply of this plan must refuse: orphans to destroy that only another
+ * Nodefile declares, one beside this one that the state's current generation was applied
+ * from (two Nodefiles in one folder share its `.nodegraph`). A Nodefile renamed, or a
+ * project moved, leaves none beside it.
+ */
+export function orphansOfAnother(session: Pick<Session, 'state' | 'graph' | 'targets'>, plan: Plan): Failure | undefined {
+  if (session.targets !== undefined || plan.counts.destroy + plan.counts.stop === 0) return undefined;
+  const store = new GenerationStore(session.state.dir);
+  const current = store.current();
+  const last = current === undefined ? undefined : store.head(current)?.nodefile;
+  const nodefile = session.graph.file;
+  if (last === undefined || path.basename(last) === path.basename(nodefile)) return undefined;
+  const other = path.join(path.dirname(nodefile), path.basename(last));
+  if (!existsSync(other)) return undefined;
+  const tasks = [...plan].filter((e) => e.action === 'destroy').map((e) => e.id);
+  return { reason: 'orphans-of-another-nodefile', nodefile, other, tasks };
 }
 
 /** The changed file inputs of the plan's tasks whose applied text the generations keep. */

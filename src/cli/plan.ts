@@ -6,6 +6,7 @@ import type { OutsideRead } from '../nodefile/reads.ts';
 import type { PlanEntry } from '../plan/plan.ts';
 import { PLAN_HEAD } from '../plan/saved.ts';
 import { palette } from '../report/color.ts';
+import { message } from '../report/diagnostic.ts';
 import { writePlan } from '../report/plan-view.ts';
 import type { TextChange } from '../transaction/text-inputs.ts';
 import type { CliIo } from './output.ts';
@@ -86,7 +87,7 @@ export async function run(args: Args, io: CliIo): Promise<number> {
     ...(out === undefined ? {} : { out: path.resolve(io.cwd, out) }),
   });
   if (!result.ok) return json ? printJsonFailures(result.error, io) : printFailures(result.error, io);
-  const { plan, generation, texts } = result.value;
+  const { plan, generation, texts, refused: refusedApply } = result.value;
   const diffs = texts === undefined || texts.size === 0 ? undefined : await diffsOf(texts, io);
   if (json) {
     const entries = diffs === undefined ? plan.entries() : plan.entries().map((e) => withDiffs(e, diffs.get(e.id)));
@@ -112,6 +113,7 @@ export async function run(args: Args, io: CliIo): Promise<number> {
     writePlan(plan, c, (text) => io.stdout.write(text), { verbose: args.values['verbose'] === true, width: io.stdout.isTTY === true ? process.stdout.columns || 80 : undefined, ...(below === undefined ? {} : { below }) });
     // What a rollback cannot give back, said where the change is reviewed.
     for (const read of generation.outside) io.stdout.write(`${c.yellow('!')} ${describeOutside(read)}\n`);
+    if (refusedApply !== undefined) io.stdout.write(`${c.yellow('!')} apply would refuse this plan: ${message(refusedApply, io.cwd)}\n`);
     const atomicView = generation.atomic;
     if (atomicView !== null && plan.counts.unchanged < plan.size) {
       const rel = (p: string): string => path.relative(io.cwd, p) || p;

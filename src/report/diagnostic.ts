@@ -49,6 +49,13 @@ const DRY_RUNS: Readonly<Record<string, string>> = {
   stop: 'nodegraph has none: `nodegraph status` shows what is running',
 };
 
+function anotherNodefiles(failure: Extract<Failure, { reason: 'orphans-of-another-nodefile' }>, cwd: string): string {
+  const [name, other, n] = [path.basename(failure.nodefile), path.basename(failure.other), failure.tasks.length];
+  const listed = n <= 3 ? failure.tasks.join(', ') : `${failure.tasks.slice(0, 3).join(', ')} and ${n - 3} more`;
+  const what = n === 1 ? 'the task' : `the ${n} tasks`;
+  return `the state was last applied from ${shown(failure.other, cwd)}, which is still there: applying ${name} would destroy ${what} only ${other} declares (${listed}). Give ${name} a state of its own (--state-dir), or remove ${other} if ${name} replaces it`;
+}
+
 export function message(failure: Failure, cwd: string): string {
   switch (failure.reason) {
     case 'usage':
@@ -122,6 +129,8 @@ export function message(failure: Failure, cwd: string): string {
       return `${failure.path} is not a usable plan: ${failure.message}`;
     case 'plan-stale':
       return [`the saved plan ${failure.path} no longer matches; make a new one with \`nodegraph plan --out\`:`, ...failure.changes.map((c) => `  - ${c}`)].join('\n');
+    case 'orphans-of-another-nodefile':
+      return anotherNodefiles(failure, cwd);
     case 'not-confirmed':
       return 'not confirmed: nothing was changed';
     case 'unawaited-promise':

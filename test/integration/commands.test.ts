@@ -203,6 +203,28 @@ describe('destroy', () => {
     }
   });
 
+  test('two Nodefiles in one folder: applying one refuses to destroy what only the other declares, until that one is gone', async () => {
+    rig.nodefile(`ng.task('a', { outputs: ['out/a'], run: { shell: 'mkdir -p out && echo a > out/a' } });`, 'a.ts');
+    rig.nodefile(`ng.task('b', { outputs: ['out/b'], run: { shell: 'mkdir -p out && echo b > out/b' } });`, 'b.ts');
+    expect((await rig.run(['apply', '-f', 'a.ts'])).code).toBe(0);
+    const said =
+      `the state was last applied from a.ts, which is still there: applying b.ts would destroy the task only a.ts declares (a). ` +
+      'Give b.ts a state of its own (--state-dir), or remove a.ts if b.ts replaces it';
+    const state = readFileSync(rig.path('.nodegraph/state.jsonl'));
+    const plan = await rig.run(['plan', '-f', 'b.ts']);
+    expect(plan.stdout).toContain(`! apply would refuse this plan: ${said}\n`);
+    const refused = await rig.run(['apply', '-f', 'b.ts']);
+    expect([refused.code, refused.stderr]).toEqual([1, `error[orphans-of-another-nodefile]: ${said}\n`]);
+    expect([rig.read('out/a'), rig.exists('out/b')]).toEqual(['a\n', false]);
+    expect(readFileSync(rig.path('.nodegraph/state.jsonl'))).toEqual(state);
+    // A state of its own for b.ts; and once a.ts is gone (b.ts replaces it), its tasks are orphans as any.
+    expect((await rig.run(['apply', '-f', 'b.ts', '--state-dir', '.nodegraph-b'])).code).toBe(0);
+    rmSync(rig.path('a.ts'));
+    const replaced = await rig.run(['apply', '-f', 'b.ts']);
+    expect(replaced.code, replaced.stderr).toBe(0);
+    expect(rig.exists('out/a')).toBe(false);
+  });
+
   test('without a terminal and without --yes, destroy changes nothing', async () => {
     rig.nodefile(teardownGraph);
     await rig.run(['apply']);
