@@ -176,6 +176,7 @@ export type TeardownSession = Pick<Session, 'state' | 'store' | 'runner' | 'sign
 };
 
 export function runTeardown(session: TeardownSession, order: readonly TaskId[], mode: 'stop' | 'destroy' | 'retire'): Promise<TeardownSummary> {
+  const { graph } = session;
   return teardown({
     order,
     records: session.state.records,
@@ -184,9 +185,22 @@ export function runTeardown(session: TeardownSession, order: readonly TaskId[], 
     signal: session.signal,
     emit: session.emit,
     mode,
-    graph: session.graph,
+    graph,
     guard: session.guard,
+    ...(graph === undefined ? {} : { projectsThen: () => projectsThen(session.state.dir, graph.dir) }),
   });
+}
+
+/** The folders the kept generations' Nodefiles lay in, other than the project's now: where it was before a move or a copy. */
+function projectsThen(stateDir: string, dir: string): string[] {
+  const store = new GenerationStore(stateDir);
+  const folders = new Set<string>();
+  for (const n of store.numbers()) {
+    const nodefile = store.head(n)?.nodefile;
+    if (nodefile !== undefined) folders.add(path.dirname(nodefile));
+  }
+  folders.delete(dir);
+  return [...folders];
 }
 
 /** The project and the state, which no teardown removes (see OutputGuard). */
