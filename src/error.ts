@@ -82,8 +82,8 @@ export type Failure =
   /** A file the command was asked to write besides the state (`plan --out`). */
   | { readonly reason: 'file-write-failed'; readonly path: string; readonly message: string }
   | { readonly reason: 'plan-stale'; readonly path: string; readonly changes: readonly string[] }
-  /** A whole apply of `nodefile` would destroy, as orphans, `tasks` that only `other` (beside it, the state's last) declares. */
-  | { readonly reason: 'orphans-of-another-nodefile'; readonly nodefile: string; readonly other: string; readonly tasks: readonly string[] }
+  /** A whole apply or destroy of `nodefile` would destroy, as orphans, `tasks` that only `other` (beside it, the state's last) declares. */
+  | { readonly reason: 'orphans-of-another-nodefile'; readonly command: 'apply' | 'destroy'; readonly nodefile: string; readonly other: string; readonly tasks: readonly string[] }
   | { readonly reason: 'not-confirmed' }
   /**
    * Ctrl-C (or SIGTERM, SIGHUP) before anything changed: while the Nodefile loaded, or while the tasks were

@@ -107,21 +107,29 @@ export async function planNodefile(options: EngineOptions & { readonly out?: str
 
 /**
  * What a whole apply of this plan must refuse: orphans to destroy that only another
- * Nodefile declares, one beside this one that the state's current generation was applied
- * from (two Nodefiles in one folder share its `.nodegraph`). A Nodefile renamed, or a
- * project moved, leaves none beside it.
+ * Nodefile declares (anotherNodefile).
  */
 export function orphansOfAnother(session: Pick<Session, 'state' | 'graph' | 'targets'>, plan: Plan): Failure | undefined {
   if (session.targets !== undefined || plan.counts.destroy + plan.counts.stop === 0) return undefined;
-  const store = new GenerationStore(session.state.dir);
+  const other = anotherNodefile(session.state.dir, session.graph.file);
+  if (other === undefined) return undefined;
+  const tasks = [...plan].filter((e) => e.action === 'destroy').map((e) => e.id);
+  return { reason: 'orphans-of-another-nodefile', command: 'apply', nodefile: session.graph.file, other, tasks };
+}
+
+/**
+ * Another Nodefile beside `nodefile` that the state's current generation was applied from,
+ * still there: two Nodefiles in one folder share its `.nodegraph`, and what only that one
+ * declares is not this one's to destroy. A Nodefile renamed, or a project moved, leaves
+ * none beside it.
+ */
+function anotherNodefile(stateDir: string, nodefile: string): string | undefined {
+  const store = new GenerationStore(stateDir);
   const current = store.current();
   const last = current === undefined ? undefined : store.head(current)?.nodefile;
-  const nodefile = session.graph.file;
   if (last === undefined || path.basename(last) === path.basename(nodefile)) return undefined;
   const other = path.join(path.dirname(nodefile), path.basename(last));
-  if (!existsSync(other)) return undefined;
-  const tasks = [...plan].filter((e) => e.action === 'destroy').map((e) => e.id);
-  return { reason: 'orphans-of-another-nodefile', nodefile, other, tasks };
+  return existsSync(other) ? other : undefined;
 }
 
 /** The changed file inputs of the plan's tasks whose applied text the generations keep. */
@@ -285,6 +293,12 @@ async function teardownWith(session: TeardownSession, options: TeardownOptions, 
   const targets = resolveTargets(options.targets, (id) => records.has(id), () => records.keys());
   if (!targets.ok) return targets;
   const order = options.mode === 'stop' && targets.value !== undefined ? stopSet(targets.value, records) : destroySet(targets.value, records);
+  const graph = session.graph;
+  if (graph !== undefined && options.mode === 'destroy' && targets.value === undefined) {
+    const orphans = order.filter((id) => graph.get(id) === undefined);
+    const other = orphans.length === 0 ? undefined : anotherNodefile(session.state.dir, graph.file);
+    if (other !== undefined) return err([{ reason: 'orphans-of-another-nodefile', command: 'destroy', nodefile: graph.file, other, tasks: orphans }]);
+  }
   const unnamed = targets.value === undefined || options.mode === 'stop' ? [] : order.filter((id) => !targets.value!.has(id));
   if (unnamed.length > 0) {
     // Said before anything is removed, with --yes too: more goes than the command line names.

@@ -53,7 +53,8 @@ function anotherNodefiles(failure: Extract<Failure, { reason: 'orphans-of-anothe
   const [name, other, n] = [path.basename(failure.nodefile), path.basename(failure.other), failure.tasks.length];
   const listed = n <= 3 ? failure.tasks.join(', ') : `${failure.tasks.slice(0, 3).join(', ')} and ${n - 3} more`;
   const what = n === 1 ? 'the task' : `the ${n} tasks`;
-  return `the state was last applied from ${shown(failure.other, cwd)}, which is still there: applying ${name} would destroy ${what} only ${other} declares (${listed}). Give ${name} a state of its own (--state-dir), or remove ${other} if ${name} replaces it`;
+  const doing = failure.command === 'apply' ? 'applying' : 'destroying with';
+  return `the state was last applied from ${shown(failure.other, cwd)}, which is still there: ${doing} ${name} would destroy ${what} only ${other} declares (${listed}). Give ${name} a state of its own (--state-dir), or remove ${other} if ${name} replaces it`;
 }
 
 export function message(failure: Failure, cwd: string): string {

@@ -218,6 +218,8 @@ describe('destroy', () => {
     expect(plan.stdout).toContain(`! apply would refuse this plan: ${said}\n`);
     const refused = await rig.run(['apply', '-f', 'b.ts']);
     expect([refused.code, refused.stderr]).toEqual([1, `error[orphans-of-another-nodefile]: ${said}\n`]);
+    const destroy = await rig.run(['destroy', '--yes', '-f', 'b.ts']);
+    expect([destroy.code, destroy.stderr]).toEqual([1, `error[orphans-of-another-nodefile]: ${said.replace('applying', 'destroying with')}\n`]);
     expect([rig.read('out/a'), rig.exists('out/b')]).toEqual(['a\n', false]);
     expect(readFileSync(rig.path('.nodegraph/state.jsonl'))).toEqual(state);
     // A state of its own for b.ts; and once a.ts is gone (b.ts replaces it), its tasks are orphans as any.
