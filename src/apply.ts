@@ -57,6 +57,8 @@ export interface ApplyOptions extends EngineOptions {
   readonly continue?: boolean;
   /** Generations to keep (DEFAULT_KEEP). */
   readonly keep?: number;
+  /** A rollback: the generation it returns to says what stays, whichever Nodefile it was applied from. */
+  readonly rollingBack?: true;
 }
 
 /**
@@ -167,7 +169,7 @@ async function runOnce(session: Session, options: ApplyOptions, saved: SavedPlan
     const changes = planChanges(saved, now);
     if (changes.length > 0) return { failures: [{ reason: 'plan-stale', path: options.planFile!, changes }], orphans: [] };
   }
-  const refused = orphansOfAnother(session, plan);
+  const refused = options.rollingBack === true ? undefined : orphansOfAnother(session, plan);
   if (refused !== undefined) return { failures: [refused], orphans: [] };
   let sources: Sources | undefined;
   if (whole) {
@@ -476,6 +478,6 @@ export async function rollbackNodefile(options: ApplyOptions & { readonly genera
     const changed = describeRestored(restored.value, path.dirname(generation.nodefile));
     options.onEvent?.({ type: 'transaction', message: `rollback to generation ${target}: ${changed === '' ? 'its sources are in place' : changed}` });
     setEnv(env.value);
-    return await applyWhole({ ...inner, nodefile: generation.nodefile, env: process.env }, undefined, 'as-set');
+    return await applyWhole({ ...inner, nodefile: generation.nodefile, env: process.env, rollingBack: true }, undefined, 'as-set');
   });
 }

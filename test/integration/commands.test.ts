@@ -228,6 +228,10 @@ describe('destroy', () => {
     const replaced = await rig.run(['apply', '-f', 'b.ts']);
     expect(replaced.code, replaced.stderr).toBe(0);
     expect(rig.exists('out/a')).toBe(false);
+    // A rollback to a.ts's generation gives a.ts back and takes b.ts's task: asked for, not refused.
+    const back = await rig.run(['rollback', '1', '-f', 'b.ts']);
+    expect(back.code, back.stderr).toBe(0);
+    expect([rig.read('out/a'), rig.exists('out/b'), rig.exists('a.ts')]).toEqual(['a\n', false, true]);
   });
 
   test('without a terminal and without --yes, destroy changes nothing', async () => {
