@@ -15,7 +15,7 @@ import { execute, type ExecuteSummary } from './execute/scheduler.ts';
 import type { TaskGraph, TaskNode } from './graph/graph.ts';
 import type { TaskId } from './ids.ts';
 import { evaluatedSha256, nodefileModules, nodefileReads } from './nodefile/load.ts';
-import { guardOf, ioOf, orphansOfAnother, runTeardown, type IoCounters } from './operations.ts';
+import { guardOf, ioOf, orphansOf, orphansOfAnother, runTeardown, type IoCounters } from './operations.ts';
 import type { Plan } from './plan/plan.ts';
 import { bindPlan, planChanges, readSavedPlan, type SavedPlan } from './plan/saved.ts';
 import type { ProcessRunner } from './process-runner.ts';
@@ -169,7 +169,9 @@ async function runOnce(session: Session, options: ApplyOptions, saved: SavedPlan
     const changes = planChanges(saved, now);
     if (changes.length > 0) return { failures: [{ reason: 'plan-stale', path: options.planFile!, changes }], orphans: [] };
   }
-  const refused = options.rollingBack === true ? undefined : orphansOfAnother(session, plan);
+  // A whole-graph plan lists the orphans, dependents first: no second search of 50,000 records for them.
+  const orphans = orphansOf(plan);
+  const refused = options.rollingBack === true ? undefined : orphansOfAnother(stateDir, session.graph, orphans, 'apply');
   if (refused !== undefined) return { failures: [refused], orphans: [] };
   let sources: Sources | undefined;
   if (whole) {
@@ -202,8 +204,6 @@ async function runOnce(session: Session, options: ApplyOptions, saved: SavedPlan
   }
   session.emit({ type: 'plan', plan: plan.undecided });
 
-  // A whole-graph plan lists the orphans, dependents first: no second search of 50,000 records for them.
-  const orphans = plan.counts.destroy + plan.counts.stop > 0 ? [...plan].filter((e) => e.action === 'destroy').map((e) => e.id) : [];
   // Blue/green: an atomic apply retires what it no longer declares only once the new generation is healthy.
   const removed = transaction === undefined && orphans.length > 0 ? await runTeardown({ ...session, guard: guardOf(options) }, orphans, 'retire') : undefined;
   const { destroyed, stopped } = removed === undefined ? { destroyed: [], stopped: [] } : retiredOf(removed);

@@ -84,10 +84,11 @@ export async function planNodefile(options: EngineOptions & { readonly out?: str
     const view = generationView(session, options.atomic);
     if (!view.ok) return view;
     const generation = view.value;
-    const refused = orphansOfAnother(session, plan);
-    const texts = { ...(options.diff === true ? { texts: changedTexts(session, plan) } : {}), ...(refused === undefined ? {} : { refused }) };
+    const texts = options.diff === true ? { texts: changedTexts(session, plan) } : {};
+    const refused = orphansOfAnother(session.state.dir, session.graph, orphansOf(plan), 'apply');
+    const told = { ...texts, ...(refused === undefined ? {} : { refused }) };
     // Binding digests every task's definition and observations: only for a plan that is saved.
-    if (options.out === undefined) return ok({ plan, generation, ...texts, io: ioOf(session) });
+    if (options.out === undefined) return ok({ plan, generation, ...told, io: ioOf(session) });
     const saved = bindPlan(session.graph, observed.value.selected, observed.value.observations, session.state.records, observed.value.plan, {
       targets: options.targets ?? [],
       replace: options.replace ?? [],
@@ -101,21 +102,21 @@ export async function planNodefile(options: EngineOptions & { readonly out?: str
     } catch (error) {
       return err([{ reason: 'file-write-failed', path: options.out, message: (error as Error).message }]);
     }
-    return ok({ plan, saved, generation, ...texts, io: ioOf(session) });
+    return ok({ plan, saved, generation, ...told, io: ioOf(session) });
   });
 }
 
 /**
- * What a whole apply of this plan must refuse: orphans to destroy that only another
- * Nodefile declares (anotherNodefile).
+ * The refusal of a whole apply or destroy of `graph` that would destroy `orphans` while
+ * another Nodefile beside it, one they may belong to, is the state's last (anotherNodefile).
  */
-export function orphansOfAnother(session: Pick<Session, 'state' | 'graph' | 'targets'>, plan: Plan): Failure | undefined {
-  if (session.targets !== undefined || plan.counts.destroy + plan.counts.stop === 0) return undefined;
-  const other = anotherNodefile(session.state.dir, session.graph.file);
-  if (other === undefined) return undefined;
-  const tasks = [...plan].filter((e) => e.action === 'destroy').map((e) => e.id);
-  return { reason: 'orphans-of-another-nodefile', command: 'apply', nodefile: session.graph.file, other, tasks };
+export function orphansOfAnother(stateDir: string, graph: TaskGraph, orphans: readonly TaskId[], command: 'apply' | 'destroy'): Failure | undefined {
+  const other = orphans.length === 0 ? undefined : anotherNodefile(stateDir, graph.file);
+  return other === undefined ? undefined : { reason: 'orphans-of-another-nodefile', command, nodefile: graph.file, other, tasks: orphans };
 }
+
+/** A whole plan's orphans, dependents first: the tasks it destroys (or, with `retire: 'stop'`, stops). */
+export const orphansOf = (plan: Plan): TaskId[] => (plan.counts.destroy + plan.counts.stop > 0 ? [...plan].filter((e) => e.action === 'destroy').map((e) => e.id) : []);
 
 /**
  * Another Nodefile beside `nodefile` that the state's current generation was applied from,
@@ -184,7 +185,6 @@ export type TeardownSession = Pick<Session, 'state' | 'store' | 'runner' | 'sign
 };
 
 export function runTeardown(session: TeardownSession, order: readonly TaskId[], mode: 'stop' | 'destroy' | 'retire'): Promise<TeardownSummary> {
-  const { graph } = session;
   return teardown({
     order,
     records: session.state.records,
@@ -193,21 +193,20 @@ export function runTeardown(session: TeardownSession, order: readonly TaskId[], 
     signal: session.signal,
     emit: session.emit,
     mode,
-    graph,
+    graph: session.graph,
     guard: session.guard,
-    ...(graph === undefined ? {} : { projectsThen: () => projectsThen(session.state.dir, graph.dir) }),
+    projectsThen: () => projectsThen(session.state.dir),
   });
 }
 
-/** The folders the kept generations' Nodefiles lay in, other than the project's now: where it was before a move or a copy. */
-function projectsThen(stateDir: string, dir: string): string[] {
+/** The folders the kept generations' Nodefiles lay in: where the project was, if it was moved or copied since. */
+function projectsThen(stateDir: string): string[] {
   const store = new GenerationStore(stateDir);
   const folders = new Set<string>();
   for (const n of store.numbers()) {
     const nodefile = store.head(n)?.nodefile;
     if (nodefile !== undefined) folders.add(path.dirname(nodefile));
   }
-  folders.delete(dir);
   return [...folders];
 }
 
@@ -295,9 +294,8 @@ async function teardownWith(session: TeardownSession, options: TeardownOptions, 
   const order = options.mode === 'stop' && targets.value !== undefined ? stopSet(targets.value, records) : destroySet(targets.value, records);
   const graph = session.graph;
   if (graph !== undefined && options.mode === 'destroy' && targets.value === undefined) {
-    const orphans = order.filter((id) => graph.get(id) === undefined);
-    const other = orphans.length === 0 ? undefined : anotherNodefile(session.state.dir, graph.file);
-    if (other !== undefined) return err([{ reason: 'orphans-of-another-nodefile', command: 'destroy', nodefile: graph.file, other, tasks: orphans }]);
+    const refused = orphansOfAnother(session.state.dir, graph, order.filter((id) => !graph.has(id)), 'destroy');
+    if (refused !== undefined) return err([refused]);
   }
   const unnamed = targets.value === undefined || options.mode === 'stop' ? [] : order.filter((id) => !targets.value!.has(id));
   if (unnamed.length > 0) {

@@ -42,7 +42,7 @@ export interface TeardownOptions {
   readonly graph?: TaskGraph | undefined;
   /** Paths never removed, whatever a record says (see OutputGuard). */
   readonly guard?: OutputGuard | undefined;
-  /** The folders the project was applied from before, as the kept generations say (see relocation). */
+  /** The folders the project was applied from, as the kept generations say (see relocation). */
   readonly projectsThen?: () => readonly string[];
 }
 
@@ -143,24 +143,15 @@ function madeHere(record: TaskRecord, node: TaskNode, dir: string): string[] {
 /**
  * A recipe of a task no longer declared, done where the project is now: when the project
  * was in another folder before (moved, or copied with its state), as a kept generation's
- * Nodefile or a task still declared as it was says, a recipe whose folder lies in that
- * one runs in, and removes, the same places in this project. Its commands are as
- * recorded. Looked for only for a recipe outside the project; a folder that holds the
- * project, or lies in it, says nothing.
+ * Nodefile says, a recipe whose folder lies in that one runs in, and removes, the same
+ * places in this project. Its commands are as recorded. Looked for only for a recipe
+ * outside the project; a folder that holds the project, or lies in it, says nothing.
  */
-function relocation({ graph, records, projectsThen }: TeardownOptions): (recipe: TaskRecord['recipe']) => TaskRecord['recipe'] {
-  let befores: string[] | undefined;
+function relocation({ graph, projectsThen }: TeardownOptions): (recipe: TaskRecord['recipe']) => TaskRecord['recipe'] {
+  let befores: readonly string[] | undefined;
   return (recipe) => {
     if (graph === undefined || holds(graph.dir, recipe.cwd)) return recipe;
-    if (befores === undefined) {
-      const found = new Set(projectsThen?.() ?? []);
-      for (const node of graph.ordered) {
-        const record = records.get(node.id);
-        const before = record === undefined ? undefined : projectBefore(record, node, graph.dir);
-        if (before !== undefined) found.add(before);
-      }
-      befores = [...found].filter((folder) => !holds(folder, graph.dir) && !holds(graph.dir, folder));
-    }
+    befores ??= (projectsThen?.() ?? []).filter((folder) => !holds(folder, graph.dir) && !holds(graph.dir, folder));
     const before = befores.find((folder) => holds(folder, recipe.cwd));
     if (before === undefined) return recipe;
     return { ...recipe, cwd: rebase(recipe.cwd, before, graph.dir), remove: recipe.remove.map((p) => rebase(p, before, graph.dir)) };
